@@ -1,0 +1,39 @@
+# Dependency lookup. System libraries come from Debian packages (scripts/setup.sh);
+# LibTorch from the torch wheel in .venv (CMAKE_PREFIX_PATH = torch.utils.cmake_prefix_path).
+
+find_package(nlohmann_json 3 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Threads REQUIRED)
+if(MRCNN_WITH_TESTS)
+  find_package(Catch2 2 REQUIRED)
+  list(APPEND CMAKE_MODULE_PATH ${Catch2_DIR})
+  include(Catch)
+endif()
+
+if(MRCNN_WITH_TORCH)
+  find_package(yaml-cpp REQUIRED)
+  # Debian's per-module OpenCV -dev packages carry no CMake config (only the heavy
+  # libopencv-dev does), so find the three modules we use directly.
+  find_path(MRCNN_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
+  add_library(mrcnn_opencv INTERFACE)
+  target_include_directories(mrcnn_opencv SYSTEM INTERFACE ${MRCNN_OPENCV_INCLUDE})
+  foreach(module core imgproc imgcodecs)
+    find_library(MRCNN_OPENCV_${module} opencv_${module} REQUIRED)
+    target_link_libraries(mrcnn_opencv INTERFACE ${MRCNN_OPENCV_${module}})
+  endforeach()
+  add_library(mrcnn::opencv ALIAS mrcnn_opencv)
+  find_package(Boost 1.74 REQUIRED)
+  # TorchConfig looks for CUDA itself when the wheel is CUDA-enabled; keep it quiet
+  # about the (compile-only) toolkit when we build without CUDA.
+  if(NOT MRCNN_CUDA_ENABLED)
+    set(CAFFE2_USE_CUDNN OFF)
+  endif()
+  # Only the architectures we compile for (see MrcnnOptions); Torch's default list
+  # spans sm_50..sm_120 and multiplies CUDA compile time.
+  if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
+  find_package(Torch REQUIRED)
+  find_package(Python3 COMPONENTS Interpreter)
+endif()

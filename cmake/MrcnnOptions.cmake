@@ -1,0 +1,51 @@
+# Build options. Everything defaults to "on if available" so a plain configure works
+# on the development machine (CUDA compile only), in CI and on the GPU machine.
+
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+# MRCNN_CUDA: AUTO (on when nvcc is found), ON (required), OFF (forced off).
+set(MRCNN_CUDA AUTO CACHE STRING "Build CUDA kernels: AUTO, ON or OFF")
+set_property(CACHE MRCNN_CUDA PROPERTY STRINGS AUTO ON OFF)
+# Parts that need LibTorch / OpenCV can be left out (e.g. an entrypoint-only image).
+option(MRCNN_WITH_TORCH "Build the Torch parts (kernels, trainer, serving)" ON)
+option(MRCNN_WITH_TESTS "Build the tests" ON)
+option(MRCNN_WERROR "Treat warnings as errors in our targets" ON)
+
+find_program(MRCNN_CCACHE ccache)
+if(MRCNN_CCACHE)
+  set(CMAKE_C_COMPILER_LAUNCHER ${MRCNN_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${MRCNN_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${MRCNN_CCACHE})
+endif()
+
+set(MRCNN_CUDA_ENABLED OFF)
+if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH)
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(MRCNN_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+    if(MRCNN_NVCC)
+      set(CMAKE_CUDA_COMPILER ${MRCNN_NVCC})
+    endif()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Hopper (H100/H200) is what the GPU machine has; Ampere for the A100 fleets.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    enable_language(CUDA)
+    set(MRCNN_CUDA_ENABLED ON)
+  elseif(MRCNN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MRCNN_CUDA=ON but no CUDA compiler was found (set CUDA_HOME or put nvcc on PATH)")
+  endif()
+endif()
+message(STATUS "mrcnn: CUDA kernels ${MRCNN_CUDA_ENABLED}, Torch parts ${MRCNN_WITH_TORCH}")

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idempotent setup for a fresh Debian 12 machine: system packages, the project-local
+# Python environment (LibTorch comes from the torch wheel), then a configure + build.
+# A second run with nothing changed only re-checks and lets Ninja find nothing to do.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+apt_packages=(
+  build-essential ninja-build ccache cmake pkg-config
+  libboost-dev libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libyaml-cpp-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libturbojpeg0-dev
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python environment: torch/torchvision pinned to what the GPU machine carries.
+venv="$top/.venv"
+requirements="$top/scripts/requirements.txt"
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [[ ! -x $venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want" ]]; then
+  log "creating Python environment in .venv (torch is a large download)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+
+# Configure once; later runs only build (Ninja re-runs CMake when a CMakeLists changes).
+build="$top/build"
+if [[ ! -f $build/build.ninja ]]; then
+  torch_prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  cmake_args=(-S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${MRCNN_BUILD_TYPE:-Release}"
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$venv/bin/python")
+  [[ -n ${MRCNN_CUDA:-} ]] && cmake_args+=(-DMRCNN_CUDA="$MRCNN_CUDA")
+  log "configuring build/"
+  cmake "${cmake_args[@]}"
+fi
+log "building"
+cmake --build "$build" -j"${MRCNN_JOBS:-$(nproc)}"
+log "done: binaries in build/bin/"

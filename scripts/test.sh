@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's test command: set up (idempotent), then every C++ test (CTest) and
+# every Python oracle test (pytest). Exits non-zero on any failure.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+"$top/scripts/setup.sh"
+
+status=0
+echo "[test] C++ tests (ctest)"
+ctest --test-dir "$top/build" --output-on-failure -j"${MRCNN_TEST_JOBS:-2}" || status=1
+
+echo "[test] Python oracle tests (pytest)"
+export MRCNN_BUILD_DIR="$top/build"
+mapfile -t py_dirs < <(find "$top/test" -name 'test_*.py' -printf '%h\n' | sort -u)
+if ((${#py_dirs[@]})); then
+  "$top/.venv/bin/python" -m pytest -q "${py_dirs[@]}" || status=1
+else
+  echo "[test] no Python tests found"
+fi
+
+if ((status)); then
+  echo "[test] FAILED"
+else
+  echo "[test] all tests passed"
+fi
+exit $status
