@@ -1,0 +1,32 @@
+#pragma once
+// input/config/hyperparameters.json (CONTRACT §1).
+//
+// The SageMaker SDK sends every value as a string holding JSON ("10", "true",
+// "\"train.py\"", "[1,2]"); the raw CreateTrainingJob API lets users send plain
+// strings ("adam") too. Each value is JSON-decoded when it parses and kept as
+// the raw string otherwise. Non-string JSON values (numbers, booleans, ...)
+// written by hand or by other launchers are accepted as they are.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mrcnn::common {
+
+struct Hyperparameters {
+  // user keys -> decoded typed value.
+  nlohmann::json user = nlohmann::json::object();
+  // "sagemaker_*" keys and "_tuning_objective_metric" -> decoded value.
+  nlohmann::json framework = nlohmann::json::object();
+
+  // The user's hyperparameters as argv, like the public toolkit: sorted by key,
+  // "--key", "value" pairs; strings raw, other values compact JSON.
+  std::vector<std::string> UserArgv() const;
+};
+
+// Absent file = no hyperparameters. Malformed JSON, a top-level value that is
+// not an object, or more than 100 entries (SageMaker's own limit) is a ConfigError.
+Hyperparameters ParseHyperparameters(const std::filesystem::path& file);
+
+}  // namespace mrcnn::common

@@ -1,0 +1,32 @@
+#pragma once
+// The SageMaker container layout under one base directory (CONTRACT §1).
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/env_map.h"
+
+namespace mrcnn::common {
+
+struct JobPaths {
+  std::filesystem::path base;                 // /opt/ml
+  std::filesystem::path input;                // base/input
+  std::filesystem::path input_config;         // base/input/config
+  std::filesystem::path input_data;           // base/input/data
+  std::filesystem::path model;                // base/model
+  std::filesystem::path output;               // base/output
+  std::filesystem::path output_data;          // base/output/data
+  std::filesystem::path output_intermediate;  // base/output/intermediate
+  std::filesystem::path failure;              // base/output/failure
+  std::filesystem::path code;                 // base/code
+  std::filesystem::path checkpoints;          // base/checkpoints
+};
+
+// Pure path arithmetic: nothing is created or checked on disk.
+JobPaths MakeJobPaths(const std::filesystem::path& base);
+
+// Base dir resolution: the --base-dir flag value if given, else
+// SAGEMAKER_BASE_DIR (when non-empty), else "/opt/ml".
+std::filesystem::path ResolveBaseDir(const std::optional<std::string>& flag, const EnvMap& env);
+
+}  // namespace mrcnn::common

@@ -1,0 +1,33 @@
+#pragma once
+// input/config/resourceconfig.json (CONTRACT §1).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mrcnn::common {
+
+struct InstanceGroup {
+  std::string name;
+  std::string instance_type;
+  std::vector<std::string> hosts;
+};
+
+struct ResourceConfig {
+  bool present = false;  // false when the file is absent (local runs)
+  std::string current_host;
+  std::string current_instance_type;
+  std::string current_group_name;
+  std::string network_interface_name;
+  std::vector<std::string> hosts;  // sorted as strings: "algo-10" < "algo-2", like the toolkit
+  std::vector<InstanceGroup> instance_groups;
+  nlohmann::json raw = nlohmann::json::object();  // the file as read ({} when absent)
+};
+
+// Absent file = one host: present=false, current_host "algo-1", hosts {"algo-1"}.
+// ConfigError on malformed JSON, wrong types, empty or duplicate hosts, and a
+// current_host missing from hosts.
+ResourceConfig ParseResourceConfig(const std::filesystem::path& file);
+
+}  // namespace mrcnn::common
