@@ -1,0 +1,78 @@
+#pragma once
+// Inference entry point shared by `trainer predict` and the serving binary.
+// Torch-free on purpose: callers that only run inference (the HTTP server) include this
+// header without paying for <torch/torch.h>; the model lives behind a pimpl.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mrcnn::model {
+
+struct Detection {
+  std::array<float, 4> box{};  // x1, y1, x2, y2 in original image pixels
+  int64_t label = 0;           // contiguous 1..K (0 is background and never reported)
+  int64_t category_id = 0;     // original dataset category id from classes.json
+  std::string label_name;
+  float score = 0.0f;
+  std::vector<uint8_t> mask;  // row-major H x W of 0/1 at original resolution; empty when masks are off
+};
+
+struct ImageDetections {
+  int64_t height = 0;
+  int64_t width = 0;
+  std::vector<Detection> detections;  // sorted by descending score
+};
+
+struct InferenceOptions {
+  std::string device = "cpu";     // "cpu", "cuda", "cuda:N"
+  std::string precision = "fp32";  // "fp32"; "fp16" / "bf16" only on CUDA
+  int num_threads = 0;             // 0 keeps torch's default intra-op thread count
+};
+
+struct PredictOptions {
+  float score_threshold = 0.05f;  // detections below are dropped (applied before per-class NMS)
+  int max_detections = 100;       // per image, after NMS
+  bool masks = true;              // false skips the mask head and the paste
+  float mask_threshold = 0.5f;    // probability above which a pasted mask pixel is 1
+};
+
+class InferenceModel {
+ public:
+  // model_dir holds model.safetensors, config.yaml and classes.json (see
+  // trainer/model/README.md). Throws std::runtime_error naming the offending file, key or
+  // field when anything is missing or inconsistent.
+  static std::unique_ptr<InferenceModel> Load(const std::filesystem::path& model_dir,
+                                              const InferenceOptions& options);
+
+  // 8-bit RGB, row-major H x W x 3, contiguous. The caller decodes images (OpenCV's BGR must
+  // be converted by the caller). Pointers need only stay valid for the duration of the call.
+  struct ImageView {
+    const uint8_t* rgb = nullptr;
+    int64_t height = 0;
+    int64_t width = 0;
+  };
+
+  // One result per input image, in input order. Thread-compatible, not thread-safe: serialise
+  // calls on one instance (the server owns one instance per worker).
+  std::vector<ImageDetections> Predict(const std::vector<ImageView>& images, const PredictOptions& options);
+
+  // Class names in contiguous label order: ClassNames()[i] is label i + 1.
+  const std::vector<std::string>& ClassNames() const;
+  // Dataset category ids in the same order as ClassNames().
+  const std::vector<int64_t>& CategoryIds() const;
+
+  ~InferenceModel();
+  InferenceModel(const InferenceModel&) = delete;
+  InferenceModel& operator=(const InferenceModel&) = delete;
+
+  struct State;  // defined in inference.cpp
+
+ private:
+  explicit InferenceModel(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mrcnn::model
