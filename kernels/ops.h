@@ -1,0 +1,112 @@
+// Public C++ entry points of the mrcnn kernels library (target `mrcnn_kernels`,
+// build*/lib/libmrcnn_kernels.so). Every function calls the op registered in the
+// torch namespace `mrcnn` through the dispatcher, so CPU/CUDA selection, autograd
+// and autocast apply exactly as they do for `torch.ops.mrcnn.*` from Python.
+//
+// Box convention everywhere: (x1, y1, x2, y2) in pixels, float32 unless stated.
+// Semantics follow torchvision 0.26 (the oracle tests in test/oracle/kernels check
+// them against torchvision on randomised inputs).
+//
+// Host-device synchronisation on CUDA: Nms and BatchedNms synchronise once, to
+// learn how many boxes are kept (the output size depends on it). RoiAlign,
+// MultiLevelRoiAlign, BoxIou, EncodeBoxes, DecodeBoxes, GenerateAnchors,
+// MatchProposals, SampleBalanced and PasteMasks never synchronise.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <ATen/core/Generator.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace mrcnn::kernels {
+
+// Indices (int64) of the boxes kept by greedy non-maximum suppression, in order of
+// decreasing score (ties: lower index first). A box is suppressed when its IoU with
+// a kept, higher-scoring box is > iou_threshold. boxes: N×4, scores: N.
+at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
+
+// NMS applied independently within each value of idxs (int64, N), in one pass (no
+// per-class loop). Result: kept indices sorted by decreasing score, identical to
+// torchvision.ops.batched_nms.
+at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
+                      double iou_threshold);
+
+// ROIAlign (torchvision.ops.roi_align semantics). input: B×C×H×W, rois: K×5
+// (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.
+// Differentiable w.r.t. input. Under autocast it runs in float32 and returns the
+// input's dtype. float32/float64/float16/bfloat16 accepted (float accumulation).
+at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                    int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                    bool aligned);
+
+// FPN ROIAlign over all levels in one call. features[l]: B×C×H_l×W_l with
+// scales[l] = spatial scale of level l (e.g. 1/4, 1/8, 1/16, 1/32; powers of two,
+// finest first). Each roi (K×5 as in RoiAlign) goes to the level given by
+// torchvision's LevelMapper: floor(canonical_level + log2(sqrt(area)/canonical_scale)
+// + 1e-6) clamped to [-log2(scales.front()), -log2(scales.back())]. Output
+// K×C×pooled_h×pooled_w in input roi order; differentiable w.r.t. every feature map.
+at::Tensor MultiLevelRoiAlign(const std::vector<at::Tensor>& features, const at::Tensor& rois,
+                              const std::vector<double>& scales, int64_t pooled_height,
+                              int64_t pooled_width, int64_t sampling_ratio, bool aligned,
+                              int64_t canonical_scale = 224, int64_t canonical_level = 4);
+
+// Pairwise IoU, a: N×4, b: M×4 -> N×M (torchvision.ops.box_iou).
+at::Tensor BoxIou(const at::Tensor& a, const at::Tensor& b);
+
+// Regression targets of reference_boxes (gt, N×4) relative to proposals (N×4) with
+// weights (wx, wy, ww, wh): torchvision BoxCoder.encode_single. Returns N×4.
+at::Tensor EncodeBoxes(const at::Tensor& reference_boxes, const at::Tensor& proposals,
+                       const std::array<double, 4>& weights);
+
+// Inverse of EncodeBoxes: rel_codes N×(4k) applied to boxes N×4 -> N×(4k)
+// (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp).
+at::Tensor DecodeBoxes(const at::Tensor& rel_codes, const at::Tensor& boxes,
+                       const std::array<double, 4>& weights,
+                       double clamp = std::log(1000.0 / 16));
+
+// Anchors of one image, identical to torchvision AnchorGenerator: level i has a
+// feature map of feature_sizes[i] = (H_i, W_i), stride strides[i] = (sh_i, sw_i),
+// sizes[i] and aspect_ratios[i] (anchor order per location: ratios outer, sizes
+// inner; locations row-major). Returns the concatenation over levels, float32,
+// sum_i H_i*W_i*|sizes_i|*|ratios_i| × 4, on `device`.
+at::Tensor GenerateAnchors(const std::vector<std::array<int64_t, 2>>& feature_sizes,
+                           const std::vector<std::array<int64_t, 2>>& strides,
+                           const std::vector<std::vector<double>>& sizes,
+                           const std::vector<std::vector<double>>& aspect_ratios,
+                           const at::Device& device);
+
+// torchvision Matcher: match_quality G×N (gt × predictions, G,N >= 1) -> int64 N with
+// the best gt index per prediction, -1 where the best quality < low_threshold, -2
+// where low <= best < high. allow_low_quality_matches restores the best match of
+// every prediction that is a (tied) highest-quality prediction of some gt.
+at::Tensor MatchProposals(const at::Tensor& match_quality, double high_threshold,
+                          double low_threshold, bool allow_low_quality_matches);
+
+// torchvision BalancedPositiveNegativeSampler for one image: labels (N; >= 1
+// positive, 0 negative, -1 ignored) -> (pos_mask, neg_mask), bool N each, with
+// min(#pos, floor(batch*fraction)) positives and min(#neg, batch - #sampled pos)
+// negatives chosen uniformly at random using `generator` (default generator when
+// empty).
+std::pair<at::Tensor, at::Tensor> SampleBalanced(
+    const at::Tensor& labels, int64_t batch_size_per_image, double positive_fraction,
+    const std::optional<at::Generator>& generator = std::nullopt);
+
+// torchvision paste_masks_in_image: masks N×1×R×R (probabilities), boxes N×4 in
+// image pixels -> N×1×image_height×image_width, same dtype as masks. Each mask is
+// padded by `padding` zero pixels, its box expanded by (R+2p)/R and truncated to
+// integers, and the padded mask bilinearly resized (align_corners=False) into it.
+at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
+                      int64_t image_width, int64_t padding = 1);
+
+// Makes sure the library (and so its op registrations) is loaded by a program that
+// links it; returns the number of registered mrcnn ops. Calling it is optional for
+// code that already calls any function above.
+int64_t RegisteredOpCount();
+
+}  // namespace mrcnn::kernels
