@@ -10,7 +10,8 @@ class ConfigError : public std::runtime_error {
  public:
   // what() reads `<file>: "<field>" <problem>`, e.g.
   //   resourceconfig.json: "current_host" must be one of "hosts" ["algo-1","algo-2"], got "algo-3"
-  // `file` is a file name or, for environment problems, "environment".
+  // `file` is the file's path or, for environment problems, "environment".
+  // With an empty field (a problem with the whole file) what() is `<file>: <problem>`.
   ConfigError(const std::string& file, const std::string& field, const std::string& problem);
 
   const std::string& file() const { return file_; }

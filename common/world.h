@@ -2,24 +2,37 @@
 // Who we are in a distributed job: node rank, node count, processes per node,
 // master address and port.
 //
-// Precedence (first match wins; see common/README.md "The world"):
+// Precedence (first match wins; common/README.md "The world" has the details):
 //   1. explicit overrides (command-line flags) for the fields they set;
 //   2. torchrun-launched: LOCAL_RANK, RANK, WORLD_SIZE and GROUP_RANK all set —
-//      node_rank = GROUP_RANK, nproc_per_node = LOCAL_WORLD_SIZE;
-//   3. Kubeflow PyTorchJob: PET_NNODES / PET_NODE_RANK, or MASTER_ADDR +
-//      WORLD_SIZE + RANK where RANK is the node index;
-//   4. Open MPI: OMPI_COMM_WORLD_* (node = RANK / LOCAL_SIZE);
-//   5. Slurm: SLURM_NODEID, SLURM_NNODES or SLURM_JOB_NUM_NODES, master = first
-//      host of SLURM_JOB_NODELIST (bracket ranges expanded);
+//      node_rank = GROUP_RANK, nproc_per_node = LOCAL_WORLD_SIZE, and this
+//      process already is the slot LOCAL_RANK;
+//   3. Kubeflow PyTorchJob: PET_NNODES or PET_NODE_RANK set, or MASTER_ADDR +
+//      WORLD_SIZE + RANK where RANK is the node index. nnodes = PET_NNODES, else
+//      WORLD_SIZE / PET_NPROC_PER_NODE when that is a number (the operator's
+//      WORLD_SIZE counts processes then), else WORLD_SIZE;
+//   4. Open MPI: OMPI_COMM_WORLD_RANK and _SIZE set. With LOCAL_SIZE 1 mpirun
+//      started one supervisor per node (node = RANK, nnodes = SIZE); with more,
+//      each process already is one slot (node = RANK / LOCAL_SIZE,
+//      nproc_per_node = LOCAL_SIZE);
+//   5. Slurm: SLURM_NODEID set; nnodes = SLURM_NNODES or SLURM_JOB_NUM_NODES,
+//      hosts = SLURM_JOB_NODELIST (or SLURM_NODELIST) expanded; with more tasks
+//      than nodes each task already is one slot (SLURM_LOCALID);
 //   6. SageMaker resourceconfig.json present: node_rank = index of current_host
-//      in the sorted hosts, master = hosts[0];
+//      in the sorted hosts, nnodes = len(hosts), master = hosts[0];
 //   7. single node.
-// Processes per node: overrides.nproc_per_node, then PET_NPROC_PER_NODE, then
-// hyperparameter sagemaker_mpi_num_of_processes_per_host, then the number of
-// GPUs, then 1 (a launcher that fixes it, torchrun or MPI, wins over the last three).
-// MASTER_PORT: overrides, then env MASTER_PORT, then 29500.
-// Bad values (non-integers, ranks out of range, non-positive sizes) throw
-// ConfigError naming the environment variable.
+// Processes per node (where the launcher does not fix it): overrides, then
+// PET_NPROC_PER_NODE (a number; "cpu" = CPU count; "auto"/"gpu" fall through),
+// then hyperparameter sagemaker_mpi_num_of_processes_per_host, then the number
+// of GPUs, then 1. An override that contradicts a launcher that fixes it is a
+// ConfigError.
+// master_addr: overrides, then the launcher's (torchrun/Kubeflow MASTER_ADDR;
+// Open MPI and Slurm: env MASTER_ADDR, else SageMaker hosts[0] / the first
+// Slurm host), then 127.0.0.1 for one node.
+// master_port: overrides, then env MASTER_PORT (Kubeflow: PET_MASTER_PORT
+// too), then 29500.
+// Bad values (non-integers, ranks out of range, non-positive sizes, sizes that
+// do not divide) throw ConfigError naming the environment variable.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +56,11 @@ struct World {
   int master_port = 29500;
   std::vector<std::string> hosts;  // known host names in node order (may be empty)
   std::string current_host;
+  // Set when a launcher (torchrun, Open MPI or Slurm with several processes per
+  // node) already started one process per slot: this process is that slot and
+  // runs exactly one child with this local rank instead of nproc_per_node.
+  std::optional<int> launched_local_rank;
+  std::string run_id = "none";  // TORCHELASTIC_RUN_ID: the inherited one, else TRAINING_JOB_NAME
   int WorldSize() const { return nnodes * nproc_per_node; }
 };
 
@@ -58,9 +76,12 @@ World ResolveWorld(const JobEnvironment& job, const EnvMap& env, const WorldOver
 // Throws ConfigError (source SLURM_JOB_NODELIST) when malformed.
 std::vector<std::string> ExpandSlurmNodeList(const std::string& nodelist);
 
-// The torchrun variables for the child at local_rank: RANK, LOCAL_RANK,
-// WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK,
-// ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID.
+// The torchrun variables for the child at local_rank (0 <= local_rank <
+// nproc_per_node, else std::out_of_range): RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
+// ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID,
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS. Not
+// TORCHELASTIC_USE_AGENT_STORE: there is no agent store to connect to.
 EnvMap ProcessVariables(const World& world, int local_rank);
 
 }  // namespace mrcnn::common
