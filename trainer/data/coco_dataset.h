@@ -46,7 +46,7 @@ struct CocoAnnotation {
   int64_t id = 0;
   int64_t image_id = 0;
   int64_t category_id = 0;
-  int64_t label = 0;  // contiguous 1..K (0 when the category is unknown and kept raw)
+  int64_t label = 0;             // contiguous 1..K (0 when the category is unknown and kept raw)
   std::array<double, 4> bbox{};  // [x, y, w, h]
   double area = 0;
   bool iscrowd = false;
