@@ -1,0 +1,163 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/config_error.h"
+#include "trainer/engine/job_config.h"
+
+using mrcnn::common::ConfigError;
+using mrcnn::common::EnvMap;
+using namespace mrcnn::engine;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct JobTree {
+  fs::path root;
+  JobTree() {
+    std::random_device rd;
+    root = fs::temp_directory_path() / ("engine_job_" + std::to_string(rd()));
+    fs::create_directories(root / "ml/input/data/train");
+    fs::create_directories(root / "ml/input/config");
+    fs::create_directories(root / "configs");
+    fs::create_directories(root / "ml/code");
+  }
+  ~JobTree() { fs::remove_all(root); }
+  fs::path Write(const fs::path& rel, const std::string& text) const {
+    fs::path p = root / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p;
+  }
+  EnvMap Env() const {
+    return {{"SAGEMAKER_BASE_DIR", (root / "ml").string()}, {"MRCNN_CONFIG_DIR", (root / "configs").string()}};
+  }
+};
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("hyperparameter argv as the toolkit encodes it", "[job]") {
+  TrainJobArgs a = ParseTrainJobArgs({"--config-file", "x.yaml", "--eval-only", "false", "--local-config-file",
+                                      "my.yaml", "--opts", "SOLVER.BASE_LR 0.1", "--resume", "true"});
+  CHECK(a.config_file == "x.yaml");
+  CHECK(a.local_config_file == "my.yaml");
+  CHECK(a.opts == "SOLVER.BASE_LR 0.1");
+  CHECK(a.resume == true);
+  CHECK_FALSE(a.eval_only);
+
+  TrainJobArgs b = ParseTrainJobArgs({"--eval_only=True", "--resume", "False"});
+  CHECK(b.eval_only);
+  CHECK(b.resume == false);
+  CHECK_FALSE(ParseTrainJobArgs({}).resume.has_value());
+
+  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--config-fil", "x"}); }), Catch::Contains("did you mean \"config-file\""));
+  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--resume", "maybe"}); }), Catch::Contains("must be true or false"));
+  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--opts"}); }), Catch::Contains("no value"));
+  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"stray"}); }), Catch::Contains("stray"));
+}
+
+TEST_CASE("config-file, local-config-file and opts merge in that order", "[job]") {
+  JobTree t;
+  t.Write("configs/base.yaml", "SOLVER: {BASE_LR: 0.5, MAX_ITER: 10, GAMMA: 0.5}\n");
+  t.Write("configs/image.yaml", "_BASE_: base.yaml\nSOLVER: {MAX_ITER: 20}\n");
+  t.Write("ml/code/mine.yaml", "SOLVER: {MAX_ITER: 30, GAMMA: 0.25}\n");
+  TrainJobArgs args;
+  args.config_file = "image.yaml";
+  args.local_config_file = "mine.yaml";
+  args.opts = "SOLVER.GAMMA 0.125";
+  TrainJob job = ResolveTrainJob(args, t.Env(), "");
+  CHECK(job.config.GetFloat("SOLVER.BASE_LR") == 0.5);
+  CHECK(job.config.GetInt("SOLVER.MAX_ITER") == 30);
+  CHECK(job.config.GetFloat("SOLVER.GAMMA") == 0.125);
+  REQUIRE(job.config_sources.size() == 4);
+  CHECK(job.config_sources.back() == "opts");
+  CHECK(job.train_dir == t.root / "ml/input/data/train");
+  CHECK_FALSE(job.test_dir.has_value());
+  CHECK(job.model_dir == t.root / "ml/model");
+  CHECK(job.output_dir == t.root / "ml/output/data");
+  CHECK(job.checkpoint_dir == t.root / "ml/checkpoints");
+  CHECK_FALSE(job.weights.has_value());
+
+  // SM_MODULE_DIR, when it is a local directory, holds the local config.
+  t.Write("elsewhere/mine.yaml", "SOLVER: {MAX_ITER: 40}\n");
+  EnvMap env = t.Env();
+  env["SM_MODULE_DIR"] = (t.root / "elsewhere").string();
+  CHECK(ResolveTrainJob(args, env, "").config.GetInt("SOLVER.MAX_ITER") == 40);
+  env["SM_MODULE_DIR"] = "s3://bucket/code.tar.gz";
+  CHECK(ResolveTrainJob(args, env, "").config.GetInt("SOLVER.MAX_ITER") == 30);
+}
+
+TEST_CASE("channels, model dir, output dir and checkpoint dir from the environment", "[job]") {
+  JobTree t;
+  fs::create_directories(t.root / "chan/train");
+  fs::create_directories(t.root / "chan/test");
+  fs::create_directories(t.root / "chan/weights");
+  t.Write("chan/weights/coco.safetensors", "x");
+  t.Write("ml/input/config/checkpointconfig.json",
+          "{\"LocalPath\": \"" + (t.root / "ckpt").string() + "\", \"S3Uri\": \"s3://b/c\"}");
+  EnvMap env = t.Env();
+  env["SM_CHANNEL_TRAIN"] = (t.root / "chan/train").string();
+  env["SM_CHANNEL_TEST"] = (t.root / "chan/test").string();
+  env["SM_CHANNEL_WEIGHTS"] = (t.root / "chan/weights").string();
+  env["SM_MODEL_DIR"] = (t.root / "model").string();
+  env["SM_OUTPUT_DATA_DIR"] = (t.root / "out").string();
+  TrainJob job = ResolveTrainJob({}, env, "");
+  CHECK(job.train_dir == t.root / "chan/train");
+  CHECK(job.test_dir == t.root / "chan/test");  // "val" absent, "test" present
+  CHECK(job.weights == t.root / "chan/weights/coco.safetensors");
+  CHECK(job.model_dir == t.root / "model");
+  CHECK(job.output_dir == t.root / "out");
+  CHECK(job.checkpoint_dir == t.root / "ckpt");
+
+  TrainJobArgs with_output;
+  with_output.opts = "OUTPUT_DIR " + (t.root / "o2").string();
+  CHECK(ResolveTrainJob(with_output, env, "").output_dir == t.root / "o2");
+
+  TrainJobArgs missing_weights;
+  missing_weights.opts = "MODEL.WEIGHTS other.safetensors";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(missing_weights, env, ""); }), Catch::Contains("MODEL.WEIGHTS"));
+
+  t.Write("chan/weights/second.safetensors", "y");
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, env, ""); }), Catch::Contains("2 .safetensors"));
+}
+
+TEST_CASE("missing files and channels are errors naming what to fix", "[job]") {
+  JobTree t;
+  TrainJobArgs args;
+  args.config_file = "nope.yaml";
+  std::string err = ErrorOf([&] { ResolveTrainJob(args, t.Env(), ""); });
+  CHECK_THAT(err, Catch::Contains("config-file"));
+  CHECK_THAT(err, Catch::Contains("MRCNN_CONFIG_DIR"));
+
+  TrainJobArgs local;
+  local.local_config_file = "mine.yaml";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(local, t.Env(), ""); }), Catch::Contains("local-config-file"));
+
+  fs::remove_all(t.root / "ml/input/data/train");
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }), Catch::Contains("SM_CHANNEL_train"));
+  TrainJobArgs eval_only;
+  eval_only.eval_only = true;
+  CHECK_NOTHROW(ResolveTrainJob(eval_only, t.Env(), ""));
+
+  TrainJobArgs bad_opts;
+  bad_opts.opts = "SOLVER.BASE_LR";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(bad_opts, t.Env(), ""); }), Catch::Contains("opts"));
+}
+
+TEST_CASE("the configs dir: env, then beside the executable", "[job]") {
+  JobTree t;
+  CHECK(ConfigDir(t.Env(), "") == t.root / "configs");
+  fs::create_directories(t.root / "build/bin");
+  CHECK(ConfigDir({}, t.root / "build/bin/trainer") == fs::weakly_canonical(t.root / "configs"));
+  CHECK(ConfigDir({}, "") == "/opt/mrcnn/configs");
+}
