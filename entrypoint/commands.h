@@ -1,0 +1,23 @@
+#pragma once
+// The entrypoint's subcommands; each returns the process exit code.
+//   0   success
+//   2   bad configuration (output/failure says which file and field)
+//   3   peers did not show up in time (multi-host)
+//   127 the program could not be started
+//   else the first failing child's code, 128 + signal for a signal
+#include <string>
+#include <vector>
+
+#include "entrypoint/launch_plan.h"
+
+namespace mrcnn::entrypoint {
+
+constexpr int kExitConfigError = 2;
+constexpr int kExitPeerWait = 3;
+
+int RunTrain(const TrainOptions& options);
+int PrintEnvironment(const TrainOptions& options);
+// Replaces this process with the server; returns only on failure.
+int ExecServer(const std::vector<std::string>& args);
+
+}  // namespace mrcnn::entrypoint

@@ -1,0 +1,123 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "common/config_error.h"
+#include "common/world.h"
+#include "entrypoint/commands.h"
+#include "entrypoint/failure_report.h"
+#include "entrypoint/fd_io.h"
+#include "entrypoint/peer_wait.h"
+#include "entrypoint/signal_channel.h"
+#include "entrypoint/supervisor.h"
+
+namespace mrcnn::entrypoint {
+namespace {
+
+int Fail(const common::JobPaths& paths, int code, const std::string& message) {
+  LogLine(message);
+  WriteFailureOnce(paths.failure, message + "\n");
+  return code;
+}
+
+// Returns the listener the master keeps open while the job runs (null on workers).
+std::unique_ptr<RendezvousListener> WaitForPeers(const LaunchPlan& plan, SignalChannel& signals) {
+  PeerWaitPlan peers;
+  peers.hosts = plan.world.hosts;
+  if (peers.hosts.empty())
+    peers.hosts = {plan.world.master_addr};
+  peers.master_addr = plan.world.master_addr;
+  peers.rendezvous_port = plan.rendezvous_port;
+  peers.node_rank = plan.world.node_rank;
+  peers.nnodes = plan.world.nnodes;
+  peers.timeout = plan.peer_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + plan.peer_timeout;
+  const Sleeper sleep = [&signals](std::chrono::milliseconds duration) {
+    return !signals.SleepUnlessStopped(duration).has_value();
+  };
+  std::unique_ptr<RendezvousListener> listener;
+  if (plan.world.node_rank == 0) {
+    listener = std::make_unique<RendezvousListener>(peers.master_addr, peers.rendezvous_port,
+                                                    peers.nnodes);
+    LogLine(fmt::format("node 0 of {}: waiting for the other nodes on {}:{} (up to {} s)",
+                        peers.nnodes, peers.master_addr, peers.rendezvous_port,
+                        plan.peer_timeout.count() / 1000));
+  } else {
+    LogLine(fmt::format("node {} of {}: waiting for the master {}:{} (up to {} s)", peers.node_rank,
+                        peers.nnodes, peers.master_addr, peers.rendezvous_port,
+                        plan.peer_timeout.count() / 1000));
+  }
+  WaitForHostsToResolve(peers, deadline, sleep);
+  if (listener) {
+    WaitForWorkers(*listener, peers, deadline, sleep);
+  } else {
+    CheckInWithMaster(peers, deadline, sleep);
+  }
+  return listener;
+}
+
+}  // namespace
+
+int RunTrain(const TrainOptions& options) {
+  const common::EnvMap env = common::CurrentEnvironment();
+  common::JobPaths paths;
+  try {
+    paths = ResolvePaths(options, env);
+  } catch (const std::exception& error) {
+    LogLine(fmt::format("configuration error: {}", error.what()));
+    return kExitConfigError;
+  }
+  // Signals are ours from here on, so a stop during the peer wait is honoured
+  // (as PID 1 the default action of SIGTERM would be to ignore it).
+  SignalChannel signals;
+  LaunchPlan plan;
+  try {
+    plan = MakeLaunchPlan(options, env);
+  } catch (const common::ConfigError& error) {
+    return Fail(paths, kExitConfigError, fmt::format("configuration error: {}", error.what()));
+  } catch (const std::exception& error) {
+    return Fail(paths, kExitConfigError, fmt::format("configuration error: {}", error.what()));
+  }
+
+  std::unique_ptr<RendezvousListener> listener;
+  if (plan.wait_for_peers) {
+    try {
+      listener = WaitForPeers(plan, signals);
+    } catch (const PeerWaitError& error) {
+      return Fail(paths, kExitPeerWait,
+                  fmt::format("host {} (node {} of {}): {}", plan.world.current_host,
+                              plan.world.node_rank, plan.world.nnodes, error.what()));
+    }
+  }
+
+  SupervisorOptions supervisor_options;
+  supervisor_options.grace = plan.grace;
+  supervisor_options.rank_prefix = plan.rank_prefix;
+  supervisor_options.host = plan.world.current_host.empty() ? "localhost" : plan.world.current_host;
+  supervisor_options.failure_file = paths.failure;
+  Supervisor supervisor(supervisor_options, signals);
+  if (listener) {
+    RendezvousListener* raw = listener.get();
+    supervisor.Watch(raw->fd(), [raw] { raw->AnswerPending(); });
+  }
+
+  std::vector<SupervisedChild> children;
+  for (const ChildPlan& child : plan.children) {
+    SupervisedChild supervised;
+    supervised.rank = child.rank;
+    supervised.spec.argv = plan.program.argv;
+    supervised.spec.env = ChildEnvironment(env, child);
+    supervised.spec.working_dir = plan.program.working_dir;
+    children.push_back(std::move(supervised));
+  }
+  LogLine(fmt::format("{}: node {} of {}, starting {} process(es): {}",
+                      common::LauncherName(plan.world.launcher), plan.world.node_rank,
+                      plan.world.nnodes, children.size(), plan.program.argv.front()));
+  const int code = supervisor.Run(std::move(children));
+  if (code != 0)
+    LogLine(fmt::format("exiting with code {}", code));
+  return code;
+}
+
+}  // namespace mrcnn::entrypoint

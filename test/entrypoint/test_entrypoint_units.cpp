@@ -1,0 +1,148 @@
+// The supervisor's pieces on their own: line reassembly, stderr tails, the
+// failure report, exit statuses.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "entrypoint/exit_status.h"
+#include "entrypoint/failure_report.h"
+#include "entrypoint/forward_lines.h"
+#include "process_harness.h"
+
+using namespace mrcnn::entrypoint;
+
+namespace {
+
+// Captures what ForwardLines writes, and how many write calls it took, through a pipe.
+struct Capture {
+  int fds[2];
+  Capture() {
+    REQUIRE(pipe(fds) == 0);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
+  }
+  ~Capture() {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  std::string Drain() {
+    std::string text;
+    char buffer[65536];
+    ssize_t n;
+    while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
+      text.append(buffer, static_cast<size_t>(n));
+    return text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ForwardLines holds a partial line until its newline arrives") {
+  Capture capture;
+  ForwardLines forward(capture.fds[1], "");
+  forward.Consume("first li");
+  CHECK(capture.Drain().empty());
+  forward.Consume("ne\nsecond");
+  CHECK(capture.Drain() == "first line\n");
+  forward.Consume(" line\nthird\nfour");
+  CHECK(capture.Drain() == "second line\nthird\n");
+  forward.Finish();
+  CHECK(capture.Drain() == "four\n");
+  CHECK(forward.lines_written() == 4);
+}
+
+TEST_CASE("ForwardLines puts the prefix before every line, including pieces of long ones") {
+  Capture capture;
+  ForwardLines forward(capture.fds[1], "[rank 3] ", 8);
+  forward.Consume("a\nbb\n");
+  CHECK(capture.Drain() == "[rank 3] a\n[rank 3] bb\n");
+  forward.Consume("0123456789abcdefXY");
+  CHECK(capture.Drain() == "[rank 3] 01234567\n[rank 3] 89abcdef\n");
+  forward.Consume("Z\n");
+  CHECK(capture.Drain() == "[rank 3] XYZ\n");
+}
+
+TEST_CASE("ForwardLines cuts a line longer than 64 KiB into 64 KiB lines and loses nothing") {
+  Capture capture;
+  ForwardLines forward(capture.fds[1], "");
+  const std::string huge(200 * 1024, 'x');
+  forward.Consume(huge);
+  forward.Consume("\n");
+  const std::string out = capture.Drain();
+  CHECK(out.size() == huge.size() + 4);  // 3 cut points + the real newline
+  CHECK(out.substr(0, 65536) == std::string(65536, 'x'));
+  CHECK(out[65536] == '\n');
+}
+
+TEST_CASE("ForwardLines at EOF with nothing pending writes nothing") {
+  Capture capture;
+  ForwardLines forward(capture.fds[1], "");
+  forward.Consume("done\n");
+  forward.Finish();
+  CHECK(capture.Drain() == "done\n");
+}
+
+TEST_CASE("TailLines keeps the last whole lines within its budget") {
+  TailLines tail(32);
+  for (int i = 0; i < 100; ++i)
+    tail.Consume("line " + std::to_string(i) + "\n");
+  const std::string text = tail.Text();
+  CHECK(text.size() <= 32);
+  CHECK(text.rfind("line 99\n") == text.size() - 8);
+  CHECK(text.rfind("line ", 0) == 0);  // starts at a line boundary
+}
+
+TEST_CASE("ExitStatus decodes codes and signals like a shell") {
+  const pid_t child = fork();
+  if (child == 0) {
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  const ExitStatus segv = ExitStatus::FromWaitStatus(status);
+  CHECK(segv.signaled);
+  CHECK(segv.ShellCode() == 128 + SIGSEGV);
+  CHECK(segv.Describe() == "was killed by signal SIGSEGV (11)");
+  const ExitStatus code = ExitStatus::FromWaitStatus(7 << 8);
+  CHECK(code.ShellCode() == 7);
+  CHECK(code.Describe() == "exited with code 7");
+  CHECK(SignalName(SIGTERM) == "SIGTERM");
+}
+
+TEST_CASE("The failure report leads with the root cause and stays within 1024 bytes") {
+  std::string stderr_text;
+  for (int i = 0; i < 200; ++i)
+    stderr_text += "context line " + std::to_string(i) + "\n";
+  stderr_text += "ValueError: bad annotation in image 17\n";
+  ExitStatus status;
+  status.code = 3;
+  const std::string report = FormatChildFailure("algo-2", 5, status, stderr_text);
+  CHECK(report.size() <= kFailureReportLimit);
+  CHECK(report.rfind(
+            "rank 5 on algo-2 exited with code 3: ValueError: bad annotation in image 17\n", 0) ==
+        0);
+  CHECK(report.find("stderr tail:\ncontext line") != std::string::npos);
+  CHECK(report.find("context line 199\nValueError") != std::string::npos);
+}
+
+TEST_CASE("The failure report is cut at a UTF-8 character boundary") {
+  std::string text(1023, 'a');
+  text += "\xc3\xa9";  // é straddles byte 1024
+  const std::string limited = LimitReport(text);
+  CHECK(limited.size() == 1023);
+}
+
+TEST_CASE("WriteFailureOnce never replaces an existing report") {
+  mrcnn::test::TempDir dir;
+  const auto file = dir.path() / "output" / "failure";
+  CHECK(WriteFailureOnce(file, "first\n"));
+  CHECK_FALSE(WriteFailureOnce(file, "second\n"));
+  CHECK(mrcnn::test::ReadFile(file) == "first\n");
+}
