@@ -20,8 +20,11 @@ struct Hyperparameters {
   // "sagemaker_*" keys and "_tuning_objective_metric" -> decoded value.
   nlohmann::json framework = nlohmann::json::object();
 
-  // The user's hyperparameters as argv, like the public toolkit: sorted by key,
-  // "--key", "value" pairs; strings raw, other values compact JSON.
+  // The user's hyperparameters as argv, byte for byte what the public toolkit
+  // (mapping.to_cmd_args) gives: sorted by key, "--key" ("-k" for one-letter
+  // keys) then the value as Python's str() of the decoded value — strings raw,
+  // True/False, "[1, 2]", "0.001", "1e-05"; null gives ""; an object gives
+  // "a=1,b=x" (sorted). Note booleans are "True"/"False", not JSON.
   std::vector<std::string> UserArgv() const;
 };
 

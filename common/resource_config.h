@@ -22,10 +22,14 @@ struct ResourceConfig {
   std::string network_interface_name;
   std::vector<std::string> hosts;  // sorted as strings: "algo-10" < "algo-2", like the toolkit
   std::vector<InstanceGroup> instance_groups;
-  nlohmann::json raw = nlohmann::json::object();  // the file as read ({} when absent)
+  // The file as read; when absent {"current_host":"algo-1","hosts":["algo-1"]},
+  // which is what SM_RESOURCE_CONFIG then shows.
+  nlohmann::json raw = nlohmann::json::object();
 };
 
 // Absent file = one host: present=false, current_host "algo-1", hosts {"algo-1"}.
+// Absent optional fields take the public toolkit's defaults: instance type
+// "local", group "homogeneousCluster", network interface "eth0".
 // ConfigError on malformed JSON, wrong types, empty or duplicate hosts, and a
 // current_host missing from hosts.
 ResourceConfig ParseResourceConfig(const std::filesystem::path& file);
