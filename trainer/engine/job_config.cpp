@@ -127,8 +127,12 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
   job.paths = common::MakeJobPaths(common::ResolveBaseDir(args.base_dir, env));
   job.config = TrainConfig::Defaults();
   job.config_sources.push_back("defaults");
-  if (args.config_file) {
-    fs::path file = *args.config_file;
+  std::optional<std::string> config_file = args.config_file;
+  if (!config_file) {
+    if (auto d = common::Lookup(env, "MRCNN_DEFAULT_CONFIG"); d && !d->empty()) config_file = *d;
+  }
+  if (config_file) {
+    fs::path file = *config_file;
     if (file.is_relative()) file = ConfigDir(env, executable) / file;
     if (!fs::is_regular_file(file)) {
       throw ConfigError(kArgsSource, "config-file",

@@ -5,7 +5,8 @@
 // public toolkit's encoding: strings raw, booleans true/false):
 //   --config-file F        a config shipped with the image: absolute, or relative to the
 //                          image's configs dir (MRCNN_CONFIG_DIR, else <exe>/../../configs,
-//                          else /opt/mrcnn/configs)
+//                          else /opt/mrcnn/configs); absent: $MRCNN_DEFAULT_CONFIG when
+//                          set (an image's own default, e.g. Dockerfile.dronetraining)
 //   --local-config-file F  a config in the user's code dir (SM_MODULE_DIR when it is a
 //                          local directory, else <base>/code), merged after --config-file
 //   --opts "K V K V ..."   overrides, merged last (also a JSON/YAML list of tokens)

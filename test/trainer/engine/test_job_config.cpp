@@ -95,6 +95,12 @@ TEST_CASE("config-file, local-config-file and opts merge in that order", "[job]"
   CHECK(ResolveTrainJob(args, env, "").config.GetInt("SOLVER.MAX_ITER") == 40);
   env["SM_MODULE_DIR"] = "s3://bucket/code.tar.gz";
   CHECK(ResolveTrainJob(args, env, "").config.GetInt("SOLVER.MAX_ITER") == 30);
+
+  // An image's default config applies only when no config-file is given.
+  EnvMap with_default = t.Env();
+  with_default["MRCNN_DEFAULT_CONFIG"] = "base.yaml";
+  CHECK(ResolveTrainJob({}, with_default, "").config.GetInt("SOLVER.MAX_ITER") == 10);
+  CHECK(ResolveTrainJob(args, with_default, "").config.GetInt("SOLVER.MAX_ITER") == 30);
 }
 
 TEST_CASE("channels, model dir, output dir and checkpoint dir from the environment", "[job]") {
