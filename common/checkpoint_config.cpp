@@ -9,10 +9,12 @@ CheckpointConfig ParseCheckpointConfig(const std::filesystem::path& file, const 
   CheckpointConfig cfg;
   cfg.local_path = paths.checkpoints;
   const auto doc = ReadJsonObjectFile(file);
-  if (!doc) return cfg;
+  if (!doc)
+    return cfg;
   cfg.configured = true;
   if (auto local = OptionalString(*doc, "LocalPath", file, "LocalPath")) {
-    if (local->empty()) throw ConfigError(file.string(), "LocalPath", "is empty; expected a directory path");
+    if (local->empty())
+      throw ConfigError(file.string(), "LocalPath", "is empty; expected a directory path");
     cfg.local_path = *local;
   }
   cfg.s3_uri = OptionalString(*doc, "S3Uri", file, "S3Uri").value_or("");

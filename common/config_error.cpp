@@ -4,7 +4,8 @@
 
 namespace mrcnn::common {
 
-ConfigError::ConfigError(const std::string& file, const std::string& field, const std::string& problem)
+ConfigError::ConfigError(const std::string& file, const std::string& field,
+                         const std::string& problem)
     : std::runtime_error(field.empty() ? fmt::format("{}: {}", file, problem)
                                        : fmt::format("{}: \"{}\" {}", file, field, problem)),
       file_(file),

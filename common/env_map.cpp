@@ -9,7 +9,8 @@ EnvMap CurrentEnvironment() {
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string assignment(*entry);
     const auto eq = assignment.find('=');
-    if (eq == std::string::npos) continue;  // malformed entries exist in the wild; skip them
+    if (eq == std::string::npos)
+      continue;  // malformed entries exist in the wild; skip them
     env.emplace(assignment.substr(0, eq), assignment.substr(eq + 1));
   }
   return env;
@@ -17,7 +18,8 @@ EnvMap CurrentEnvironment() {
 
 std::optional<std::string> Lookup(const EnvMap& env, const std::string& key) {
   const auto it = env.find(key);
-  if (it == env.end()) return std::nullopt;
+  if (it == env.end())
+    return std::nullopt;
   return it->second;
 }
 

@@ -7,10 +7,9 @@
 // the raw string otherwise. Non-string JSON values (numbers, booleans, ...)
 // written by hand or by other launchers are accepted as they are.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mrcnn::common {
 

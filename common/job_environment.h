@@ -1,11 +1,10 @@
 #pragma once
 // Everything the job's files and environment say, read once at startup.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/checkpoint_config.h"
 #include "common/env_map.h"
@@ -26,7 +25,8 @@ struct JobEnvironment {
   int num_cpus = 1;
   int num_gpus = 0;
   std::string log_level = "20";  // sagemaker_container_log_level, as the toolkit encodes it
-  nlohmann::json input_data_config = nlohmann::json::object();  // inputdataconfig.json as written ({} when absent)
+  nlohmann::json input_data_config =
+      nlohmann::json::object();  // inputdataconfig.json as written ({} when absent)
 
   // Environment facts the public toolkit reports in SM_TRAINING_ENV, read here
   // so TrainingEnvironmentVariables stays a pure function of this struct.

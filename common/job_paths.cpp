@@ -19,8 +19,10 @@ JobPaths MakeJobPaths(const std::filesystem::path& base) {
 }
 
 std::filesystem::path ResolveBaseDir(const std::optional<std::string>& flag, const EnvMap& env) {
-  if (flag && !flag->empty()) return *flag;
-  if (auto from_env = Lookup(env, "SAGEMAKER_BASE_DIR"); from_env && !from_env->empty()) return *from_env;
+  if (flag && !flag->empty())
+    return *flag;
+  if (auto from_env = Lookup(env, "SAGEMAKER_BASE_DIR"); from_env && !from_env->empty())
+    return *from_env;
   return "/opt/ml";
 }
 

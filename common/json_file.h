@@ -2,10 +2,9 @@
 // Reading the small JSON config files SageMaker writes, with errors that name
 // the file and the field.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace mrcnn::common {
 
@@ -19,6 +18,7 @@ std::string JsonTypeName(const nlohmann::json& value);
 // obj[key] as a string: nullopt when absent, ConfigError (naming file and
 // field) when present with another type.
 std::optional<std::string> OptionalString(const nlohmann::json& obj, const std::string& key,
-                                          const std::filesystem::path& file, const std::string& field);
+                                          const std::filesystem::path& file,
+                                          const std::string& field);
 
 }  // namespace mrcnn::common

@@ -1,11 +1,11 @@
 #include "common/python_encoding.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
-
-#include <fmt/format.h>
 
 namespace mrcnn::common {
 namespace {
@@ -13,8 +13,10 @@ namespace {
 // float.__repr__: the shortest digits that round-trip, in fixed notation when
 // the decimal exponent is in [-4, 16), else d.ddde±XX.
 std::string PythonFloatRepr(double v, bool json) {
-  if (std::isnan(v)) return json ? "NaN" : "nan";
-  if (std::isinf(v)) return v > 0 ? (json ? "Infinity" : "inf") : (json ? "-Infinity" : "-inf");
+  if (std::isnan(v))
+    return json ? "NaN" : "nan";
+  if (std::isinf(v))
+    return v > 0 ? (json ? "Infinity" : "inf") : (json ? "-Infinity" : "-inf");
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   std::string_view sci(buf, static_cast<size_t>(res.ptr - buf));
@@ -26,11 +28,13 @@ std::string PythonFloatRepr(double v, bool json) {
   const auto e_pos = sci.find('e');
   std::string digits;
   for (char c : sci.substr(0, e_pos)) {
-    if (c != '.') digits.push_back(c);
+    if (c != '.')
+      digits.push_back(c);
   }
   int exponent = 0;
   std::string_view exp_text = sci.substr(e_pos + 1);
-  if (exp_text.front() == '+') exp_text.remove_prefix(1);
+  if (exp_text.front() == '+')
+    exp_text.remove_prefix(1);
   std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(), exponent);
 
   if (exponent >= -4 && exponent < 16) {
@@ -88,14 +92,29 @@ void AppendJsonString(const std::string& s, std::string& out) {
   for (size_t i = 0; i < s.size();) {
     const char32_t cp = NextCodePoint(s, i);
     switch (cp) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (cp >= 0x20 && cp <= 0x7E) {
       out.push_back(static_cast<char>(cp));
@@ -140,17 +159,30 @@ void AppendPythonStringRepr(const std::string& s, std::string& out) {
 
 void AppendJson(const nlohmann::json& v, std::string& out) {
   switch (v.type()) {
-    case nlohmann::json::value_t::null: out += "null"; break;
-    case nlohmann::json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; break;
-    case nlohmann::json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
-    case nlohmann::json::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
-    case nlohmann::json::value_t::number_float: out += PythonFloatRepr(v.get<double>(), true); break;
-    case nlohmann::json::value_t::string: AppendJsonString(v.get_ref<const std::string&>(), out); break;
+    case nlohmann::json::value_t::null:
+      out += "null";
+      break;
+    case nlohmann::json::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      break;
+    case nlohmann::json::value_t::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      break;
+    case nlohmann::json::value_t::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      break;
+    case nlohmann::json::value_t::number_float:
+      out += PythonFloatRepr(v.get<double>(), true);
+      break;
+    case nlohmann::json::value_t::string:
+      AppendJsonString(v.get_ref<const std::string&>(), out);
+      break;
     case nlohmann::json::value_t::array: {
       out.push_back('[');
       bool first = true;
       for (const auto& item : v) {
-        if (!first) out.push_back(',');
+        if (!first)
+          out.push_back(',');
         first = false;
         AppendJson(item, out);
       }
@@ -161,7 +193,8 @@ void AppendJson(const nlohmann::json& v, std::string& out) {
       out.push_back('{');
       bool first = true;
       for (const auto& [key, item] : v.items()) {  // std::map order = sort_keys for UTF-8
-        if (!first) out.push_back(',');
+        if (!first)
+          out.push_back(',');
         first = false;
         AppendJsonString(key, out);
         out.push_back(':');
@@ -171,17 +204,29 @@ void AppendJson(const nlohmann::json& v, std::string& out) {
       break;
     }
     case nlohmann::json::value_t::binary:
-    case nlohmann::json::value_t::discarded: out += "null"; break;
+    case nlohmann::json::value_t::discarded:
+      out += "null";
+      break;
   }
 }
 
 void AppendPythonRepr(const nlohmann::json& v, std::string& out, bool top_level) {
   switch (v.type()) {
-    case nlohmann::json::value_t::null: out += "None"; break;
-    case nlohmann::json::value_t::boolean: out += v.get<bool>() ? "True" : "False"; break;
-    case nlohmann::json::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
-    case nlohmann::json::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
-    case nlohmann::json::value_t::number_float: out += PythonFloatRepr(v.get<double>(), false); break;
+    case nlohmann::json::value_t::null:
+      out += "None";
+      break;
+    case nlohmann::json::value_t::boolean:
+      out += v.get<bool>() ? "True" : "False";
+      break;
+    case nlohmann::json::value_t::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      break;
+    case nlohmann::json::value_t::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      break;
+    case nlohmann::json::value_t::number_float:
+      out += PythonFloatRepr(v.get<double>(), false);
+      break;
     case nlohmann::json::value_t::string:
       if (top_level) {
         out += v.get_ref<const std::string&>();
@@ -193,7 +238,8 @@ void AppendPythonRepr(const nlohmann::json& v, std::string& out, bool top_level)
       out.push_back('[');
       bool first = true;
       for (const auto& item : v) {
-        if (!first) out += ", ";
+        if (!first)
+          out += ", ";
         first = false;
         AppendPythonRepr(item, out, false);
       }
@@ -204,7 +250,8 @@ void AppendPythonRepr(const nlohmann::json& v, std::string& out, bool top_level)
       out.push_back('{');
       bool first = true;
       for (const auto& [key, item] : v.items()) {
-        if (!first) out += ", ";
+        if (!first)
+          out += ", ";
         first = false;
         AppendPythonStringRepr(key, out);
         out += ": ";
@@ -214,7 +261,9 @@ void AppendPythonRepr(const nlohmann::json& v, std::string& out, bool top_level)
       break;
     }
     case nlohmann::json::value_t::binary:
-    case nlohmann::json::value_t::discarded: out += "None"; break;
+    case nlohmann::json::value_t::discarded:
+      out += "None";
+      break;
   }
 }
 
@@ -233,8 +282,10 @@ std::string PythonStr(const nlohmann::json& value) {
 }
 
 std::string PythonEnvValue(const nlohmann::json& value) {
-  if (value.is_null()) return "";
-  if (value.is_string()) return value.get<std::string>();
+  if (value.is_null())
+    return "";
+  if (value.is_string())
+    return value.get<std::string>();
   return PythonJsonDumps(value);
 }
 

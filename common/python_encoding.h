@@ -3,9 +3,8 @@
 // toolkit exposes to user programs and which we must reproduce byte for byte:
 // SM_* values are json.dumps(v, sort_keys=True, separators=(",", ":"),
 // ensure_ascii=True), and hyperparameter argv values are str(v).
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace mrcnn::common {
 

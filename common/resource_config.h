@@ -1,10 +1,9 @@
 #pragma once
 // input/config/resourceconfig.json (CONTRACT §1).
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mrcnn::common {
 

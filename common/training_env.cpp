@@ -13,25 +13,35 @@ namespace {
 using nlohmann::json;
 
 std::string Upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   return s;
 }
 
-json NullIfEmpty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+json NullIfEmpty(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
 
 bool Truthy(const json& v) {
-  if (v.is_null()) return false;
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number()) return v.get<double>() != 0.0;
-  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  if (v.is_null())
+    return false;
+  if (v.is_boolean())
+    return v.get<bool>();
+  if (v.is_number())
+    return v.get<double>() != 0.0;
+  if (v.is_string() || v.is_array() || v.is_object())
+    return !v.empty();
   return false;
 }
 
-std::vector<std::string> DistributionInstanceGroups(const json& framework_params, const ResourceConfig& rc) {
-  if (const auto it = framework_params.find("sagemaker_distribution_instance_groups"); it != framework_params.end()) {
+std::vector<std::string> DistributionInstanceGroups(const json& framework_params,
+                                                    const ResourceConfig& rc) {
+  if (const auto it = framework_params.find("sagemaker_distribution_instance_groups");
+      it != framework_params.end()) {
     std::vector<std::string> groups;
     if (it->is_array()) {
-      for (const auto& g : *it) groups.push_back(g.is_string() ? g.get<std::string>() : PythonStr(g));
+      for (const auto& g : *it)
+        groups.push_back(g.is_string() ? g.get<std::string>() : PythonStr(g));
     }
     return groups;
   }
@@ -63,28 +73,36 @@ EnvMap TrainingEnvironmentVariables(const JobEnvironment& job, const World& worl
 
   // SM_FRAMEWORK_PARAMS leaves out the toolkit's own keys (params.SAGEMAKER_HYPERPARAMETERS).
   static const char* const kToolkitKeys[] = {
-      "sagemaker_program",         "sagemaker_submit_directory",
-      "sagemaker_enable_cloudwatch_metrics", "sagemaker_region",
-      "sagemaker_container_log_level",       "sagemaker_job_name",
-      "default_user_module_name",            "_tuning_objective_metric",
+      "sagemaker_program",
+      "sagemaker_submit_directory",
+      "sagemaker_enable_cloudwatch_metrics",
+      "sagemaker_region",
+      "sagemaker_container_log_level",
+      "sagemaker_job_name",
+      "default_user_module_name",
+      "_tuning_objective_metric",
       "sagemaker_s3_output",
   };
   json framework_params = json::object();
   for (const auto& [key, value] : all_framework.items()) {
-    if (std::none_of(std::begin(kToolkitKeys), std::end(kToolkitKeys), [&](const char* k) { return key == k; })) {
+    if (std::none_of(std::begin(kToolkitKeys), std::end(kToolkitKeys),
+                     [&](const char* k) { return key == k; })) {
       framework_params[key] = value;
     }
   }
 
   json log_level = 20;  // logging.INFO
-  if (const auto it = all_framework.find("sagemaker_container_log_level"); it != all_framework.end()) log_level = *it;
+  if (const auto it = all_framework.find("sagemaker_container_log_level");
+      it != all_framework.end())
+    log_level = *it;
   std::string module_dir = paths.code.string();
   if (const auto it = all_framework.find("sagemaker_submit_directory"); it != all_framework.end()) {
     module_dir = PythonStr(*it);
   }
   // str(None) when no program is named: the toolkit really exports "None".
   std::string module_name = user_entry_point.empty() ? "None" : user_entry_point;
-  if (module_name.ends_with(".py")) module_name.resize(module_name.size() - 3);
+  if (module_name.ends_with(".py"))
+    module_name.resize(module_name.size() - 3);
 
   json channel_dirs = json::object();
   json channels = json::array();
@@ -102,17 +120,21 @@ EnvMap TrainingEnvironmentVariables(const JobEnvironment& job, const World& worl
       const std::string name = g.value("instance_group_name", "");
       instance_groups.push_back(name);
       instance_groups_dict[name] = g;
-      if (name == rc.current_group_name && current_group_hosts.empty()) current_group_hosts = g.value("hosts", json::array());
+      if (name == rc.current_group_name && current_group_hosts.empty())
+        current_group_hosts = g.value("hosts", json::array());
     }
   }
   const auto distribution_groups = DistributionInstanceGroups(framework_params, rc);
   json distribution_hosts = json::array();
-  if (const auto it = rc.raw.find("instance_groups"); it != rc.raw.end() && it->is_array() && !it->empty()) {
+  if (const auto it = rc.raw.find("instance_groups");
+      it != rc.raw.end() && it->is_array() && !it->empty()) {
     // Group order as written, not sorted: the toolkit's master_hostname is the first entry.
     for (const auto& g : *it) {
       const std::string name = g.value("instance_group_name", "");
-      if (std::find(distribution_groups.begin(), distribution_groups.end(), name) != distribution_groups.end()) {
-        for (const auto& h : g.at("hosts")) distribution_hosts.push_back(h);
+      if (std::find(distribution_groups.begin(), distribution_groups.end(), name) !=
+          distribution_groups.end()) {
+        for (const auto& h : g.at("hosts"))
+          distribution_hosts.push_back(h);
       }
     }
   } else {
@@ -202,12 +224,16 @@ EnvMap TrainingEnvironmentVariables(const JobEnvironment& job, const World& worl
       {"user_args", user_args},
       {"output_intermediate_dir", paths.output_intermediate.string()},
   };
-  if (!topology.empty()) env["topology"] = topology;
+  if (!topology.empty())
+    env["topology"] = topology;
 
   EnvMap out;
-  for (const auto& [key, value] : env.items()) out["SM_" + Upper(key)] = PythonEnvValue(value);
-  for (const auto& [name, dir] : channel_dirs.items()) out["SM_CHANNEL_" + Upper(name)] = dir.get<std::string>();
-  for (const auto& [key, value] : job.hyperparameters.user.items()) out["SM_HP_" + Upper(key)] = PythonEnvValue(value);
+  for (const auto& [key, value] : env.items())
+    out["SM_" + Upper(key)] = PythonEnvValue(value);
+  for (const auto& [name, dir] : channel_dirs.items())
+    out["SM_CHANNEL_" + Upper(name)] = dir.get<std::string>();
+  for (const auto& [key, value] : job.hyperparameters.user.items())
+    out["SM_HP_" + Upper(key)] = PythonEnvValue(value);
   return out;
 }
 

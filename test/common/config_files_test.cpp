@@ -70,10 +70,12 @@ TEST_CASE("inputdataconfig: channels with their modes, sorted by name", "[inputd
   CHECK(channels[3].record_wrapper_type == "RecordIO");
 }
 
-TEST_CASE("inputdataconfig: absent file means the subdirectories of input/data", "[inputdataconfig]") {
+TEST_CASE("inputdataconfig: absent file means the subdirectories of input/data",
+          "[inputdataconfig]") {
   JobTree tree;
   const auto data = tree.base() / "input" / "data";
-  CHECK(ParseInputDataConfig(tree.config("inputdataconfig.json"), data).empty());  // no input/data at all
+  CHECK(ParseInputDataConfig(tree.config("inputdataconfig.json"), data)
+            .empty());  // no input/data at all
   tree.MakeDir("input/data/val");
   tree.MakeDir("input/data/train");
   JobTree::Write(data / "stray-file", "x");
@@ -88,7 +90,8 @@ TEST_CASE("inputdataconfig: absent file means the subdirectories of input/data",
 TEST_CASE("inputdataconfig: bad files name the channel and the field", "[inputdataconfig]") {
   JobTree tree;
   const auto data = tree.base() / "input" / "data";
-  auto fails_with = [&](const std::string& text, const std::string& field, const std::string& words) {
+  auto fails_with = [&](const std::string& text, const std::string& field,
+                        const std::string& words) {
     const auto file = tree.WriteConfig("inputdataconfig.json", text);
     try {
       ParseInputDataConfig(file, data);
@@ -103,13 +106,24 @@ TEST_CASE("inputdataconfig: bad files name the channel and the field", "[inputda
                R"(must be "File", "FastFile" or "Pipe", got "Stream")");
   }
   SECTION("mode wrong type") {
-    fails_with(R"({"train":{"TrainingInputMode":1}})", "train.TrainingInputMode", "must be a string");
+    fails_with(R"({"train":{"TrainingInputMode":1}})", "train.TrainingInputMode",
+               "must be a string");
   }
-  SECTION("channel not an object") { fails_with(R"({"train":"File"})", "train", "must be an object"); }
-  SECTION("path-escaping channel name") { fails_with(R"({"..":{}})", "..", "not a valid channel name"); }
-  SECTION("slash in channel name") { fails_with(R"({"a/b":{}})", "a/b", "not a valid channel name"); }
-  SECTION("malformed") { fails_with(R"({"train":{)", "", "not valid JSON"); }
-  SECTION("not an object") { fails_with(R"([])", "", "JSON object"); }
+  SECTION("channel not an object") {
+    fails_with(R"({"train":"File"})", "train", "must be an object");
+  }
+  SECTION("path-escaping channel name") {
+    fails_with(R"({"..":{}})", "..", "not a valid channel name");
+  }
+  SECTION("slash in channel name") {
+    fails_with(R"({"a/b":{}})", "a/b", "not a valid channel name");
+  }
+  SECTION("malformed") {
+    fails_with(R"({"train":{)", "", "not valid JSON");
+  }
+  SECTION("not an object") {
+    fails_with(R"([])", "", "JSON object");
+  }
 }
 
 TEST_CASE("checkpointconfig: present, partial, absent and bad", "[checkpointconfig]") {
@@ -123,7 +137,8 @@ TEST_CASE("checkpointconfig: present, partial, absent and bad", "[checkpointconf
     CHECK(cfg.s3_uri.empty());
   }
   SECTION("both fields") {
-    tree.WriteConfig("checkpointconfig.json", R"({"LocalPath":"/ckpt","S3Uri":"s3://bucket/ckpt"})");
+    tree.WriteConfig("checkpointconfig.json",
+                     R"({"LocalPath":"/ckpt","S3Uri":"s3://bucket/ckpt"})");
     const auto cfg = ParseCheckpointConfig(file, paths);
     CHECK(cfg.configured);
     CHECK(cfg.local_path == "/ckpt");
@@ -138,7 +153,8 @@ TEST_CASE("checkpointconfig: present, partial, absent and bad", "[checkpointconf
   SECTION("wrong type") {
     tree.WriteConfig("checkpointconfig.json", R"({"LocalPath":5})");
     REQUIRE_THROWS_WITH(ParseCheckpointConfig(file, paths),
-                        Catch::Contains("checkpointconfig.json") && Catch::Contains("\"LocalPath\" must be a string"));
+                        Catch::Contains("checkpointconfig.json") &&
+                            Catch::Contains("\"LocalPath\" must be a string"));
   }
   SECTION("malformed") {
     tree.WriteConfig("checkpointconfig.json", R"({"LocalPath":)");
@@ -149,7 +165,8 @@ TEST_CASE("checkpointconfig: present, partial, absent and bad", "[checkpointconf
 TEST_CASE("GPU count from the visible-devices variables, else device files", "[gpus]") {
   JobTree tree;
   const auto dev = tree.base() / "dev";
-  for (const char* name : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps"}) {
+  for (const char* name :
+       {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps"}) {
     JobTree::Write(dev / name, "");
   }
   CHECK(CountGpus({}, dev) == 3);
@@ -161,18 +178,22 @@ TEST_CASE("GPU count from the visible-devices variables, else device files", "[g
   CHECK(CountGpus({{"NVIDIA_VISIBLE_DEVICES", "0,1"}}, dev) == 2);
   CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", "1"}, {"NVIDIA_VISIBLE_DEVICES", "all"}}, dev) == 1);
   CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", ""}}, dev) == 0);
-  CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", "0,1,-1,2"}}, dev) == 2);  // CUDA stops at the first invalid entry
+  CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", "0,1,-1,2"}}, dev) ==
+        2);  // CUDA stops at the first invalid entry
   CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", "GPU-8a1b,GPU-77ce"}}, dev) == 2);
   CHECK(CountGpus({{"CUDA_VISIBLE_DEVICES", "all"}}, dev) == 3);
 }
 
 TEST_CASE("job environment: a full SageMaker tree", "[job]") {
   JobTree tree;
-  tree.WriteConfig("hyperparameters.json", R"({"epochs":"3","sagemaker_container_log_level":"10"})");
-  tree.WriteConfig("resourceconfig.json", R"({"current_host":"algo-1","hosts":["algo-1","algo-2"]})");
+  tree.WriteConfig("hyperparameters.json",
+                   R"({"epochs":"3","sagemaker_container_log_level":"10"})");
+  tree.WriteConfig("resourceconfig.json",
+                   R"({"current_host":"algo-1","hosts":["algo-1","algo-2"]})");
   tree.WriteConfig("inputdataconfig.json", R"({"train":{"TrainingInputMode":"File"}})");
   tree.WriteConfig("checkpointconfig.json", R"({"LocalPath":"/ckpt"})");
-  const auto job = LoadJobEnvironment(tree.base(), {{"TRAINING_JOB_NAME", "job-1"}, {"NVIDIA_VISIBLE_DEVICES", "0,1"}});
+  const auto job = LoadJobEnvironment(
+      tree.base(), {{"TRAINING_JOB_NAME", "job-1"}, {"NVIDIA_VISIBLE_DEVICES", "0,1"}});
   CHECK(job.paths.base == tree.base());
   CHECK(job.hyperparameters.user["epochs"] == 3);
   CHECK(job.resources.hosts.size() == 2);

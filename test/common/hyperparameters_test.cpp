@@ -1,8 +1,12 @@
-#include <catch2/catch.hpp>
+#include "common/hyperparameters.h"
+
 #include <fmt/format.h>
 
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
 #include "common/config_error.h"
-#include "common/hyperparameters.h"
 #include "job_tree.h"
 
 using mrcnn::common::ConfigError;
@@ -15,7 +19,8 @@ namespace {
 // {"k0":"1","k1":"1",...} with n entries.
 std::string ManyEntries(int n) {
   json doc = json::object();
-  for (int i = 0; i < n; ++i) doc[fmt::format("k{}", i)] = "1";
+  for (int i = 0; i < n; ++i)
+    doc[fmt::format("k{}", i)] = "1";
   return doc.dump();
 }
 
@@ -38,10 +43,23 @@ TEST_CASE("hyperparameters: SDK-encoded values are decoded to their types", "[hy
   CHECK(hps.framework.empty());
 }
 
-TEST_CASE("hyperparameters: raw strings that are not JSON are kept as written", "[hyperparameters]") {
+TEST_CASE("hyperparameters: Python's NaN and Infinity constants decode to floats",
+          "[hyperparameters]") {
   JobTree tree;
   const auto file = tree.WriteConfig("hyperparameters.json",
-                                     R"({"optimizer": "adam", "path": "s3://b/k", "half": "[1,", "empty": ""})");
+                                     R"({"a": "NaN", "b": "Infinity", "c": "-Infinity"})");
+  const auto hps = ParseHyperparameters(file);
+  CHECK(std::isnan(hps.user["a"].get<double>()));
+  CHECK(hps.user["b"].get<double>() == std::numeric_limits<double>::infinity());
+  CHECK(hps.UserArgv() == std::vector<std::string>{"-a", "nan", "-b", "inf", "-c", "-inf"});
+}
+
+TEST_CASE("hyperparameters: raw strings that are not JSON are kept as written",
+          "[hyperparameters]") {
+  JobTree tree;
+  const auto file =
+      tree.WriteConfig("hyperparameters.json",
+                       R"({"optimizer": "adam", "path": "s3://b/k", "half": "[1,", "empty": ""})");
   const auto hps = ParseHyperparameters(file);
   CHECK(hps.user["optimizer"] == json("adam"));
   CHECK(hps.user["path"] == json("s3://b/k"));
@@ -49,16 +67,19 @@ TEST_CASE("hyperparameters: raw strings that are not JSON are kept as written", 
   CHECK(hps.user["empty"] == json(""));
 }
 
-TEST_CASE("hyperparameters: non-string JSON values from raw-API users are accepted as typed", "[hyperparameters]") {
+TEST_CASE("hyperparameters: non-string JSON values from raw-API users are accepted as typed",
+          "[hyperparameters]") {
   JobTree tree;
-  const auto file = tree.WriteConfig("hyperparameters.json", R"({"epochs": 3, "flag": false, "l": [1, "a"]})");
+  const auto file =
+      tree.WriteConfig("hyperparameters.json", R"({"epochs": 3, "flag": false, "l": [1, "a"]})");
   const auto hps = ParseHyperparameters(file);
   CHECK(hps.user["epochs"] == json(3));
   CHECK(hps.user["flag"] == json(false));
   CHECK(hps.user["l"] == json::array({1, "a"}));
 }
 
-TEST_CASE("hyperparameters: sagemaker_* and _tuning_objective_metric are the framework's", "[hyperparameters]") {
+TEST_CASE("hyperparameters: sagemaker_* and _tuning_objective_metric are the framework's",
+          "[hyperparameters]") {
   JobTree tree;
   const auto file = tree.WriteConfig("hyperparameters.json", R"({
     "sagemaker_program": "\"train.py\"", "sagemaker_mpi_enabled": "true",
@@ -91,11 +112,13 @@ TEST_CASE("hyperparameters: bad files name the file and the problem", "[hyperpar
   SECTION("top level is not an object") {
     const auto file = tree.WriteConfig("hyperparameters.json", R"(["epochs", "10"])");
     REQUIRE_THROWS_WITH(ParseHyperparameters(file), Catch::Contains("hyperparameters.json") &&
-                                                        Catch::Contains("JSON object") && Catch::Contains("an array"));
+                                                        Catch::Contains("JSON object") &&
+                                                        Catch::Contains("an array"));
   }
   SECTION("more than 100 entries") {
     const auto file = tree.WriteConfig("hyperparameters.json", ManyEntries(101));
-    REQUIRE_THROWS_WITH(ParseHyperparameters(file), Catch::Contains("101 entries") && Catch::Contains("at most 100"));
+    REQUIRE_THROWS_WITH(ParseHyperparameters(file),
+                        Catch::Contains("101 entries") && Catch::Contains("at most 100"));
   }
   SECTION("exactly 100 entries is fine") {
     const auto file = tree.WriteConfig("hyperparameters.json", ManyEntries(100));
@@ -107,7 +130,8 @@ TEST_CASE("hyperparameters: bad files name the file and the problem", "[hyperpar
   }
 }
 
-TEST_CASE("hyperparameters: argv is sorted --key value pairs the way the toolkit renders them", "[hyperparameters]") {
+TEST_CASE("hyperparameters: argv is sorted --key value pairs the way the toolkit renders them",
+          "[hyperparameters]") {
   JobTree tree;
   const auto file = tree.WriteConfig("hyperparameters.json", R"({
     "lr": "0.001", "epochs": "10", "flag": "true", "off": "false", "sizes": "[1,2]", "optimizer": "adam",
@@ -115,8 +139,9 @@ TEST_CASE("hyperparameters: argv is sorted --key value pairs the way the toolkit
     "words": "[\"a\",\"it's\"]", "none": "null", "sagemaker_program": "\"train.py\""})");
   const auto argv = ParseHyperparameters(file).UserArgv();
   const std::vector<std::string> expected = {
-      "--big", "1e+16", "--epochs", "10", "--flag", "True", "--lr", "0.001", "--name", "resnet", "--none", "",
-      "--off", "False", "--optimizer", "adam", "--opts", "a=1,b=y", "--sizes", "[1, 2]", "--tiny", "1e-05",
-      "--words", "['a', \"it's\"]", "-x", "5"};
+      "--big",       "1e+16",   "--epochs",        "10",      "--flag",  "True",   "--lr",
+      "0.001",       "--name",  "resnet",          "--none",  "",        "--off",  "False",
+      "--optimizer", "adam",    "--opts",          "a=1,b=y", "--sizes", "[1, 2]", "--tiny",
+      "1e-05",       "--words", "['a', \"it's\"]", "-x",      "5"};
   CHECK(argv == expected);
 }

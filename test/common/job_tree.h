@@ -27,7 +27,9 @@ class JobTree {
   JobTree& operator=(const JobTree&) = delete;
 
   const std::filesystem::path& base() const { return base_; }
-  std::filesystem::path config(const std::string& name) const { return base_ / "input" / "config" / name; }
+  std::filesystem::path config(const std::string& name) const {
+    return base_ / "input" / "config" / name;
+  }
 
   // Writes input/config/<name> with exactly `text`; returns its path.
   std::filesystem::path WriteConfig(const std::string& name, const std::string& text) const {
@@ -38,7 +40,9 @@ class JobTree {
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
-  void MakeDir(const std::filesystem::path& relative) const { std::filesystem::create_directories(base_ / relative); }
+  void MakeDir(const std::filesystem::path& relative) const {
+    std::filesystem::create_directories(base_ / relative);
+  }
 
  private:
   std::filesystem::path base_;

@@ -3,10 +3,9 @@
 // pytest oracle can compare them with the public sagemaker-training toolkit.
 //   print_training_env [--base-dir DIR] [--entry-point NAME]
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "common/config_error.h"
 #include "common/training_env.h"

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "common/python_encoding.h"
+
+#include <catch2/catch.hpp>
 
 using mrcnn::common::PythonEnvValue;
 using mrcnn::common::PythonJsonDumps;
@@ -8,7 +8,8 @@ using mrcnn::common::PythonStr;
 using nlohmann::json;
 
 TEST_CASE("python json.dumps: compact, sorted, ASCII-only, Python float repr", "[python]") {
-  CHECK(PythonJsonDumps(json::parse(R"({"b":1,"a":[true,null,"x"]})")) == R"({"a":[true,null,"x"],"b":1})");
+  CHECK(PythonJsonDumps(json::parse(R"({"b":1,"a":[true,null,"x"]})")) ==
+        R"({"a":[true,null,"x"],"b":1})");
   CHECK(PythonJsonDumps(json(0.001)) == "0.001");
   CHECK(PythonJsonDumps(json(1e-05)) == "1e-05");
   CHECK(PythonJsonDumps(json(0.0001)) == "0.0001");

@@ -30,8 +30,8 @@ TEST_CASE("slurm nodelist: several groups, suffixes and products", "[slurm]") {
 }
 
 TEST_CASE("slurm nodelist: malformed lists are ConfigErrors naming SLURM_JOB_NODELIST", "[slurm]") {
-  for (const char* bad : {"algo-[1-3", "algo-1-3]", "algo-[3-1]", "algo-[a-b]", "algo-[]", "algo-[1-2,]", "a,,b",
-                          "a[[1]]", "", "n[1-999999999]"}) {
+  for (const char* bad : {"algo-[1-3", "algo-1-3]", "algo-[3-1]", "algo-[a-b]", "algo-[]",
+                          "algo-[1-2,]", "a,,b", "a[[1]]", "", "n[1-999999999]"}) {
     INFO(bad);
     try {
       ExpandSlurmNodeList(bad);

@@ -46,7 +46,7 @@ CASES = {
             "sagemaker_region": '"us-west-2"', "_tuning_objective_metric": '"loss"',
             "epochs": "10", "lr": "0.001", "flag": "true", "off": "false", "lst": "[1,2]", "raw": "adam",
             "d": '{"b":1,"a":"x"}', "tiny": "1e-05", "big": "1e16", "x": "5", "uni": '"h\u00e9\u00e9"',
-            "use-amp": "true", "none": "null", "words": '["a","it\'s"]', "neg": "-2.5", "e15": "1e15",
+            "use-amp": "true", "none": "null", "nan": "NaN", "inf": "-Infinity", "words": '["a","it\'s"]', "neg": "-2.5", "e15": "1e15",
         },
         resources=EXAMPLE_RESOURCES,
         inputs={"train": {"ContentType": "application/json", "TrainingInputMode": "File",

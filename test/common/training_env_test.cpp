@@ -1,6 +1,7 @@
+#include "common/training_env.h"
+
 #include <catch2/catch.hpp>
 
-#include "common/training_env.h"
 #include "job_tree.h"
 
 using namespace mrcnn::common;
@@ -21,18 +22,23 @@ struct SageMakerJob {
       "sagemaker_container_log_level": "20", "sagemaker_mpi_enabled": "true",
       "sagemaker_region": "\"us-west-2\"", "_tuning_objective_metric": "\"loss\"",
       "epochs": "10", "lr": "0.001", "use-amp": "true", "sizes": "[1,2]", "optimizer": "adam", "x": "5"})");
-    tree.WriteConfig("resourceconfig.json", R"({"current_host":"algo-2","current_instance_type":"ml.p4d.24xlarge",
+    tree.WriteConfig("resourceconfig.json",
+                     R"({"current_host":"algo-2","current_instance_type":"ml.p4d.24xlarge",
       "current_group_name":"homogeneousCluster","hosts":["algo-1","algo-2"],"instance_groups":[
       {"instance_group_name":"homogeneousCluster","instance_type":"ml.p4d.24xlarge","hosts":["algo-2","algo-1"]}],
       "network_interface_name":"eth0"})");
-    tree.WriteConfig("inputdataconfig.json", R"({"train":{"TrainingInputMode":"File"},"val":{"TrainingInputMode":"File"}})");
-    job = LoadJobEnvironment(tree.base(), {{"TRAINING_JOB_NAME", "job-1"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
+    tree.WriteConfig(
+        "inputdataconfig.json",
+        R"({"train":{"TrainingInputMode":"File"},"val":{"TrainingInputMode":"File"}})");
+    job = LoadJobEnvironment(tree.base(),
+                             {{"TRAINING_JOB_NAME", "job-1"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
     world = ResolveWorld(job, {}, {});
     vars = TrainingEnvironmentVariables(job, world, entry_point);
   }
   std::string Var(const std::string& key) const {
     const auto it = vars.find(key);
-    if (it == vars.end()) throw std::runtime_error(key + " is not set");
+    if (it == vars.end())
+      throw std::runtime_error(key + " is not set");
     return it->second;
   }
 };
@@ -58,7 +64,8 @@ TEST_CASE("SM_*: hosts, current host and instance facts", "[training_env]") {
 
 TEST_CASE("SM_*: hyperparameters typed, per key, and as argv", "[training_env]") {
   const SageMakerJob j;
-  CHECK(j.Var("SM_HPS") == R"({"epochs":10,"lr":0.001,"optimizer":"adam","sizes":[1,2],"use-amp":true,"x":5})");
+  CHECK(j.Var("SM_HPS") ==
+        R"({"epochs":10,"lr":0.001,"optimizer":"adam","sizes":[1,2],"use-amp":true,"x":5})");
   CHECK(j.Var("SM_HP_EPOCHS") == "10");
   CHECK(j.Var("SM_HP_LR") == "0.001");
   CHECK(j.Var("SM_HP_USE-AMP") == "true");  // upper-cased, hyphen kept
@@ -66,8 +73,9 @@ TEST_CASE("SM_*: hyperparameters typed, per key, and as argv", "[training_env]")
   CHECK(j.Var("SM_HP_OPTIMIZER") == "adam");
   CHECK(j.vars.count("SM_HP_SAGEMAKER_PROGRAM") == 0);
   CHECK(j.vars.count("SM_HP__TUNING_OBJECTIVE_METRIC") == 0);
-  CHECK(j.Var("SM_USER_ARGS") ==
-        R"(["--epochs","10","--lr","0.001","--optimizer","adam","--sizes","[1, 2]","--use-amp","True","-x","5"])");
+  CHECK(
+      j.Var("SM_USER_ARGS") ==
+      R"(["--epochs","10","--lr","0.001","--optimizer","adam","--sizes","[1, 2]","--use-amp","True","-x","5"])");
   // Only the non-toolkit sagemaker_* keys are framework params.
   CHECK(j.Var("SM_FRAMEWORK_PARAMS") == R"({"sagemaker_mpi_enabled":true})");
 }

@@ -1,14 +1,16 @@
+#include "common/world.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/config_error.h"
-#include "common/world.h"
 
 using namespace mrcnn::common;
 
 namespace {
 
 // A job as LoadJobEnvironment would give it, without files.
-JobEnvironment Job(std::vector<std::string> hosts = {}, const std::string& current = "", int gpus = 0) {
+JobEnvironment Job(std::vector<std::string> hosts = {}, const std::string& current = "",
+                   int gpus = 0) {
   JobEnvironment job;
   job.paths = MakeJobPaths("/opt/ml");
   job.num_gpus = gpus;
@@ -25,7 +27,8 @@ JobEnvironment Job(std::vector<std::string> hosts = {}, const std::string& curre
 }
 
 // The ConfigError's field, or "" when nothing was thrown.
-std::string ErrorField(const JobEnvironment& job, const EnvMap& env, const WorldOverrides& overrides = {}) {
+std::string ErrorField(const JobEnvironment& job, const EnvMap& env,
+                       const WorldOverrides& overrides = {}) {
   try {
     ResolveWorld(job, env, overrides);
   } catch (const ConfigError& e) {
@@ -114,9 +117,10 @@ TEST_CASE("world: bad processes-per-node values", "[world]") {
 }
 
 TEST_CASE("world: inside torchrun", "[world]") {
-  const EnvMap env = {{"LOCAL_RANK", "1"},    {"RANK", "5"},          {"WORLD_SIZE", "8"},
-                      {"GROUP_RANK", "1"},    {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.1.1"},
-                      {"MASTER_PORT", "2900"}, {"TORCHELASTIC_RUN_ID", "r7"}};
+  const EnvMap env = {{"LOCAL_RANK", "1"},       {"RANK", "5"},
+                      {"WORLD_SIZE", "8"},       {"GROUP_RANK", "1"},
+                      {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.1.1.1"},
+                      {"MASTER_PORT", "2900"},   {"TORCHELASTIC_RUN_ID", "r7"}};
   // torchrun's variables win over resourceconfig and a GPU count.
   const auto w = ResolveWorld(Job({"algo-1", "algo-2"}, "algo-1", 8), env, {});
   CHECK(w.launcher == Launcher::kTorchrun);
@@ -130,7 +134,10 @@ TEST_CASE("world: inside torchrun", "[world]") {
 }
 
 TEST_CASE("world: bad torchrun variables name the variable", "[world]") {
-  const EnvMap good = {{"LOCAL_RANK", "1"}, {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"GROUP_RANK", "1"},
+  const EnvMap good = {{"LOCAL_RANK", "1"},
+                       {"RANK", "5"},
+                       {"WORLD_SIZE", "8"},
+                       {"GROUP_RANK", "1"},
                        {"LOCAL_WORLD_SIZE", "4"}};
   const auto job = Job();
   auto with = [&](const std::string& key, const std::string& value) {
@@ -140,7 +147,8 @@ TEST_CASE("world: bad torchrun variables name the variable", "[world]") {
   };
   CHECK(ErrorField(job, good).empty());
   CHECK(ErrorField(job, with("RANK", "x")) == "RANK");
-  CHECK(ErrorField(job, with("RANK", "6")) == "RANK");  // != GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK
+  CHECK(ErrorField(job, with("RANK", "6")) ==
+        "RANK");  // != GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK
   CHECK(ErrorField(job, with("LOCAL_RANK", "4")) == "LOCAL_RANK");
   CHECK(ErrorField(job, with("GROUP_RANK", "2")) == "GROUP_RANK");
   CHECK(ErrorField(job, with("WORLD_SIZE", "6")) == "WORLD_SIZE");
@@ -156,8 +164,12 @@ TEST_CASE("world: bad torchrun variables name the variable", "[world]") {
 }
 
 TEST_CASE("world: Kubeflow PyTorchJob with PET_ variables", "[world]") {
-  const EnvMap env = {{"PET_NNODES", "3"},     {"PET_NODE_RANK", "2"},      {"PET_NPROC_PER_NODE", "4"},
-                      {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "12"},
+  const EnvMap env = {{"PET_NNODES", "3"},
+                      {"PET_NODE_RANK", "2"},
+                      {"PET_NPROC_PER_NODE", "4"},
+                      {"MASTER_ADDR", "job-master-0"},
+                      {"MASTER_PORT", "23456"},
+                      {"WORLD_SIZE", "12"},
                       {"RANK", "2"}};
   const auto w = ResolveWorld(Job({"algo-1"}, "algo-1", 8), env, {});
   CHECK(w.launcher == Launcher::kKubeflow);
@@ -171,7 +183,8 @@ TEST_CASE("world: Kubeflow PyTorchJob with PET_ variables", "[world]") {
 
 TEST_CASE("world: Kubeflow without PET_NNODES: RANK is the node index", "[world]") {
   SECTION("numeric PET_NPROC_PER_NODE: WORLD_SIZE counts processes") {
-    const EnvMap env = {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "8"}, {"RANK", "1"}, {"PET_NPROC_PER_NODE", "4"}};
+    const EnvMap env = {
+        {"MASTER_ADDR", "m"}, {"WORLD_SIZE", "8"}, {"RANK", "1"}, {"PET_NPROC_PER_NODE", "4"}};
     const auto w = ResolveWorld(Job(), env, {});
     CHECK(w.launcher == Launcher::kKubeflow);
     CHECK(w.nnodes == 2);
@@ -179,7 +192,8 @@ TEST_CASE("world: Kubeflow without PET_NNODES: RANK is the node index", "[world]
     CHECK(w.nproc_per_node == 4);
   }
   SECTION("classic operator: WORLD_SIZE counts pods") {
-    const EnvMap env = {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_PORT", "23456"}};
+    const EnvMap env = {
+        {"MASTER_ADDR", "m"}, {"WORLD_SIZE", "3"}, {"RANK", "2"}, {"MASTER_PORT", "23456"}};
     const auto w = ResolveWorld(Job({}, "", 2), env, {});
     CHECK(w.launcher == Launcher::kKubeflow);
     CHECK(w.nnodes == 3);
@@ -191,21 +205,28 @@ TEST_CASE("world: Kubeflow without PET_NNODES: RANK is the node index", "[world]
 
 TEST_CASE("world: bad Kubeflow variables", "[world]") {
   const auto job = Job();
-  CHECK(ErrorField(job, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "2"}, {"MASTER_ADDR", "m"}}) == "PET_NODE_RANK");
+  CHECK(ErrorField(job, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "2"}, {"MASTER_ADDR", "m"}}) ==
+        "PET_NODE_RANK");
   CHECK(ErrorField(job, {{"PET_NNODES", "two"}, {"PET_NODE_RANK", "0"}}) == "PET_NNODES");
   CHECK(ErrorField(job, {{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "0"}}) == "PET_NNODES");
-  CHECK(ErrorField(job, {{"PET_NNODES", "2:2"}, {"PET_NODE_RANK", "1"}, {"MASTER_ADDR", "m"}}).empty());
+  CHECK(ErrorField(job, {{"PET_NNODES", "2:2"}, {"PET_NODE_RANK", "1"}, {"MASTER_ADDR", "m"}})
+            .empty());
   CHECK(ErrorField(job, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}}) == "MASTER_ADDR");
   CHECK(ErrorField(job, {{"PET_NNODES", "2"}, {"MASTER_ADDR", "m"}}) == "RANK");
-  CHECK(ErrorField(job, {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "6"}, {"RANK", "0"}, {"PET_NPROC_PER_NODE", "4"}}) ==
+  CHECK(ErrorField(job, {{"MASTER_ADDR", "m"},
+                         {"WORLD_SIZE", "6"},
+                         {"RANK", "0"},
+                         {"PET_NPROC_PER_NODE", "4"}}) == "WORLD_SIZE");
+  CHECK(ErrorField(job, {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "0"}, {"RANK", "0"}}) ==
         "WORLD_SIZE");
-  CHECK(ErrorField(job, {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "0"}, {"RANK", "0"}}) == "WORLD_SIZE");
   CHECK(ErrorField(job, {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "2"}, {"RANK", "-1"}}) == "RANK");
 }
 
 TEST_CASE("world: Open MPI with one supervisor per node", "[world]") {
-  const EnvMap env = {{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
-                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+  const EnvMap env = {{"OMPI_COMM_WORLD_RANK", "1"},
+                      {"OMPI_COMM_WORLD_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
                       {"MASTER_ADDR", "10.0.0.1"}};
   const auto w = ResolveWorld(Job({}, "", 4), env, {});
   CHECK(w.launcher == Launcher::kOpenMpi);
@@ -217,8 +238,10 @@ TEST_CASE("world: Open MPI with one supervisor per node", "[world]") {
 }
 
 TEST_CASE("world: Open MPI with one process per slot, master from resourceconfig", "[world]") {
-  const EnvMap env = {{"OMPI_COMM_WORLD_RANK", "6"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                      {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  const EnvMap env = {{"OMPI_COMM_WORLD_RANK", "6"},
+                      {"OMPI_COMM_WORLD_SIZE", "8"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
   const auto w = ResolveWorld(Job({"algo-1", "algo-2"}, "algo-2", 8), env, {});
   CHECK(w.launcher == Launcher::kOpenMpi);
   CHECK(w.node_rank == 1);
@@ -230,8 +253,10 @@ TEST_CASE("world: Open MPI with one process per slot, master from resourceconfig
 }
 
 TEST_CASE("world: bad Open MPI variables", "[world]") {
-  const EnvMap good = {{"OMPI_COMM_WORLD_RANK", "6"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                       {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+  const EnvMap good = {{"OMPI_COMM_WORLD_RANK", "6"},
+                       {"OMPI_COMM_WORLD_SIZE", "8"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                        {"MASTER_ADDR", "m"}};
   auto with = [&](const std::string& key, const std::string& value) {
     EnvMap env = good;
@@ -254,8 +279,9 @@ TEST_CASE("world: bad Open MPI variables", "[world]") {
 }
 
 TEST_CASE("world: Slurm with one task per node", "[world]") {
-  const EnvMap env = {{"SLURM_NODEID", "2"},     {"SLURM_NNODES", "3"},           {"SLURM_NTASKS", "3"},
-                      {"SLURM_PROCID", "2"},     {"SLURM_LOCALID", "0"},          {"SLURM_JOB_NODELIST", "gpu-[07-09]"},
+  const EnvMap env = {{"SLURM_NODEID", "2"},        {"SLURM_NNODES", "3"},
+                      {"SLURM_NTASKS", "3"},        {"SLURM_PROCID", "2"},
+                      {"SLURM_LOCALID", "0"},       {"SLURM_JOB_NODELIST", "gpu-[07-09]"},
                       {"SLURMD_NODENAME", "gpu-09"}};
   const auto w = ResolveWorld(Job({"algo-1"}, "algo-1", 8), env, {});
   CHECK(w.launcher == Launcher::kSlurm);
@@ -269,8 +295,9 @@ TEST_CASE("world: Slurm with one task per node", "[world]") {
 }
 
 TEST_CASE("world: Slurm with a task per GPU and SLURM_JOB_NUM_NODES", "[world]") {
-  const EnvMap env = {{"SLURM_NODEID", "1"},  {"SLURM_JOB_NUM_NODES", "2"}, {"SLURM_NTASKS", "8"},
-                      {"SLURM_PROCID", "5"},  {"SLURM_LOCALID", "1"},       {"SLURM_JOB_NODELIST", "n[1-2]"},
+  const EnvMap env = {{"SLURM_NODEID", "1"},   {"SLURM_JOB_NUM_NODES", "2"},
+                      {"SLURM_NTASKS", "8"},   {"SLURM_PROCID", "5"},
+                      {"SLURM_LOCALID", "1"},  {"SLURM_JOB_NODELIST", "n[1-2]"},
                       {"MASTER_ADDR", "n1-ib"}};
   const auto w = ResolveWorld(Job(), env, {});
   CHECK(w.nnodes == 2);
@@ -282,8 +309,9 @@ TEST_CASE("world: Slurm with a task per GPU and SLURM_JOB_NUM_NODES", "[world]")
 }
 
 TEST_CASE("world: bad Slurm variables", "[world]") {
-  const EnvMap good = {{"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},  {"SLURM_NTASKS", "8"},
-                       {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_NODELIST", "n[1-2]"}};
+  const EnvMap good = {{"SLURM_NODEID", "1"},  {"SLURM_NNODES", "2"},
+                       {"SLURM_NTASKS", "8"},  {"SLURM_PROCID", "5"},
+                       {"SLURM_LOCALID", "1"}, {"SLURM_JOB_NODELIST", "n[1-2]"}};
   auto with = [&](const std::string& key, const std::string& value) {
     EnvMap env = good;
     env[key] = value;
@@ -297,7 +325,8 @@ TEST_CASE("world: bad Slurm variables", "[world]") {
   CHECK(ErrorField(job, with("SLURM_PROCID", "2")) == "SLURM_PROCID");  // cyclic distribution
   CHECK(ErrorField(job, with("SLURM_LOCALID", "4")) == "SLURM_LOCALID");
   CHECK(ErrorField(job, with("SLURM_JOB_NODELIST", "n[1-2")) == "SLURM_JOB_NODELIST");
-  CHECK(ErrorField(job, with("SLURM_JOB_NODELIST", "n1")) == "SLURM_JOB_NODELIST");  // fewer hosts than nodes
+  CHECK(ErrorField(job, with("SLURM_JOB_NODELIST", "n1")) ==
+        "SLURM_JOB_NODELIST");  // fewer hosts than nodes
   EnvMap no_count = good;
   no_count.erase("SLURM_NNODES");
   CHECK(ErrorField(job, no_count) == "SLURM_JOB_NUM_NODES");
@@ -307,19 +336,26 @@ TEST_CASE("world: bad Slurm variables", "[world]") {
 }
 
 TEST_CASE("world: launcher precedence", "[world]") {
-  const EnvMap torchrun = {{"LOCAL_RANK", "0"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}, {"GROUP_RANK", "0"},
+  const EnvMap torchrun = {{"LOCAL_RANK", "0"},
+                           {"RANK", "0"},
+                           {"WORLD_SIZE", "1"},
+                           {"GROUP_RANK", "0"},
                            {"LOCAL_WORLD_SIZE", "1"}};
   const EnvMap kubeflow = {{"PET_NNODES", "1"}, {"PET_NODE_RANK", "0"}};
-  const EnvMap mpi = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
-                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
+  const EnvMap mpi = {{"OMPI_COMM_WORLD_RANK", "0"},
+                      {"OMPI_COMM_WORLD_SIZE", "1"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
   const EnvMap slurm = {{"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1"}, {"SLURM_JOB_NODELIST", "n1"}};
   auto merged = [](std::initializer_list<const EnvMap*> maps) {
     EnvMap env;
-    for (const auto* m : maps) env.insert(m->begin(), m->end());
+    for (const auto* m : maps)
+      env.insert(m->begin(), m->end());
     return env;
   };
   const auto sm = Job({"algo-1"}, "algo-1");
-  CHECK(ResolveWorld(sm, merged({&torchrun, &kubeflow, &mpi, &slurm}), {}).launcher == Launcher::kTorchrun);
+  CHECK(ResolveWorld(sm, merged({&torchrun, &kubeflow, &mpi, &slurm}), {}).launcher ==
+        Launcher::kTorchrun);
   CHECK(ResolveWorld(sm, merged({&kubeflow, &mpi, &slurm}), {}).launcher == Launcher::kKubeflow);
   CHECK(ResolveWorld(sm, merged({&mpi, &slurm}), {}).launcher == Launcher::kOpenMpi);
   CHECK(ResolveWorld(sm, merged({&slurm}), {}).launcher == Launcher::kSlurm);
@@ -363,7 +399,8 @@ TEST_CASE("world: a child's own variables resolve to the same world", "[world]")
   // when a child (e.g. the trainer) resolves it again.
   const auto parent = ResolveWorld(Job({"algo-1", "algo-2", "algo-3"}, "algo-3", 2), {}, {});
   for (int local = 0; local < parent.nproc_per_node; ++local) {
-    const auto child = ResolveWorld(Job({"algo-1", "algo-2", "algo-3"}, "algo-3", 2), ProcessVariables(parent, local), {});
+    const auto child = ResolveWorld(Job({"algo-1", "algo-2", "algo-3"}, "algo-3", 2),
+                                    ProcessVariables(parent, local), {});
     CHECK(child.launcher == Launcher::kTorchrun);
     CHECK(child.node_rank == parent.node_rank);
     CHECK(child.nnodes == parent.nnodes);
