@@ -432,6 +432,9 @@ World ResolveWorld(const JobEnvironment& job, const EnvMap& env, const WorldOver
     w.master_addr = *overrides.master_addr;
   if (overrides.master_port)
     w.master_port = *overrides.master_port;
+  if (w.current_host.empty()) {
+    w.current_host = job.resources.present ? job.resources.current_host : LocalHostName(env);
+  }
   if (w.run_id == "none" && !job.job_name.empty())
     w.run_id = job.job_name;
   return w;

@@ -55,6 +55,9 @@ struct World {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::vector<std::string> hosts;  // known host names in node order (may be empty)
+  // This node's name, for logs and failure reports: resourceconfig's
+  // current_host when that file exists (and for single-node runs), Slurm's
+  // SLURMD_NODENAME, else HOSTNAME / gethostname().
   std::string current_host;
   // Set when a launcher (torchrun, Open MPI or Slurm with several processes per
   // node) already started one process per slot: this process is that slot and

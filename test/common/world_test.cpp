@@ -131,6 +131,10 @@ TEST_CASE("world: inside torchrun", "[world]") {
   CHECK(w.master_addr == "10.1.1.1");
   CHECK(w.master_port == 2900);
   CHECK(w.run_id == "r7");
+  CHECK(w.current_host == "algo-1");
+  EnvMap local = env;
+  local["HOSTNAME"] = "box-3";
+  CHECK(ResolveWorld(Job(), local, {}).current_host == "box-3");
 }
 
 TEST_CASE("world: bad torchrun variables name the variable", "[world]") {
