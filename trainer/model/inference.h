@@ -36,7 +36,7 @@ struct PredictOptions {
   float score_threshold = 0.05f;  // detections below are dropped (applied before per-class NMS)
   int max_detections = 100;       // per image, after NMS
   bool masks = true;              // false skips the mask head and the paste
-  float mask_threshold = 0.5f;    // probability above which a pasted mask pixel is 1
+  float mask_threshold = 0.5f;    // a pasted mask pixel is 1 where its probability >= this
 };
 
 class InferenceModel {

@@ -1,0 +1,259 @@
+"""The C++ Mask R-CNN against torchvision's maskrcnn_resnet50_fpn with identical weights.
+
+Weights go through scripts/convert_weights.py (the real conversion path); the C++ side
+runs through build/tests/model_parity_probe, which dumps every stage to safetensors.
+"""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from safetensors.torch import load_file, save_file
+from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.ops import misc as misc_nn_ops
+
+from conftest import REPO
+
+CONVERT = REPO / "scripts" / "convert_weights.py"
+THREADS = 2
+
+
+def randomise(model, seed):
+    """Non-trivial BN statistics and peaky class scores, so every stage is exercised and
+    random-weight detections do not tie (near-uniform softmax scores would make the top-k
+    order depend on rounding)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm2d, misc_nn_ops.FrozenBatchNorm2d)):
+                n = m.running_mean.numel()
+                m.running_mean.copy_(torch.rand(n, generator=g) * 0.2 - 0.1)
+                m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
+                m.weight.copy_(torch.rand(n, generator=g) + 0.5)
+                m.bias.copy_(torch.rand(n, generator=g) * 0.2 - 0.1)
+        model.roi_heads.box_predictor.cls_score.weight.mul_(40.0)
+        model.rpn.head.cls_logits.weight.mul_(20.0)
+
+
+def freeze_batchnorm(module):
+    """Replaces eval-mode BatchNorm2d by torchvision's FrozenBatchNorm2d with the same
+    statistics: the same function (torchvision's pretrained detection models use exactly
+    this), computed in the same operation order as the C++ backbone, so the comparison
+    measures our implementation rather than BN's two algebraic forms (which differ by
+    ~1e-6 relative, enough to reorder near-tied proposals)."""
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.BatchNorm2d):
+            frozen = misc_nn_ops.FrozenBatchNorm2d(child.num_features, eps=child.eps)
+            for key in ("weight", "bias", "running_mean", "running_var"):
+                getattr(frozen, key).copy_(getattr(child, key).detach())
+            setattr(module, name, frozen)
+        else:
+            freeze_batchnorm(child)
+
+
+def convert(tmp_path, model, name, overrides):
+    ckpt = tmp_path / f"{name}.pth"
+    torch.save(model.state_dict(), ckpt)
+    out = tmp_path / name
+    cmd = [sys.executable, str(CONVERT), "--checkpoint", str(ckpt), "--output", str(out)]
+    for key, value in overrides.items():
+        cmd += ["--set", f"{key}={value}"]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def run_probe(probe, model_dir, inputs, tmp_path, mode):
+    src = tmp_path / f"in_{mode}.safetensors"
+    dst = tmp_path / f"out_{mode}.safetensors"
+    save_file({k: v.contiguous() for k, v in inputs.items()}, str(src))
+    subprocess.run([str(probe), "--model-dir", str(model_dir), "--input", str(src), "--output", str(dst),
+                    "--mode", mode, "--threads", str(THREADS)], check=True)
+    return load_file(str(dst))
+
+
+def make_images(seed, shapes):
+    g = torch.Generator().manual_seed(seed)
+    images = []
+    for h, w in shapes:
+        # Smooth structure plus noise, so features are not just noise statistics.
+        yy, xx = torch.meshgrid(torch.linspace(0, 1, h), torch.linspace(0, 1, w), indexing="ij")
+        base = torch.stack([torch.sin(6 * xx + c) * torch.cos(4 * yy - c) for c in range(3)]) * 0.4 + 0.5
+        images.append((base + 0.1 * torch.rand(3, h, w, generator=g)).clamp(0, 1))
+    return images
+
+
+def rel_err(a, b):
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item()
+
+
+def mask_iou(a, b):
+    a, b = a >= 0.5, b >= 0.5
+    union = (a | b).sum().item()
+    return 1.0 if union == 0 else (a & b).sum().item() / union
+
+
+def compare_eval(tv, ours, images):
+    torch.set_num_threads(THREADS)
+    with torch.no_grad():
+        original_sizes = [tuple(img.shape[-2:]) for img in images]
+        batch, _ = tv.transform(images)
+        assert batch.tensors.shape == ours["batch"].shape
+        assert torch.allclose(batch.tensors, ours["batch"], atol=1e-5)
+        features = tv.backbone(batch.tensors)
+        for level, feat in enumerate(features.values()):
+            err = rel_err(ours[f"feature.{level}"], feat)
+            assert err <= 1e-4, f"FPN level {level}: relative error {err}"
+        proposals, _ = tv.rpn(batch, features)
+        for i, props in enumerate(proposals):
+            mine = ours[f"proposals.{i}"]
+            assert mine.shape == props.shape, f"image {i}: {mine.shape[0]} proposals vs {props.shape[0]}"
+            assert (mine - props).abs().max().item() <= 1e-3, f"image {i}: proposals differ"
+        detections, _ = tv.roi_heads(features, proposals, batch.image_sizes)
+        detections = tv.transform.postprocess(detections, batch.image_sizes, original_sizes)
+    total = 0
+    for i, det in enumerate(detections):
+        boxes, scores, labels = ours[f"boxes.{i}"], ours[f"scores.{i}"], ours[f"labels.{i}"]
+        assert boxes.shape == det["boxes"].shape, f"image {i}: {boxes.shape[0]} detections vs {det['boxes'].shape[0]}"
+        total += boxes.shape[0]
+        used = set()
+        for k in range(det["boxes"].shape[0]):
+            # The same detection: same label, box within 1e-2 px, score within 1e-4.
+            close = ((boxes - det["boxes"][k]).abs().max(dim=1).values <= 1e-2) & (labels == det["labels"][k]) & (
+                (scores - det["scores"][k]).abs() <= 1e-4)
+            candidates = [j for j in torch.where(close)[0].tolist() if j not in used]
+            assert candidates, f"image {i}: torchvision detection {k} ({det['boxes'][k].tolist()}, " \
+                               f"{det['scores'][k].item()}) has no counterpart"
+            j = candidates[0]
+            used.add(j)
+            iou = mask_iou(ours[f"masks.{i}"][j, 0], det["masks"][k, 0])
+            assert iou >= 0.99, f"image {i} detection {k}: mask IoU {iou}"
+    return total
+
+
+@pytest.mark.parametrize("num_classes,shapes,min_size,max_size", [
+    (5, [(240, 320), (400, 260), (150, 500)], 320, 560),
+    (91, [(480, 640), (300, 420), (500, 380)], 800, 1333),
+])
+def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min_size, max_size):
+    torch.manual_seed(0)
+    tv = torchvision.models.detection.maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=num_classes, min_size=min_size, max_size=max_size,
+        box_score_thresh=0.0)
+    randomise(tv, 1)
+    freeze_batchnorm(tv)
+    tv.eval()
+    model_dir = convert(tmp_path, tv, "eval", {
+        "MODEL.ROI_HEADS.SCORE_THRESH_TEST": 0.0, "INPUT.MIN_SIZE_TEST": min_size, "INPUT.MAX_SIZE_TEST": max_size})
+    images = make_images(2, shapes)
+    ours = run_probe(probe, model_dir, {f"image.{i}": img for i, img in enumerate(images)}, tmp_path, "eval")
+    total = compare_eval(tv, ours, images)
+    assert total >= 3 * 50, f"only {total} detections: the comparison would be too weak"
+
+
+def test_losses_match_torchvision(probe, tmp_path):
+    """Training losses on the same images and targets. Sampling takes every candidate
+    (batch sizes far above the candidate counts), which makes it deterministic on both
+    sides without sharing random streams."""
+    torch.manual_seed(3)
+    huge = 10_000_000
+    body = torchvision.models.resnet50(weights=None, norm_layer=misc_nn_ops.FrozenBatchNorm2d)
+    tv = torchvision.models.detection.MaskRCNN(
+        _resnet_fpn_extractor(body, 3), num_classes=5, min_size=320, max_size=512,
+        rpn_batch_size_per_image=huge, box_batch_size_per_image=huge)
+    randomise(tv, 4)
+    with torch.no_grad():
+        tv.roi_heads.box_predictor.cls_score.weight.div_(40.0)  # keep the classifier loss in a sane range
+    model_dir = convert(tmp_path, tv, "train", {
+        "MODEL.RPN.BATCH_SIZE_PER_IMAGE": huge, "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE": huge,
+        "INPUT.MIN_SIZE_TRAIN": "[320]", "INPUT.MAX_SIZE_TRAIN": 512})
+    shapes = [(240, 320), (300, 200)]
+    images = make_images(5, shapes)
+    targets = []
+    g = torch.Generator().manual_seed(6)
+    for h, w in shapes:
+        n = 3
+        x1 = torch.rand(n, generator=g) * w * 0.5
+        y1 = torch.rand(n, generator=g) * h * 0.5
+        bw = 20 + torch.rand(n, generator=g) * w * 0.4
+        bh = 20 + torch.rand(n, generator=g) * h * 0.4
+        boxes = torch.stack([x1, y1, (x1 + bw).clamp(max=w - 1), (y1 + bh).clamp(max=h - 1)], 1)
+        masks = torch.zeros(n, h, w, dtype=torch.uint8)
+        for k, (a, b, c, d) in enumerate(boxes.round().long().tolist()):
+            masks[k, b:d, a:(a + c) // 2 + 1] = 1  # left part of the box, so the target is not the box itself
+        targets.append({"boxes": boxes, "labels": torch.randint(1, 5, (n,), generator=g), "masks": masks})
+    inputs = {f"image.{i}": img for i, img in enumerate(images)}
+    for i, t in enumerate(targets):
+        for key, value in t.items():
+            inputs[f"target.{i}.{key}"] = value
+    ours = run_probe(probe, model_dir, inputs, tmp_path, "train")
+    torch.set_num_threads(THREADS)
+    tv.train()
+    losses = tv(images, [{k: v.clone() for k, v in t.items()} for t in targets])
+    assert set(losses) == {k[len("loss."):] for k in ours}
+    for name, value in losses.items():
+        mine = ours[f"loss.{name}"].item()
+        assert abs(mine - value.item()) <= 1e-4, f"{name}: ours {mine} vs torchvision {value.item()}"
+
+
+def test_predict_writes_coco_results(trainer_bin, tmp_path):
+    """`trainer predict` end to end: PNG files in, COCO results with RLE masks out, equal
+    to torchvision on the same decoded pixels."""
+    from PIL import Image
+    from pycocotools import mask as mask_utils
+
+    torch.manual_seed(7)
+    tv = torchvision.models.detection.maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=5, min_size=256, max_size=400, box_score_thresh=0.0)
+    randomise(tv, 8)
+    freeze_batchnorm(tv)
+    tv.eval()
+    classes = tmp_path / "ann.json"
+    files = []
+    images = make_images(9, [(200, 300), (260, 180)])
+    for i, img in enumerate(images):
+        path = tmp_path / f"img{i}.png"
+        Image.fromarray((img * 255).round().byte().permute(1, 2, 0).numpy()).save(path)
+        files.append(path)
+    classes.write_text(json.dumps({
+        "images": [{"id": 42 + i, "file_name": p.name, "height": 1, "width": 1} for i, p in enumerate(files)],
+        "categories": [{"id": cid, "name": f"c{cid}"} for cid in (3, 7, 11)] + [{"id": 20, "name": "c20"}],
+    }))
+    ckpt = tmp_path / "p.pth"
+    torch.save(tv.state_dict(), ckpt)
+    model_dir = tmp_path / "model"
+    subprocess.run([sys.executable, str(CONVERT), "--checkpoint", str(ckpt), "--output", str(model_dir),
+                    "--classes", str(classes), "--set", "INPUT.MIN_SIZE_TEST=256", "--set", "INPUT.MAX_SIZE_TEST=400"],
+                   check=True)
+    out = tmp_path / "results.json"
+    subprocess.run([str(trainer_bin), "predict", "--model-dir", str(model_dir), "--images", *map(str, files),
+                    "--output", str(out), "--annotations", str(classes), "--score-threshold", "0.3",
+                    "--threads", str(THREADS)], check=True)
+    results = json.loads(out.read_text())
+    torch.set_num_threads(THREADS)
+    with torch.no_grad():
+        decoded = [torch.from_numpy(np.asarray(Image.open(p).convert("RGB"))).permute(2, 0, 1).float() / 255
+                   for p in files]
+        expected = tv(decoded)
+    id_of_label = {1: 3, 2: 7, 3: 11, 4: 20}
+    total = 0
+    for i, det in enumerate(expected):
+        keep = det["scores"] >= 0.3
+        mine = [r for r in results if r["image_id"] == 42 + i]
+        assert len(mine) == int(keep.sum()), f"image {i}: {len(mine)} results vs {int(keep.sum())}"
+        total += len(mine)
+        for box, score, label, m in zip(det["boxes"][keep], det["scores"][keep], det["labels"][keep],
+                                        det["masks"][keep]):
+            x1, y1, x2, y2 = box.tolist()
+            match = [r for r in mine if r["category_id"] == id_of_label[int(label)] and abs(r["score"] - score) <= 1e-4
+                     and np.allclose(r["bbox"], [x1, y1, x2 - x1, y2 - y1], atol=1e-2)]
+            assert match, f"image {i}: no result for box {box.tolist()} score {score.item()}"
+            rle = match[0]["segmentation"]
+            assert isinstance(rle["counts"], str)
+            ours_mask = mask_utils.decode({"size": rle["size"], "counts": rle["counts"].encode()})
+            theirs = (m[0] >= 0.5).numpy()
+            union = np.logical_or(ours_mask, theirs).sum()
+            assert union == 0 or np.logical_and(ours_mask, theirs).sum() / union >= 0.99
+    assert total >= 5, "too few detections above 0.3 for a meaningful check"

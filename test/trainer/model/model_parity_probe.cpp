@@ -1,0 +1,89 @@
+// Test-only executable for the oracle tests in test/oracle/model: runs the C++ model
+// stage by stage on images from a safetensors file and dumps the intermediate results,
+// so pytest can compare each stage with torchvision without Python bindings.
+//
+//   model_parity_probe --model-dir DIR --input IN.safetensors --output OUT.safetensors
+//                      [--mode eval|train] [--threads N]
+// Input: image.<i> (3 x H x W float in [0, 1]); train mode also target.<i>.boxes,
+// target.<i>.labels, target.<i>.masks.
+// Output (eval): batch, image_size.<i>, feature.<l>, proposals.<i>, proposal_scores.<i>,
+// boxes.<i>, scores.<i>, labels.<i>, masks.<i> (pasted probabilities).
+// Output (train): loss.<name> for the five torchvision losses.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "trainer/model/config.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/safetensors.h"
+
+namespace {
+
+std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  if (fallback == nullptr) throw std::runtime_error(std::string("missing argument ") + name);
+  return fallback;
+}
+
+int Run(int argc, char** argv) {
+  using namespace mrcnn::model;
+  const std::string model_dir = Arg(argc, argv, "--model-dir", nullptr);
+  const std::string mode = Arg(argc, argv, "--mode", "eval");
+  const int threads = std::stoi(Arg(argc, argv, "--threads", "0"));
+  if (threads > 0) torch::set_num_threads(threads);
+  TensorMap input = ReadSafetensors(Arg(argc, argv, "--input", nullptr));
+  MaskRcnn model(ModelConfig::FromYamlFile(model_dir + "/config.yaml"));
+  LoadStateDict(*model, ReadSafetensors(model_dir + "/model.safetensors"), model_dir + "/model.safetensors");
+
+  std::vector<at::Tensor> images;
+  for (int i = 0; input.count("image." + std::to_string(i)) != 0; ++i) images.push_back(input.at("image." + std::to_string(i)));
+  TensorMap out;
+  if (mode == "train") {
+    model->train();
+    std::vector<ImageTarget> targets;
+    for (size_t i = 0; i < images.size(); ++i) {
+      const std::string p = "target." + std::to_string(i) + ".";
+      targets.push_back({input.at(p + "boxes"), input.at(p + "labels"), input.at(p + "masks")});
+    }
+    MaskRcnnOutput result = model->forward(images, targets);
+    for (auto& [name, value] : result.losses) out["loss." + name] = value.detach().reshape({1});
+  } else {
+    model->eval();
+    c10::InferenceMode guard;
+    ImageBatch batch = model->Transform(images, nullptr);
+    out["batch"] = batch.tensors;
+    std::vector<at::Tensor> features = model->Features(batch.tensors);
+    for (size_t l = 0; l < features.size(); ++l) out["feature." + std::to_string(l)] = features[l];
+    RpnOutput rpn = model->Rpn(batch, features, nullptr);
+    std::vector<ImageResult> detections;
+    model->RoiHeads(features, rpn.proposals, batch.image_sizes, nullptr, &detections);
+    model->Postprocess(batch, detections);
+    for (size_t i = 0; i < images.size(); ++i) {
+      const std::string s = std::to_string(i);
+      out["image_size." + s] = torch::tensor({batch.image_sizes[i][0], batch.image_sizes[i][1]});
+      out["proposals." + s] = rpn.proposals[i];
+      out["proposal_scores." + s] = rpn.scores[i];
+      out["boxes." + s] = detections[i].boxes;
+      out["scores." + s] = detections[i].scores;
+      out["labels." + s] = detections[i].labels;
+      if (detections[i].masks.defined()) out["masks." + s] = detections[i].masks;
+    }
+  }
+  WriteSafetensors(Arg(argc, argv, "--output", nullptr), out);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model_parity_probe: %s\n", e.what());
+    return 1;
+  }
+}

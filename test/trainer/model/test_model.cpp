@@ -1,0 +1,273 @@
+// Unit tests of trainer/model: registry, config, input transform, safetensors.
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "trainer/model/config.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/registry.h"
+#include "trainer/model/safetensors.h"
+
+using namespace mrcnn::model;
+
+namespace {
+
+std::filesystem::path TempPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("mrcnn_test_model_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+void WriteBytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string Header(const std::string& json, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + json + data;
+}
+
+// A small model so the tests stay fast: ResNet-18, tiny box head.
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.backbone = "resnet18";
+  c.num_classes = 3;
+  c.box_fc_dim = 32;
+  c.mask_conv_dim = 16;
+  c.fpn_out_channels = 32;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("registry lists the built-in parts and rejects unknown names", "[registry]") {
+  CHECK(BackboneRegistry().Contains("resnet18"));
+  CHECK(BackboneRegistry().Contains("resnet50"));
+  CHECK(BackboneRegistry().Contains("resnet101"));
+  CHECK(NeckRegistry().Contains("fpn"));
+  CHECK(RpnHeadRegistry().Contains("standard"));
+  CHECK(BoxHeadRegistry().Contains("two_mlp"));
+  CHECK(MaskHeadRegistry().Contains("four_conv"));
+  ModelConfig c = SmallConfig();
+  c.backbone = "resnet7";
+  try {
+    MaskRcnn model(c);
+    FAIL("unknown backbone accepted");
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("MODEL.BACKBONE.NAME") != std::string::npos);
+    CHECK(msg.find("resnet7") != std::string::npos);
+    CHECK(msg.find("resnet50") != std::string::npos);
+  }
+  CHECK_THROWS_AS(BoxHeadRegistry().Add("two_mlp", nullptr), std::logic_error);
+}
+
+namespace {
+class ConstantBoxHead : public BoxHead {
+ public:
+  explicit ConstantBoxHead(int64_t in) { fc_ = register_module("fc", torch::nn::Linear(in, 8)); }
+  at::Tensor Forward(const at::Tensor& pooled) override { return torch::relu(fc_->forward(pooled.flatten(1))); }
+  int64_t RepresentationSize() const override { return 8; }
+
+ private:
+  torch::nn::Linear fc_{nullptr};
+};
+}  // namespace
+
+TEST_CASE("a registered part is chosen by name from the config", "[registry]") {
+  if (!BoxHeadRegistry().Contains("test_one_fc")) {
+    BoxHeadRegistry().Add("test_one_fc", [](const ModelConfig& c) {
+      return std::make_shared<ConstantBoxHead>(c.fpn_out_channels * c.box_pooler_resolution * c.box_pooler_resolution);
+    });
+  }
+  ModelConfig c = SmallConfig();
+  c.box_head = "test_one_fc";
+  MaskRcnn model(c);
+  TensorMap state = StateDict(*model);
+  CHECK(state.count("roi_heads.box_head.fc.weight") == 1);
+  CHECK(state.count("roi_heads.box_head.fc6.weight") == 0);
+  CHECK(state.at("roi_heads.box_predictor.cls_score.weight").sizes() == at::IntArrayRef({4, 8}));
+}
+
+TEST_CASE("state_dict names follow torchvision", "[registry]") {
+  ModelConfig c;
+  c.num_classes = 4;
+  MaskRcnn model(c);
+  TensorMap state = StateDict(*model);
+  for (const char* key : {"backbone.body.conv1.weight", "backbone.body.bn1.running_var",
+                          "backbone.body.layer1.0.downsample.0.weight", "backbone.body.layer1.0.downsample.1.weight",
+                          "backbone.body.layer4.2.bn3.bias", "backbone.fpn.inner_blocks.0.0.weight",
+                          "backbone.fpn.layer_blocks.3.0.bias", "rpn.head.conv.0.0.weight", "rpn.head.cls_logits.weight",
+                          "rpn.head.bbox_pred.bias", "roi_heads.box_head.fc6.weight", "roi_heads.box_head.fc7.bias",
+                          "roi_heads.box_predictor.cls_score.weight", "roi_heads.box_predictor.bbox_pred.weight",
+                          "roi_heads.mask_head.0.0.weight", "roi_heads.mask_head.3.0.bias",
+                          "roi_heads.mask_predictor.conv5_mask.weight",
+                          "roi_heads.mask_predictor.mask_fcn_logits.weight"}) {
+    INFO(key);
+    CHECK(state.count(key) == 1);
+  }
+  CHECK(state.at("roi_heads.box_head.fc6.weight").sizes() == at::IntArrayRef({1024, 12544}));
+  CHECK(state.at("roi_heads.mask_predictor.mask_fcn_logits.weight").size(0) == 5);
+  // len(maskrcnn_resnet50_fpn(num_classes=5).state_dict()) without num_batches_tracked.
+  CHECK(state.size() == 307);
+  // trainable_layers = 3 freezes conv1 and layer1 like torchvision.
+  for (const auto& p : model->named_parameters()) {
+    const bool frozen = p.key().rfind("backbone.body.conv1", 0) == 0 || p.key().rfind("backbone.body.layer1", 0) == 0;
+    INFO(p.key());
+    CHECK(p.value().requires_grad() == !frozen);
+  }
+}
+
+TEST_CASE("config reads Detectron2-style keys and round-trips through ToYaml", "[config]") {
+  YAML::Node root = YAML::Load(
+      "MODEL: {ROI_HEADS: {NUM_CLASSES: 7, SCORE_THRESH_TEST: 0.3}, RPN: {IOU_THRESHOLDS: [0.2, 0.8]},"
+      " BACKBONE: {NAME: resnet101}}\nINPUT: {MIN_SIZE_TEST: 600, MIN_SIZE_TRAIN: 640}\nSOLVER: {BASE_LR: 0.02}\n");
+  ModelConfig c = ModelConfig::FromYaml(root, "test.yaml");
+  CHECK(c.num_classes == 7);
+  CHECK(c.box_score_thresh == Approx(0.3));
+  CHECK(c.rpn_bg_iou_thresh == Approx(0.2));
+  CHECK(c.rpn_fg_iou_thresh == Approx(0.8));
+  CHECK(c.backbone == "resnet101");
+  CHECK(c.min_size_test == 600);
+  CHECK(c.min_size_train == std::vector<int>{640});
+  CHECK(c.max_size_test == 1333);
+  ModelConfig again = ModelConfig::FromYaml(YAML::Load(c.ToYaml()), "round trip");
+  CHECK(again.ToYaml() == c.ToYaml());
+  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: abc}}"), "bad.yaml"),
+                    Catch::Contains("bad.yaml") && Catch::Contains("MODEL.ROI_HEADS.NUM_CLASSES"));
+  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: 0}}"), "zero.yaml"),
+                    Catch::Contains("NUM_CLASSES"));
+}
+
+TEST_CASE("transform resizes like torchvision and pads to a multiple of 32", "[transform]") {
+  ModelConfig c = SmallConfig();
+  MaskRcnn model(c);
+  model->eval();
+  // 480 x 640: scale = min(800/480, 1333/640) = 1.6667 -> 800 x 1066, padded to 800 x 1088.
+  // 300 x 1000: scale = min(800/300, 1333/1000) = 1.333 -> 399 x 1333.
+  std::vector<at::Tensor> images = {torch::full({3, 480, 640}, 0.5), torch::full({3, 300, 1000}, 0.25)};
+  std::vector<ImageTarget> targets(2);
+  targets[0].boxes = torch::tensor({{10.f, 20.f, 110.f, 220.f}});
+  targets[0].labels = torch::tensor({1}, torch::kLong);
+  targets[0].masks = torch::ones({1, 480, 640}, torch::kByte);
+  targets[1].boxes = torch::zeros({0, 4});
+  targets[1].labels = torch::zeros({0}, torch::kLong);
+  targets[1].masks = torch::zeros({0, 300, 1000}, torch::kByte);
+  ImageBatch batch = model->Transform(images, &targets);
+  CHECK(batch.image_sizes[0] == std::array<int64_t, 2>{800, 1066});
+  CHECK(batch.image_sizes[1] == std::array<int64_t, 2>{399, 1333});
+  CHECK(batch.original_sizes[1] == std::array<int64_t, 2>{300, 1000});
+  CHECK(batch.tensors.sizes() == at::IntArrayRef({2, 3, 800, 1344}));
+  // Normalised constant image: (0.5 - 0.485) / 0.229 in the red channel; zero padding.
+  CHECK(batch.tensors[0][0][10][10].item<float>() == Approx((0.5 - 0.485) / 0.229).epsilon(1e-5));
+  CHECK(batch.tensors[0][2][5][5].item<float>() == Approx((0.5 - 0.406) / 0.225).epsilon(1e-5));
+  CHECK(batch.tensors[0][0][799][1070].item<float>() == 0.0f);
+  CHECK(batch.tensors[1][0][500][10].item<float>() == 0.0f);
+  // Targets follow the image: boxes scaled by new/old size, masks resized.
+  const float rw = 1066.f / 640.f, rh = 800.f / 480.f;
+  CHECK(targets[0].boxes[0][0].item<float>() == Approx(10 * rw));
+  CHECK(targets[0].boxes[0][3].item<float>() == Approx(220 * rh));
+  CHECK(targets[0].masks.sizes() == at::IntArrayRef({1, 800, 1066}));
+  CHECK(targets[1].masks.sizes() == at::IntArrayRef({0, 399, 1333}));
+}
+
+TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bytes", "[safetensors]") {
+  TensorMap tensors;
+  tensors["a.weight"] = torch::randn({3, 4});
+  tensors["b"] = torch::arange(10, torch::kLong);
+  tensors["c.half"] = torch::randn({2, 2}).to(torch::kHalf);
+  tensors["d.bytes"] = torch::randint(0, 255, {5}, torch::kByte);
+  tensors["e.scalar"] = torch::tensor(3.5f).reshape({});
+  tensors["f.empty"] = torch::zeros({0, 4});
+  const auto path = TempPath("round.safetensors");
+  WriteSafetensors(path, tensors, {{"format", "pt"}});
+  TensorMap back = ReadSafetensors(path);
+  REQUIRE(back.size() == tensors.size());
+  for (const auto& [k, v] : tensors) {
+    INFO(k);
+    CHECK(back.at(k).scalar_type() == v.scalar_type());
+    CHECK(back.at(k).sizes() == v.sizes());
+    CHECK(torch::equal(back.at(k), v));
+  }
+  // The header is padded to 8 bytes as the format recommends.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  CHECK(n % 8 == 0);
+}
+
+TEST_CASE("safetensors rejects malformed files with the file name in the message", "[safetensors]") {
+  TensorMap tensors{{"w", torch::randn({4, 4})}};
+  const std::string good = SerializeSafetensors(tensors);
+  const auto truncated = TempPath("truncated.safetensors");
+  WriteBytes(truncated, good.substr(0, good.size() - 10));
+  CHECK_THROWS_WITH(ReadSafetensors(truncated),
+                    Catch::Contains(truncated.string()) && Catch::Contains("'w'") && Catch::Contains("outside"));
+  CHECK_THROWS_WITH(ParseSafetensors(good.substr(0, 5), "short"), Catch::Contains("short"));
+  CHECK_THROWS_WITH(ParseSafetensors(good.substr(0, 20), "cut header"), Catch::Contains("exceeds the file size"));
+  CHECK_THROWS_WITH(ParseSafetensors(Header("[1,2]", ""), "array"), Catch::Contains("not a JSON object"));
+  CHECK_THROWS_WITH(ParseSafetensors(Header("{not json", ""), "garbage"), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(
+      ParseSafetensors(Header(R"({"x":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})", "a"), "dtype"),
+      Catch::Contains("unknown dtype 'F8_E9'") && Catch::Contains("'x'"));
+  CHECK_THROWS_WITH(
+      ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"), "size"),
+      Catch::Contains("dtype x shape needs 8"));
+  CHECK_THROWS_WITH(
+      ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                              R"("y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                              "abcdefgh"),
+                       "overlap"),
+      Catch::Contains("overlap"));
+  CHECK_THROWS_WITH(ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[1]}})", ""), "fields"),
+                    Catch::Contains("data_offsets"));
+  CHECK_THROWS_WITH(ReadSafetensors(TempPath("absent.safetensors")), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("loading weights rejects wrong shapes, unknown and missing keys", "[safetensors]") {
+  ModelConfig c = SmallConfig();
+  MaskRcnn model(c);
+  TensorMap state;
+  for (const auto& [k, v] : StateDict(*model)) state[k] = v.clone();
+  const auto path = TempPath("model.safetensors");
+
+  SECTION("exact state loads and copies values") {
+    state["rpn.head.cls_logits.bias"].fill_(0.25);
+    WriteSafetensors(path, state);
+    MaskRcnn other(c);
+    LoadStateDict(*other, ReadSafetensors(path), path.string());
+    CHECK(torch::allclose(StateDict(*other).at("rpn.head.cls_logits.bias"), torch::full({3}, 0.25)));
+  }
+  SECTION("wrong shape") {
+    state["roi_heads.box_predictor.cls_score.weight"] = torch::zeros({7, 32});
+    WriteSafetensors(path, state);
+    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
+                      Catch::Contains(path.string()) && Catch::Contains("roi_heads.box_predictor.cls_score.weight") &&
+                          Catch::Contains("NUM_CLASSES"));
+  }
+  SECTION("unknown key") {
+    state["backbone.body.layer9.weight"] = torch::zeros({1});
+    WriteSafetensors(path, state);
+    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
+                      Catch::Contains("backbone.body.layer9.weight") && Catch::Contains("not a parameter"));
+  }
+  SECTION("missing key") {
+    state.erase("backbone.fpn.inner_blocks.0.0.bias");
+    WriteSafetensors(path, state);
+    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
+                      Catch::Contains("backbone.fpn.inner_blocks.0.0.bias") && Catch::Contains("missing"));
+  }
+  SECTION("wrong dtype") {
+    state["rpn.head.bbox_pred.bias"] = state["rpn.head.bbox_pred.bias"].to(torch::kHalf);
+    WriteSafetensors(path, state);
+    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
+                      Catch::Contains("rpn.head.bbox_pred.bias") && Catch::Contains("dtype"));
+  }
+}

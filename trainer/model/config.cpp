@@ -1,0 +1,216 @@
+#include "trainer/model/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+#include <stdexcept>
+
+namespace mrcnn::model {
+namespace {
+
+// Walks MODEL.RPN.NMS_THRESH style paths; returns an undefined node when absent.
+YAML::Node Lookup(const YAML::Node& root, const std::string& dotted) {
+  // Node::operator= assigns content rather than rebinding, so walk with reset().
+  YAML::Node node;
+  node.reset(root);
+  std::stringstream parts(dotted);
+  std::string part;
+  while (std::getline(parts, part, '.')) {
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& const_node = node;
+    YAML::Node child = const_node[part];
+    if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    node.reset(child);
+  }
+  return node;
+}
+
+template <typename T>
+void Read(const YAML::Node& root, const std::string& key, const std::string& source, T& out) {
+  YAML::Node node = Lookup(root, key);
+  if (!node.IsDefined() || node.IsNull()) return;
+  try {
+    out = node.as<T>();
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(source + ": key " + key + " has the wrong type (" + e.what() + ")");
+  }
+}
+
+template <typename T, size_t N>
+void ReadArray(const YAML::Node& root, const std::string& key, const std::string& source,
+               std::array<T, N>& out) {
+  std::vector<T> values;
+  Read(root, key, source, values);
+  if (values.empty()) return;
+  if (values.size() != N) {
+    throw std::runtime_error(source + ": key " + key + " needs " + std::to_string(N) + " values, got " +
+                             std::to_string(values.size()));
+  }
+  for (size_t i = 0; i < N; ++i) out[i] = values[i];
+}
+
+void Require(bool ok, const std::string& source, const std::string& key, const std::string& why) {
+  if (!ok) throw std::runtime_error(source + ": key " + key + " " + why);
+}
+
+template <typename T>
+std::string Flow(const std::vector<T>& values) {
+  std::ostringstream out;
+  out.precision(12);
+  out << '[';
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+  out << ']';
+  return out.str();
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& source) {
+  ModelConfig c;
+  Read(root, "MODEL.BACKBONE.NAME", source, c.backbone);
+  Read(root, "MODEL.BACKBONE.NORM", source, c.norm);
+  Read(root, "MODEL.BACKBONE.FROZEN_BN_EPS", source, c.frozen_bn_eps);
+  Read(root, "MODEL.BACKBONE.TRAINABLE_LAYERS", source, c.trainable_layers);
+  Read(root, "MODEL.NECK.NAME", source, c.neck);
+  Read(root, "MODEL.FPN.OUT_CHANNELS", source, c.fpn_out_channels);
+  Read(root, "MODEL.RPN.HEAD_NAME", source, c.rpn_head);
+  Read(root, "MODEL.ANCHOR_GENERATOR.SIZES", source, c.anchor_sizes);
+  Read(root, "MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS", source, c.anchor_aspect_ratios);
+  Read(root, "MODEL.RPN.PRE_NMS_TOPK_TRAIN", source, c.rpn_pre_nms_top_n_train);
+  Read(root, "MODEL.RPN.PRE_NMS_TOPK_TEST", source, c.rpn_pre_nms_top_n_test);
+  Read(root, "MODEL.RPN.POST_NMS_TOPK_TRAIN", source, c.rpn_post_nms_top_n_train);
+  Read(root, "MODEL.RPN.POST_NMS_TOPK_TEST", source, c.rpn_post_nms_top_n_test);
+  Read(root, "MODEL.RPN.NMS_THRESH", source, c.rpn_nms_thresh);
+  std::vector<double> rpn_iou;
+  Read(root, "MODEL.RPN.IOU_THRESHOLDS", source, rpn_iou);
+  if (!rpn_iou.empty()) {
+    Require(rpn_iou.size() == 2, source, "MODEL.RPN.IOU_THRESHOLDS", "needs [bg, fg], e.g. [0.3, 0.7]");
+    c.rpn_bg_iou_thresh = rpn_iou[0];
+    c.rpn_fg_iou_thresh = rpn_iou[1];
+  }
+  Read(root, "MODEL.RPN.BATCH_SIZE_PER_IMAGE", source, c.rpn_batch_size_per_image);
+  Read(root, "MODEL.RPN.POSITIVE_FRACTION", source, c.rpn_positive_fraction);
+  Read(root, "MODEL.RPN.SCORE_THRESH", source, c.rpn_score_thresh);
+  Read(root, "MODEL.RPN.MIN_SIZE", source, c.rpn_min_size);
+  Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
+  Read(root, "MODEL.ROI_HEADS.SCORE_THRESH_TEST", source, c.box_score_thresh);
+  Read(root, "MODEL.ROI_HEADS.NMS_THRESH_TEST", source, c.box_nms_thresh);
+  Read(root, "TEST.DETECTIONS_PER_IMAGE", source, c.detections_per_image);
+  std::vector<double> roi_iou;
+  Read(root, "MODEL.ROI_HEADS.IOU_THRESHOLDS", source, roi_iou);
+  if (!roi_iou.empty()) {
+    Require(roi_iou.size() == 1 || roi_iou.size() == 2, source, "MODEL.ROI_HEADS.IOU_THRESHOLDS",
+            "needs [fg] or [bg, fg], e.g. [0.5]");
+    c.box_bg_iou_thresh = roi_iou.front();
+    c.box_fg_iou_thresh = roi_iou.back();
+  }
+  Read(root, "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", source, c.box_batch_size_per_image);
+  Read(root, "MODEL.ROI_HEADS.POSITIVE_FRACTION", source, c.box_positive_fraction);
+  ReadArray(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", source, c.bbox_reg_weights);
+  Read(root, "MODEL.ROI_BOX_HEAD.NAME", source, c.box_head);
+  Read(root, "MODEL.ROI_BOX_HEAD.FC_DIM", source, c.box_fc_dim);
+  Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
+  Read(root, "MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO", source, c.box_pooler_sampling_ratio);
+  Read(root, "MODEL.MASK_ON", source, c.mask_on);
+  Read(root, "MODEL.ROI_MASK_HEAD.NAME", source, c.mask_head);
+  Read(root, "MODEL.ROI_MASK_HEAD.CONV_DIM", source, c.mask_conv_dim);
+  Read(root, "MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION", source, c.mask_pooler_resolution);
+  Read(root, "MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO", source, c.mask_pooler_sampling_ratio);
+  ReadArray(root, "MODEL.PIXEL_MEAN", source, c.pixel_mean);
+  ReadArray(root, "MODEL.PIXEL_STD", source, c.pixel_std);
+  YAML::Node min_train = Lookup(root, "INPUT.MIN_SIZE_TRAIN");
+  if (min_train.IsDefined() && min_train.IsScalar()) {
+    int one = 0;
+    Read(root, "INPUT.MIN_SIZE_TRAIN", source, one);
+    c.min_size_train = {one};
+  } else {
+    Read(root, "INPUT.MIN_SIZE_TRAIN", source, c.min_size_train);
+  }
+  Read(root, "INPUT.MAX_SIZE_TRAIN", source, c.max_size_train);
+  Read(root, "INPUT.MIN_SIZE_TEST", source, c.min_size_test);
+  Read(root, "INPUT.MAX_SIZE_TEST", source, c.max_size_test);
+  Read(root, "INPUT.SIZE_DIVISIBILITY", source, c.size_divisibility);
+  c.Validate(source);
+  return c;
+}
+
+ModelConfig ModelConfig::FromYamlFile(const std::filesystem::path& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(path.string() + ": cannot read YAML config (" + e.what() + ")");
+  }
+  return FromYaml(root, path.string());
+}
+
+void ModelConfig::Validate(const std::string& source) const {
+  Require(num_classes >= 1, source, "MODEL.ROI_HEADS.NUM_CLASSES", "must be >= 1 (foreground classes)");
+  Require(norm == "FrozenBN" || norm == "GN", source, "MODEL.BACKBONE.NORM", "must be FrozenBN or GN");
+  Require(trainable_layers >= 0 && trainable_layers <= 5, source, "MODEL.BACKBONE.TRAINABLE_LAYERS",
+          "must be in 0..5");
+  Require(!anchor_sizes.empty(), source, "MODEL.ANCHOR_GENERATOR.SIZES", "must list one entry per level");
+  Require(anchor_aspect_ratios.size() == 1 || anchor_aspect_ratios.size() == anchor_sizes.size(), source,
+          "MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS", "must have one entry or one per level of SIZES");
+  for (const auto& [key, v] : {std::pair<const char*, double>{"MODEL.RPN.NMS_THRESH", rpn_nms_thresh},
+                               {"MODEL.RPN.POSITIVE_FRACTION", rpn_positive_fraction},
+                               {"MODEL.ROI_HEADS.NMS_THRESH_TEST", box_nms_thresh},
+                               {"MODEL.ROI_HEADS.SCORE_THRESH_TEST", box_score_thresh},
+                               {"MODEL.ROI_HEADS.POSITIVE_FRACTION", box_positive_fraction}}) {
+    Require(v >= 0.0 && v <= 1.0, source, key, "must be in [0, 1]");
+  }
+  Require(rpn_bg_iou_thresh <= rpn_fg_iou_thresh, source, "MODEL.RPN.IOU_THRESHOLDS", "needs bg <= fg");
+  Require(box_bg_iou_thresh <= box_fg_iou_thresh, source, "MODEL.ROI_HEADS.IOU_THRESHOLDS", "needs bg <= fg");
+  Require(min_size_test > 0 && max_size_test > 0, source, "INPUT.MIN_SIZE_TEST/MAX_SIZE_TEST", "must be > 0");
+  Require(!min_size_train.empty(), source, "INPUT.MIN_SIZE_TRAIN", "must not be empty");
+  Require(size_divisibility >= 1, source, "INPUT.SIZE_DIVISIBILITY", "must be >= 1");
+  for (double s : pixel_std) Require(s > 0, source, "MODEL.PIXEL_STD", "must be > 0");
+  Require(detections_per_image >= 1, source, "TEST.DETECTIONS_PER_IMAGE", "must be >= 1");
+}
+
+std::string ModelConfig::ToYaml() const {
+  std::ostringstream o;
+  o.precision(12);
+  auto nested = [](const std::vector<std::vector<double>>& v) {
+    std::ostringstream s;
+    s.precision(12);
+    s << '[';
+    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << Flow(v[i]);
+    s << ']';
+    return s.str();
+  };
+  auto arr = [](const auto& a) { return Flow(std::vector<double>(a.begin(), a.end())); };
+  o << "MODEL:\n"
+    << "  BACKBONE: {NAME: " << backbone << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
+    << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
+    << "  NECK: {NAME: " << neck << "}\n"
+    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << "}\n"
+    << "  ANCHOR_GENERATOR: {SIZES: " << nested(anchor_sizes) << ", ASPECT_RATIOS: " << nested(anchor_aspect_ratios)
+    << "}\n"
+    << "  RPN: {HEAD_NAME: " << rpn_head << ", PRE_NMS_TOPK_TRAIN: " << rpn_pre_nms_top_n_train
+    << ", PRE_NMS_TOPK_TEST: " << rpn_pre_nms_top_n_test << ", POST_NMS_TOPK_TRAIN: " << rpn_post_nms_top_n_train
+    << ", POST_NMS_TOPK_TEST: " << rpn_post_nms_top_n_test << ", NMS_THRESH: " << rpn_nms_thresh
+    << ", IOU_THRESHOLDS: [" << rpn_bg_iou_thresh << ", " << rpn_fg_iou_thresh
+    << "], BATCH_SIZE_PER_IMAGE: " << rpn_batch_size_per_image << ", POSITIVE_FRACTION: " << rpn_positive_fraction
+    << ", SCORE_THRESH: " << rpn_score_thresh << ", MIN_SIZE: " << rpn_min_size << "}\n"
+    << "  ROI_HEADS: {NUM_CLASSES: " << num_classes << ", SCORE_THRESH_TEST: " << box_score_thresh
+    << ", NMS_THRESH_TEST: " << box_nms_thresh << ", IOU_THRESHOLDS: [" << box_bg_iou_thresh << ", "
+    << box_fg_iou_thresh << "], BATCH_SIZE_PER_IMAGE: " << box_batch_size_per_image
+    << ", POSITIVE_FRACTION: " << box_positive_fraction << "}\n"
+    << "  ROI_BOX_HEAD: {NAME: " << box_head << ", FC_DIM: " << box_fc_dim
+    << ", POOLER_RESOLUTION: " << box_pooler_resolution << ", POOLER_SAMPLING_RATIO: " << box_pooler_sampling_ratio
+    << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights) << "}\n"
+    << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
+    << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim
+    << ", POOLER_RESOLUTION: " << mask_pooler_resolution
+    << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << "}\n"
+    << "  PIXEL_MEAN: " << arr(pixel_mean) << "\n"
+    << "  PIXEL_STD: " << arr(pixel_std) << "\n"
+    << "INPUT: {MIN_SIZE_TRAIN: " << Flow(min_size_train) << ", MAX_SIZE_TRAIN: " << max_size_train
+    << ", MIN_SIZE_TEST: " << min_size_test << ", MAX_SIZE_TEST: " << max_size_test
+    << ", SIZE_DIVISIBILITY: " << size_divisibility << "}\n"
+    << "TEST: {DETECTIONS_PER_IMAGE: " << detections_per_image << "}\n";
+  return o.str();
+}
+
+}  // namespace mrcnn::model

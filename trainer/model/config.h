@@ -1,0 +1,83 @@
+#pragma once
+// The model's configuration: the subset of a Detectron2-style config.yaml that shapes
+// the network and its pre/post-processing. Keys and defaults are listed in
+// trainer/model/README.md; defaults equal torchvision's maskrcnn_resnet50_fpn.
+// Torch-free so the serving and engine code can read configs cheaply.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace mrcnn::model {
+
+struct ModelConfig {
+  // Registry names of the parts (see registry.h).
+  std::string backbone = "resnet50";  // resnet18 | resnet50 | resnet101
+  std::string neck = "fpn";
+  std::string rpn_head = "standard";
+  std::string box_head = "two_mlp";
+  std::string mask_head = "four_conv";
+
+  std::string norm = "FrozenBN";  // FrozenBN | GN (GroupNorm, 32 groups, for training from scratch)
+  double frozen_bn_eps = 1e-5;    // torchvision's COCO_V1 checkpoint was trained with 0.0
+  int trainable_layers = 3;       // 0..5, counted from layer4 down to conv1 (torchvision semantics)
+  int fpn_out_channels = 256;
+
+  std::vector<std::vector<double>> anchor_sizes = {{32}, {64}, {128}, {256}, {512}};
+  std::vector<std::vector<double>> anchor_aspect_ratios = {{0.5, 1.0, 2.0}};  // one entry = all levels
+  int rpn_pre_nms_top_n_train = 2000;
+  int rpn_pre_nms_top_n_test = 1000;
+  int rpn_post_nms_top_n_train = 2000;
+  int rpn_post_nms_top_n_test = 1000;
+  double rpn_nms_thresh = 0.7;
+  double rpn_bg_iou_thresh = 0.3;
+  double rpn_fg_iou_thresh = 0.7;
+  int rpn_batch_size_per_image = 256;
+  double rpn_positive_fraction = 0.5;
+  double rpn_score_thresh = 0.0;
+  double rpn_min_size = 1e-3;
+
+  int num_classes = 90;  // foreground classes (Detectron2 convention); the network predicts num_classes + 1
+  double box_score_thresh = 0.05;
+  double box_nms_thresh = 0.5;
+  int detections_per_image = 100;
+  double box_fg_iou_thresh = 0.5;
+  double box_bg_iou_thresh = 0.5;
+  int box_batch_size_per_image = 512;
+  double box_positive_fraction = 0.25;
+  std::array<double, 4> bbox_reg_weights = {10.0, 10.0, 5.0, 5.0};
+  int box_fc_dim = 1024;
+  int box_pooler_resolution = 7;
+  int box_pooler_sampling_ratio = 2;
+
+  bool mask_on = true;
+  int mask_conv_dim = 256;
+  int mask_pooler_resolution = 14;
+  int mask_pooler_sampling_ratio = 2;
+
+  // Pixel statistics in 0..255 units, RGB order (images are RGB everywhere in this project).
+  std::array<double, 3> pixel_mean = {123.675, 116.28, 103.53};
+  std::array<double, 3> pixel_std = {58.395, 57.12, 57.375};
+  std::vector<int> min_size_train = {800};  // one is drawn per image in training
+  int max_size_train = 1333;
+  int min_size_test = 800;
+  int max_size_test = 1333;
+  int size_divisibility = 32;
+
+  // Reads the keys this struct knows from a parsed config; other keys are ignored (the
+  // engine's resolved config also carries SOLVER, DATASETS, ...). Throws
+  // std::runtime_error naming `source` and the key on a wrong type or an invalid value.
+  static ModelConfig FromYaml(const YAML::Node& root, const std::string& source);
+  static ModelConfig FromYamlFile(const std::filesystem::path& path);
+  // Writes every key (a complete config that FromYaml reads back identically).
+  std::string ToYaml() const;
+  // Throws when values are out of range (e.g. num_classes < 1, thresholds outside [0,1]).
+  void Validate(const std::string& source) const;
+};
+
+}  // namespace mrcnn::model

@@ -1,0 +1,159 @@
+#include "trainer/model/inference.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "trainer/model/config.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/safetensors.h"
+
+namespace mrcnn::model {
+
+struct InferenceModel::State {
+  MaskRcnn model{nullptr};
+  torch::Device device{torch::kCPU};
+  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast
+  std::vector<std::string> names;
+  std::vector<int64_t> category_ids;
+};
+
+namespace {
+
+void ReadClasses(const std::filesystem::path& path, std::vector<std::string>& names, std::vector<int64_t>& ids) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open class list (model dir needs classes.json)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_array()) throw std::runtime_error(path.string() + ": must be a JSON array of {\"id\": int, \"name\": str}");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() || !e.contains("name") ||
+        !e["name"].is_string()) {
+      throw std::runtime_error(path.string() + ": entry " + std::to_string(i) +
+                               " must be {\"id\": <integer category id>, \"name\": <string>}");
+    }
+    ids.push_back(e["id"].get<int64_t>());
+    names.push_back(e["name"].get<std::string>());
+  }
+}
+
+}  // namespace
+
+InferenceModel::InferenceModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
+InferenceModel::~InferenceModel() = default;
+
+std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path& model_dir,
+                                                     const InferenceOptions& options) {
+  if (!std::filesystem::is_directory(model_dir)) {
+    throw std::runtime_error(model_dir.string() + ": model directory does not exist");
+  }
+  auto state = std::make_unique<State>();
+  const ModelConfig config = ModelConfig::FromYamlFile(model_dir / "config.yaml");
+  ReadClasses(model_dir / "classes.json", state->names, state->category_ids);
+  if (static_cast<int>(state->names.size()) != config.num_classes) {
+    throw std::runtime_error((model_dir / "classes.json").string() + ": lists " + std::to_string(state->names.size()) +
+                             " classes but config.yaml MODEL.ROI_HEADS.NUM_CLASSES is " +
+                             std::to_string(config.num_classes));
+  }
+  if (options.num_threads > 0) torch::set_num_threads(options.num_threads);
+  try {
+    state->device = torch::Device(options.device);
+  } catch (const std::exception&) {
+    throw std::runtime_error("inference option device: '" + options.device + "' is not cpu, cuda or cuda:N");
+  }
+  if (state->device.is_cuda() && !torch::cuda::is_available()) {
+    throw std::runtime_error("inference option device: '" + options.device + "' requested but no CUDA device is available");
+  }
+  if (options.precision == "fp16" || options.precision == "bf16") {
+    if (!state->device.is_cuda()) {
+      throw std::runtime_error("inference option precision: " + options.precision + " needs a CUDA device");
+    }
+    state->autocast_dtype = options.precision == "fp16" ? at::kHalf : at::kBFloat16;
+  } else if (options.precision != "fp32") {
+    throw std::runtime_error("inference option precision: '" + options.precision + "' is not fp32, fp16 or bf16");
+  }
+  state->model = MaskRcnn(config);
+  LoadStateDict(*state->model, ReadSafetensors(model_dir / "model.safetensors"),
+                (model_dir / "model.safetensors").string());
+  state->model->eval();
+  state->model->to(state->device);
+  return std::unique_ptr<InferenceModel>(new InferenceModel(std::move(state)));
+}
+
+const std::vector<std::string>& InferenceModel::ClassNames() const { return state_->names; }
+const std::vector<int64_t>& InferenceModel::CategoryIds() const { return state_->category_ids; }
+
+std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView>& images,
+                                                     const PredictOptions& options) {
+  std::vector<ImageDetections> results(images.size());
+  if (images.empty()) return results;
+  c10::InferenceMode guard;
+  std::vector<at::Tensor> inputs;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const ImageView& v = images[i];
+    if (v.rgb == nullptr || v.height <= 0 || v.width <= 0) {
+      throw std::invalid_argument("Predict: image " + std::to_string(i) + " is empty");
+    }
+    at::Tensor hwc = torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
+    inputs.push_back(hwc.to(state_->device).permute({2, 0, 1}).to(torch::kFloat).div_(255.0));
+    results[i].height = v.height;
+    results[i].width = v.width;
+  }
+  DetectionSettings& s = state_->model->detection_settings();
+  s.score_thresh = options.score_threshold;
+  s.detections_per_image = options.max_detections;
+  s.masks = options.masks && state_->model->config().mask_on;
+
+  MaskRcnnOutput out;
+  if (state_->autocast_dtype != at::kFloat) {
+    // Restores the thread's autocast state on every exit path.
+    struct AutocastScope {
+      explicit AutocastScope(at::ScalarType dtype) {
+        at::autocast::set_autocast_enabled(at::kCUDA, true);
+        at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+      }
+      ~AutocastScope() {
+        at::autocast::set_autocast_enabled(at::kCUDA, false);
+        at::autocast::clear_cache();
+      }
+    } scope(state_->autocast_dtype);
+    out = state_->model->forward(inputs);
+  } else {
+    out = state_->model->forward(inputs);
+  }
+
+  for (size_t i = 0; i < images.size(); ++i) {
+    const ImageResult& r = out.detections[i];
+    at::Tensor boxes = r.boxes.to(torch::kCPU, torch::kFloat).contiguous();
+    at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
+    at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
+    at::Tensor masks;
+    if (s.masks && r.masks.defined()) masks = r.masks.ge(options.mask_threshold).to(torch::kByte).to(torch::kCPU).contiguous();
+    const int64_t n = boxes.size(0);
+    const float* b = boxes.data_ptr<float>();
+    for (int64_t k = 0; k < n; ++k) {
+      Detection d;
+      d.box = {b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]};
+      d.label = labels[k].item<int64_t>();
+      d.category_id = state_->category_ids.at(static_cast<size_t>(d.label - 1));
+      d.label_name = state_->names.at(static_cast<size_t>(d.label - 1));
+      d.score = scores[k].item<float>();
+      if (masks.defined()) {
+        const uint8_t* m = masks[k].data_ptr<uint8_t>();
+        d.mask.assign(m, m + results[i].height * results[i].width);
+      }
+      results[i].detections.push_back(std::move(d));
+    }
+  }
+  return results;
+}
+
+}  // namespace mrcnn::model

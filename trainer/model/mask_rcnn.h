@@ -1,0 +1,99 @@
+#pragma once
+// Mask R-CNN (torchvision's MaskRCNN semantics) assembled from registered parts.
+// Parameter names equal torchvision's state_dict keys. In train() mode forward() returns
+// the five torchvision losses; in eval() mode, per-image detections in original image
+// coordinates. The stages are public so tests and benchmarks can observe them.
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/model/config.h"
+#include "trainer/model/parts.h"
+
+namespace mrcnn::model {
+
+struct ImageTarget {
+  at::Tensor boxes;   // G x 4 float, x1 y1 x2 y2 in the input image's pixels
+  at::Tensor labels;  // G int64, 1..num_classes
+  at::Tensor masks;   // G x H x W uint8 (0/1), required when MODEL.MASK_ON
+};
+
+struct ImageResult {
+  at::Tensor boxes;   // N x 4 float, original image pixels
+  at::Tensor labels;  // N int64
+  at::Tensor scores;  // N float
+  at::Tensor masks;   // N x 1 x H x W float probabilities (undefined when masks are off)
+};
+
+// Normalised, resized images padded into one tensor; image_sizes are the resized sizes
+// before padding (height, width), original_sizes the sizes given to forward().
+struct ImageBatch {
+  at::Tensor tensors;
+  std::vector<std::array<int64_t, 2>> image_sizes;
+  std::vector<std::array<int64_t, 2>> original_sizes;
+};
+
+struct RpnOutput {
+  std::vector<at::Tensor> proposals;  // per image, K x 4 in resized-image pixels
+  std::vector<at::Tensor> scores;     // per image, K (sigmoid objectness)
+  std::map<std::string, at::Tensor> losses;  // loss_objectness, loss_rpn_box_reg (train only)
+};
+
+struct MaskRcnnOutput {
+  std::map<std::string, at::Tensor> losses;  // train mode
+  std::vector<ImageResult> detections;       // eval mode
+};
+
+// Inference-time switches that do not change the weights.
+struct DetectionSettings {
+  double score_thresh = 0.05;
+  int detections_per_image = 100;
+  bool masks = true;
+};
+
+class MaskRcnnImpl : public torch::nn::Module {
+ public:
+  explicit MaskRcnnImpl(const ModelConfig& config);
+
+  // images: 3 x H x W float in [0, 1], RGB (torchvision's input convention).
+  // targets: required in train mode, in the coordinates of `images`.
+  MaskRcnnOutput forward(const std::vector<at::Tensor>& images,
+                         const std::optional<std::vector<ImageTarget>>& targets = std::nullopt);
+
+  // Stages (torchvision: transform, backbone, rpn, roi_heads, transform.postprocess).
+  // Transform rescales `targets` in place when given.
+  ImageBatch Transform(const std::vector<at::Tensor>& images, std::vector<ImageTarget>* targets);
+  std::vector<at::Tensor> Features(const at::Tensor& batch);  // all pyramid levels, finest first
+  RpnOutput Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
+                const std::vector<ImageTarget>* targets);
+  // Returns losses in train mode, otherwise fills `detections` (resized-image coordinates).
+  std::map<std::string, at::Tensor> RoiHeads(const std::vector<at::Tensor>& features,
+                                             const std::vector<at::Tensor>& proposals,
+                                             const std::vector<std::array<int64_t, 2>>& image_sizes,
+                                             const std::vector<ImageTarget>* targets,
+                                             std::vector<ImageResult>* detections);
+  // Boxes back to original coordinates and masks pasted into the original image.
+  void Postprocess(const ImageBatch& batch, std::vector<ImageResult>& detections) const;
+
+  const ModelConfig& config() const { return config_; }
+  DetectionSettings& detection_settings() { return settings_; }
+
+ private:
+  ModelConfig config_;
+  DetectionSettings settings_;
+  std::shared_ptr<BackboneBody> body_;
+  std::shared_ptr<Neck> neck_;
+  std::shared_ptr<RpnHead> rpn_head_;
+  std::shared_ptr<BoxHead> box_head_;
+  std::shared_ptr<FastRcnnPredictor> box_predictor_;
+  std::shared_ptr<MaskHead> mask_head_;
+  std::shared_ptr<MaskRcnnPredictor> mask_predictor_;
+};
+TORCH_MODULE(MaskRcnn);
+
+}  // namespace mrcnn::model

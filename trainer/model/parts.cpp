@@ -1,0 +1,382 @@
+// Built-in parts: ResNet-18/50/101 bodies, FPN with LastLevelMaxPool, the standard RPN
+// head, the two-MLP box head, the four-conv mask head, and the predictors. Layer names,
+// defaults and initialisation follow torchvision 0.26.
+#include "trainer/model/parts.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "trainer/model/registry.h"
+
+namespace mrcnn::model {
+namespace nn = torch::nn;
+
+FrozenBatchNorm2d::FrozenBatchNorm2d(int64_t channels, double eps) : eps_(eps) {
+  weight_ = register_buffer("weight", torch::ones({channels}));
+  bias_ = register_buffer("bias", torch::zeros({channels}));
+  running_mean_ = register_buffer("running_mean", torch::zeros({channels}));
+  running_var_ = register_buffer("running_var", torch::ones({channels}));
+}
+
+at::Tensor FrozenBatchNorm2d::forward(const at::Tensor& x) {
+  // Same operation order as torchvision.ops.FrozenBatchNorm2d.
+  auto w = weight_.reshape({1, -1, 1, 1});
+  auto b = bias_.reshape({1, -1, 1, 1});
+  auto rv = running_var_.reshape({1, -1, 1, 1});
+  auto rm = running_mean_.reshape({1, -1, 1, 1});
+  auto scale = w * (rv + eps_).rsqrt();
+  auto shift = b - rm * scale;
+  return x * scale + shift;
+}
+
+GroupNorm2d::GroupNorm2d(int64_t channels, int64_t groups) : groups_(groups) {
+  weight_ = register_parameter("weight", torch::ones({channels}));
+  bias_ = register_parameter("bias", torch::zeros({channels}));
+}
+
+at::Tensor GroupNorm2d::forward(const at::Tensor& x) { return at::group_norm(x, groups_, weight_, bias_, 1e-5); }
+
+namespace {
+
+std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels) {
+  if (config.norm == "GN") return std::make_shared<GroupNorm2d>(channels, 32);
+  return std::make_shared<FrozenBatchNorm2d>(channels, config.frozen_bn_eps);
+}
+
+nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool bias) {
+  nn::Conv2d conv(nn::Conv2dOptions(in, out, k).stride(stride).padding(padding).bias(bias));
+  return conv;
+}
+
+void KaimingNormalFanOut(const nn::Conv2d& conv) {
+  nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+  if (conv->bias.defined()) nn::init::zeros_(conv->bias);
+}
+
+// ResNet residual block. Bottleneck (expansion 4) puts the stride on the 3x3 conv
+// (torchvision's "ResNet v1.5"); the basic block (expansion 1) is used by ResNet-18.
+class ResidualBlock : public nn::Module {
+ public:
+  ResidualBlock(const ModelConfig& config, bool bottleneck, int64_t in, int64_t width, int64_t stride)
+      : bottleneck_(bottleneck) {
+    const int64_t out = bottleneck ? width * 4 : width;
+    if (bottleneck) {
+      conv1_ = register_module("conv1", Conv(in, width, 1, 1, 0, false));
+      bn1_ = register_module("bn1", MakeNorm(config, width));
+      conv2_ = register_module("conv2", Conv(width, width, 3, stride, 1, false));
+      bn2_ = register_module("bn2", MakeNorm(config, width));
+      conv3_ = register_module("conv3", Conv(width, out, 1, 1, 0, false));
+      bn3_ = register_module("bn3", MakeNorm(config, out));
+    } else {
+      conv1_ = register_module("conv1", Conv(in, width, 3, stride, 1, false));
+      bn1_ = register_module("bn1", MakeNorm(config, width));
+      conv2_ = register_module("conv2", Conv(width, width, 3, 1, 1, false));
+      bn2_ = register_module("bn2", MakeNorm(config, width));
+    }
+    if (stride != 1 || in != out) {
+      downsample_ = register_module("downsample", nn::ModuleList());
+      down_conv_ = Conv(in, out, 1, stride, 0, false);
+      down_norm_ = MakeNorm(config, out);
+      downsample_->push_back(down_conv_);
+      downsample_->push_back(down_norm_);
+    }
+    for (auto* conv : {&conv1_, &conv2_, &conv3_, &down_conv_}) {
+      if (!conv->is_empty()) KaimingNormalFanOut(*conv);
+    }
+  }
+
+  at::Tensor Forward(const at::Tensor& x) {
+    at::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
+    if (bottleneck_) {
+      out = torch::relu(bn2_->forward(conv2_->forward(out)));
+      out = bn3_->forward(conv3_->forward(out));
+    } else {
+      out = bn2_->forward(conv2_->forward(out));
+    }
+    at::Tensor identity = downsample_.is_empty() ? x : down_norm_->forward(down_conv_->forward(x));
+    return torch::relu(out + identity);
+  }
+
+ private:
+  bool bottleneck_;
+  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
+  std::shared_ptr<NormLayer> bn1_, bn2_, bn3_, down_norm_;
+  nn::ModuleList downsample_{nullptr};
+};
+
+class ResNetBody : public BackboneBody {
+ public:
+  ResNetBody(const ModelConfig& config, bool bottleneck, std::vector<int64_t> blocks) {
+    conv1_ = register_module("conv1", Conv(3, 64, 7, 2, 3, false));
+    KaimingNormalFanOut(conv1_);
+    bn1_ = register_module("bn1", MakeNorm(config, 64));
+    int64_t in = 64;
+    for (size_t stage = 0; stage < 4; ++stage) {
+      const int64_t width = 64LL << stage;
+      auto layer = register_module("layer" + std::to_string(stage + 1), nn::ModuleList());
+      std::vector<std::shared_ptr<ResidualBlock>> stage_blocks;
+      for (int64_t b = 0; b < blocks[stage]; ++b) {
+        auto block = std::make_shared<ResidualBlock>(config, bottleneck, in, width, (b == 0 && stage > 0) ? 2 : 1);
+        layer->push_back(block);
+        stage_blocks.push_back(block);
+        in = bottleneck ? width * 4 : width;
+      }
+      out_channels_.push_back(in);
+      stages_.push_back(std::move(stage_blocks));
+    }
+  }
+
+  std::vector<at::Tensor> Forward(const at::Tensor& images) override {
+    at::Tensor x = torch::relu(bn1_->forward(conv1_->forward(images)));
+    x = torch::max_pool2d(x, 3, 2, 1);
+    std::vector<at::Tensor> outs;
+    for (auto& stage : stages_) {
+      for (auto& block : stage) x = block->Forward(x);
+      outs.push_back(x);
+    }
+    return outs;
+  }
+  std::vector<int64_t> OutChannels() const override { return out_channels_; }
+
+ private:
+  nn::Conv2d conv1_{nullptr};
+  std::shared_ptr<NormLayer> bn1_;
+  std::vector<std::vector<std::shared_ptr<ResidualBlock>>> stages_;
+  std::vector<int64_t> out_channels_;
+};
+
+std::vector<int64_t> ResNetChannels(const std::string& name) {
+  if (name == "resnet18") return {64, 128, 256, 512};
+  return {256, 512, 1024, 2048};
+}
+
+// FPN (torchvision FeaturePyramidNetwork + LastLevelMaxPool): lateral 1x1 convs
+// (inner_blocks), nearest top-down upsampling to the lateral's size, 3x3 output convs
+// (layer_blocks), and P6 = max_pool(P5, kernel 1, stride 2).
+class Fpn : public Neck {
+ public:
+  Fpn(const std::vector<int64_t>& in_channels, int64_t out_channels) : out_channels_(out_channels) {
+    inner_blocks_ = register_module("inner_blocks", nn::ModuleList());
+    layer_blocks_ = register_module("layer_blocks", nn::ModuleList());
+    for (int64_t in : in_channels) {
+      auto inner = Conv(in, out_channels, 1, 1, 0, true);
+      auto layer = Conv(out_channels, out_channels, 3, 1, 1, true);
+      for (auto* conv : {&inner, &layer}) {
+        nn::init::kaiming_uniform_((*conv)->weight, 1.0);
+        nn::init::zeros_((*conv)->bias);
+      }
+      inner_blocks_->push_back(nn::Sequential(inner));
+      layer_blocks_->push_back(nn::Sequential(layer));
+      inner_.push_back(inner);
+      layer_.push_back(layer);
+    }
+  }
+
+  std::vector<at::Tensor> Forward(const std::vector<at::Tensor>& x) override {
+    const size_t n = x.size();
+    TORCH_CHECK(n == inner_.size(), "FPN expects ", inner_.size(), " inputs, got ", n);
+    std::vector<at::Tensor> results(n);
+    at::Tensor last_inner = inner_[n - 1]->forward(x[n - 1]);
+    results[n - 1] = layer_[n - 1]->forward(last_inner);
+    for (size_t i = n - 1; i-- > 0;) {
+      at::Tensor lateral = inner_[i]->forward(x[i]);
+      at::Tensor top_down =
+          at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)}, std::nullopt, std::nullopt);
+      last_inner = lateral + top_down;
+      results[i] = layer_[i]->forward(last_inner);
+    }
+    results.push_back(torch::max_pool2d(results.back(), 1, 2, 0));
+    return results;
+  }
+  int64_t OutChannels() const override { return out_channels_; }
+  int64_t NumRpnOnlyLevels() const override { return 1; }
+
+ private:
+  int64_t out_channels_;
+  nn::ModuleList inner_blocks_{nullptr}, layer_blocks_{nullptr};
+  std::vector<nn::Conv2d> inner_, layer_;
+};
+
+// torchvision RPNHead with one conv layer: 3x3 conv + ReLU shared over levels, then
+// 1x1 objectness (A) and 1x1 box deltas (4A).
+class StandardRpnHead : public RpnHead {
+ public:
+  StandardRpnHead(int64_t channels, int64_t num_anchors) {
+    conv_ = Conv(channels, channels, 3, 1, 1, true);
+    // Nested for the key rpn.head.conv.0.0.weight; nn::Sequential(nn::Sequential(...)) would
+    // copy the holder instead of nesting it, and a Sequential cannot hold a Sequential.
+    nn::ModuleList conv_block;
+    conv_block->push_back(nn::Sequential(conv_, nn::ReLU()));
+    register_module("conv", conv_block);
+    cls_logits_ = register_module("cls_logits", Conv(channels, num_anchors, 1, 1, 0, true));
+    bbox_pred_ = register_module("bbox_pred", Conv(channels, num_anchors * 4, 1, 1, 0, true));
+    for (auto* conv : {&conv_, &cls_logits_, &bbox_pred_}) {
+      nn::init::normal_((*conv)->weight, 0.0, 0.01);
+      nn::init::zeros_((*conv)->bias);
+    }
+  }
+  std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Forward(
+      const std::vector<at::Tensor>& features) override {
+    std::vector<at::Tensor> logits, deltas;
+    for (const auto& f : features) {
+      at::Tensor t = torch::relu(conv_->forward(f));
+      logits.push_back(cls_logits_->forward(t));
+      deltas.push_back(bbox_pred_->forward(t));
+    }
+    return {logits, deltas};
+  }
+
+ private:
+  nn::Conv2d conv_{nullptr}, cls_logits_{nullptr}, bbox_pred_{nullptr};
+};
+
+// torchvision TwoMLPHead: flatten, fc6 + ReLU, fc7 + ReLU.
+class TwoMlpHead : public BoxHead {
+ public:
+  TwoMlpHead(int64_t in_features, int64_t representation) : representation_(representation) {
+    fc6_ = register_module("fc6", nn::Linear(in_features, representation));
+    fc7_ = register_module("fc7", nn::Linear(representation, representation));
+  }
+  at::Tensor Forward(const at::Tensor& pooled) override {
+    at::Tensor x = pooled.flatten(1);
+    return torch::relu(fc7_->forward(torch::relu(fc6_->forward(x))));
+  }
+  int64_t RepresentationSize() const override { return representation_; }
+
+ private:
+  int64_t representation_;
+  nn::Linear fc6_{nullptr}, fc7_{nullptr};
+};
+
+// torchvision MaskRCNNHeads: four 3x3 conv + ReLU layers, children named 0..3.
+class FourConvMaskHead : public MaskHead {
+ public:
+  FourConvMaskHead(int64_t in_channels, int64_t dim) : dim_(dim) {
+    int64_t in = in_channels;
+    for (int i = 0; i < 4; ++i) {
+      auto conv = Conv(in, dim, 3, 1, 1, true);
+      KaimingNormalFanOut(conv);
+      register_module(std::to_string(i), nn::Sequential(conv, nn::ReLU()));
+      convs_.push_back(conv);
+      in = dim;
+    }
+  }
+  at::Tensor Forward(const at::Tensor& pooled) override {
+    at::Tensor x = pooled;
+    for (auto& conv : convs_) x = torch::relu(conv->forward(x));
+    return x;
+  }
+  int64_t OutChannels() const override { return dim_; }
+
+ private:
+  int64_t dim_;
+  std::vector<nn::Conv2d> convs_;
+};
+
+int64_t AnchorsPerLocation(const ModelConfig& config) {
+  return static_cast<int64_t>(config.anchor_sizes.front().size() * config.anchor_aspect_ratios.front().size());
+}
+
+}  // namespace
+
+FastRcnnPredictor::FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background) {
+  cls_score_ = register_module("cls_score", nn::Linear(in_features, num_classes_with_background));
+  bbox_pred_ = register_module("bbox_pred", nn::Linear(in_features, num_classes_with_background * 4));
+}
+
+std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x) {
+  at::Tensor flat = x.flatten(1);
+  return {cls_score_->forward(flat), bbox_pred_->forward(flat)};
+}
+
+MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t num_classes_with_background) {
+  conv5_mask_ = register_module(
+      "conv5_mask", nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in_channels, dim_reduced, 2).stride(2)));
+  mask_fcn_logits_ = register_module("mask_fcn_logits", Conv(dim_reduced, num_classes_with_background, 1, 1, 0, true));
+  nn::init::kaiming_normal_(conv5_mask_->weight, 0.0, torch::kFanOut, torch::kReLU);
+  nn::init::zeros_(conv5_mask_->bias);
+  KaimingNormalFanOut(mask_fcn_logits_);
+}
+
+at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
+  return mask_fcn_logits_->forward(torch::relu(conv5_mask_->forward(x)));
+}
+
+void FreezeBackboneLayers(BackboneBody& body, int trainable_layers) {
+  static const char* kOrder[] = {"layer4", "layer3", "layer2", "layer1", "conv1"};
+  std::vector<std::string> train;
+  for (int i = 0; i < trainable_layers && i < 5; ++i) train.emplace_back(kOrder[i]);
+  if (trainable_layers == 5) train.emplace_back("bn1");
+  for (auto& item : body.named_parameters(true)) {
+    bool trainable = false;
+    for (const auto& prefix : train) trainable |= item.key().rfind(prefix, 0) == 0;
+    if (!trainable) item.value().set_requires_grad(false);
+  }
+}
+
+Registry<BackboneBody>& BackboneRegistry() {
+  static Registry<BackboneBody> registry("backbone", "MODEL.BACKBONE.NAME");
+  static bool populated = [] {
+    registry.Add("resnet18",
+                 [](const ModelConfig& c) { return std::make_shared<ResNetBody>(c, false, std::vector<int64_t>{2, 2, 2, 2}); });
+    registry.Add("resnet50",
+                 [](const ModelConfig& c) { return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 6, 3}); });
+    registry.Add("resnet101", [](const ModelConfig& c) {
+      return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 23, 3});
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+Registry<Neck>& NeckRegistry() {
+  static Registry<Neck> registry("neck", "MODEL.NECK.NAME");
+  static bool populated = [] {
+    registry.Add("fpn", [](const ModelConfig& c) {
+      return std::make_shared<Fpn>(ResNetChannels(c.backbone), c.fpn_out_channels);
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+Registry<RpnHead>& RpnHeadRegistry() {
+  static Registry<RpnHead> registry("RPN head", "MODEL.RPN.HEAD_NAME");
+  static bool populated = [] {
+    registry.Add("standard", [](const ModelConfig& c) {
+      return std::make_shared<StandardRpnHead>(c.fpn_out_channels, AnchorsPerLocation(c));
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+Registry<BoxHead>& BoxHeadRegistry() {
+  static Registry<BoxHead> registry("box head", "MODEL.ROI_BOX_HEAD.NAME");
+  static bool populated = [] {
+    registry.Add("two_mlp", [](const ModelConfig& c) {
+      const int64_t r = c.box_pooler_resolution;
+      return std::make_shared<TwoMlpHead>(c.fpn_out_channels * r * r, c.box_fc_dim);
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+Registry<MaskHead>& MaskHeadRegistry() {
+  static Registry<MaskHead> registry("mask head", "MODEL.ROI_MASK_HEAD.NAME");
+  static bool populated = [] {
+    registry.Add("four_conv",
+                 [](const ModelConfig& c) { return std::make_shared<FourConvMaskHead>(c.fpn_out_channels, c.mask_conv_dim); });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+}  // namespace mrcnn::model

@@ -1,0 +1,108 @@
+#pragma once
+// The interchangeable parts of Mask R-CNN (see registry.h) and the built-in ones.
+// Module and parameter names reproduce torchvision's, so state_dict keys are identical
+// (backbone.body.layer1.0.conv1.weight, rpn.head.conv.0.0.weight, ...).
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include <utility>
+#include <vector>
+
+#include "trainer/model/config.h"
+
+namespace mrcnn::model {
+
+// Feature extractor: image batch -> feature maps, finest first (C2..C5 for ResNets).
+class BackboneBody : public torch::nn::Module {
+ public:
+  virtual std::vector<at::Tensor> Forward(const at::Tensor& images) = 0;
+  virtual std::vector<int64_t> OutChannels() const = 0;
+};
+
+// Multi-scale neck: backbone maps -> pyramid levels, finest first. The last NumPoolOnly()
+// levels are extra levels used by the RPN only (FPN's P6), not by the ROI poolers.
+class Neck : public torch::nn::Module {
+ public:
+  virtual std::vector<at::Tensor> Forward(const std::vector<at::Tensor>& inputs) = 0;
+  virtual int64_t OutChannels() const = 0;
+  virtual int64_t NumRpnOnlyLevels() const = 0;
+};
+
+// Per-level objectness logits (N x A x H x W) and box deltas (N x 4A x H x W).
+class RpnHead : public torch::nn::Module {
+ public:
+  virtual std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Forward(
+      const std::vector<at::Tensor>& features) = 0;
+};
+
+// Pooled ROI features (K x C x R x R) -> K x RepresentationSize().
+class BoxHead : public torch::nn::Module {
+ public:
+  virtual at::Tensor Forward(const at::Tensor& pooled) = 0;
+  virtual int64_t RepresentationSize() const = 0;
+};
+
+// Pooled ROI features (K x C x R x R) -> K x OutChannels() x R x R.
+class MaskHead : public torch::nn::Module {
+ public:
+  virtual at::Tensor Forward(const at::Tensor& pooled) = 0;
+  virtual int64_t OutChannels() const = 0;
+};
+
+// Normalisation used inside the backbone. FrozenBatchNorm2d keeps torchvision's buffers
+// (weight, bias, running_mean, running_var) and computes x * scale + shift exactly as
+// torchvision does; GroupNorm2d has trainable weight/bias (32 groups).
+class NormLayer : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+};
+
+class FrozenBatchNorm2d : public NormLayer {
+ public:
+  FrozenBatchNorm2d(int64_t channels, double eps);
+  at::Tensor forward(const at::Tensor& x) override;
+
+ private:
+  double eps_;
+  at::Tensor weight_, bias_, running_mean_, running_var_;
+};
+
+class GroupNorm2d : public NormLayer {
+ public:
+  GroupNorm2d(int64_t channels, int64_t groups);
+  at::Tensor forward(const at::Tensor& x) override;
+
+ private:
+  int64_t groups_;
+  at::Tensor weight_, bias_;
+};
+
+// Box predictor (torchvision FastRCNNPredictor): cls_score and bbox_pred.
+class FastRcnnPredictor : public torch::nn::Module {
+ public:
+  FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background);
+  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x);
+
+ private:
+  torch::nn::Linear cls_score_{nullptr}, bbox_pred_{nullptr};
+};
+
+// Mask predictor (torchvision MaskRCNNPredictor): 2x deconv, ReLU, 1x1 logits per class.
+class MaskRcnnPredictor : public torch::nn::Module {
+ public:
+  MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t num_classes_with_background);
+  at::Tensor Forward(const at::Tensor& x);
+
+ private:
+  torch::nn::ConvTranspose2d conv5_mask_{nullptr};
+  torch::nn::Conv2d mask_fcn_logits_{nullptr};
+};
+
+// Freezes backbone parameters as torchvision's _resnet_fpn_extractor does for
+// `trainable_layers` (0..5, counted from layer4 towards conv1; 5 also trains bn1).
+void FreezeBackboneLayers(BackboneBody& body, int trainable_layers);
+
+}  // namespace mrcnn::model
