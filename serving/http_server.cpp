@@ -1,0 +1,733 @@
+#include "serving/http_server.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <csignal>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "serving/http_error.h"
+#include "serving/log_line.h"
+#include "serving/request_decoding.h"
+#include "serving/response_encoding.h"
+
+namespace mrcnn::serving {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr char kCustomAttributes[] = "X-Amzn-SageMaker-Custom-Attributes";
+
+class Session;
+
+}  // namespace
+
+struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
+  State(const ServerConfig& server_config, InferenceExecutor& inference)
+      : config(server_config),
+        executor(inference),
+        ioc(config.io_threads),
+        acceptor(net::make_strand(ioc)),
+        signals(ioc, SIGTERM, SIGINT),
+        drain_timer(ioc),
+        accept_retry(acceptor.get_executor()),
+        cpu_pool(static_cast<size_t>(config.cpu_threads)) {}
+
+  void DoAccept();
+  void WaitForSignal();
+  void BeginDrain();
+  void PollDrain();
+  bool Ready() const { return !draining.load() && executor.Ready(); }
+
+  void Register(Session* session, std::weak_ptr<Session> weak) {
+    std::lock_guard lock(sessions_mutex);
+    sessions.emplace(session, std::move(weak));
+  }
+  void Unregister(Session* session) {
+    std::lock_guard lock(sessions_mutex);
+    sessions.erase(session);
+  }
+  size_t SessionCount() {
+    std::lock_guard lock(sessions_mutex);
+    return sessions.size();
+  }
+
+  const ServerConfig config;
+  InferenceExecutor& executor;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  net::signal_set signals;
+  net::steady_timer drain_timer;
+  net::steady_timer accept_retry;
+  net::thread_pool cpu_pool;
+  std::atomic<bool> draining{false};
+  std::atomic<size_t> inflight{0};
+  Clock::time_point drain_deadline;
+  std::atomic<bool> drained_cleanly{true};
+  std::mutex sessions_mutex;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+};
+
+namespace {
+
+// Holds one of the max_inflight_requests slots until the last stage of a request lets go.
+class Admission {
+ public:
+  explicit Admission(std::atomic<size_t>& counter) : counter_(counter) {}
+  ~Admission() { counter_.fetch_sub(1); }
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+ private:
+  std::atomic<size_t>& counter_;
+};
+
+enum class Route { kPing, kExecutionParameters, kInvocations };
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // state_ is declared first so that it is destroyed last: the io_context it owns must
+  // outlive this session's socket and timer.
+  Session(std::shared_ptr<HttpServer::State> state, tcp::socket socket)
+      : state_(std::move(state)),
+        stream_(std::move(socket)),
+        deadline_timer_(stream_.get_executor()) {}
+
+  ~Session() { state_->Unregister(this); }
+
+  void Start() {
+    state_->Register(this, weak_from_this());
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->WaitForRequest(); });
+  }
+
+  net::any_io_executor Executor() { return stream_.get_executor(); }
+
+  // Called (posted) on this session's strand when the server starts draining.
+  void OnDrain() {
+    if (phase_ == Phase::kIdle) {
+      Close();  // nothing received yet: the pending read ends with operation_aborted
+    }
+  }
+
+ private:
+  enum class Phase { kIdle, kReadingHeader, kReadingBody, kProcessing, kWriting, kClosed };
+  using Parser = http::request_parser<http::vector_body<uint8_t>>;
+
+  const ServerConfig& config() const { return state_->config; }
+
+  void WaitForRequest() {
+    phase_ = Phase::kIdle;
+    if (state_->draining.load()) {
+      Close();
+      return;
+    }
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(config().max_payload_bytes);
+    awaiting_result_ = false;
+    pending_error_.reset();
+    close_after_response_ = false;
+    unread_input_ = false;
+    echo_attributes_.clear();
+    batch_images_ = 0;
+    version_ = 11;
+    request_keep_alive_ = true;
+    method_ = "-";
+    target_ = "-";
+    if (buffer_.size() > 0) {
+      ReadHeader();  // a pipelined request is already here
+      return;
+    }
+    // Keep-alive idle time is separate from the header time: wait for the first byte.
+    stream_.expires_after(config().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+                              self->OnFirstBytes(ec, bytes);
+                            });
+  }
+
+  void OnFirstBytes(beast::error_code ec, size_t bytes) {
+    if (ec) {
+      Close();  // idle timeout, client closed, or drained
+      return;
+    }
+    buffer_.commit(bytes);
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kReadingHeader;
+    request_start_ = Clock::now();
+    stream_.expires_after(config().header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  bool HasBody() const {
+    return parser_->chunked() || (parser_->content_length() && *parser_->content_length() > 0);
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      RespondPayloadTooLarge();
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      unread_input_ = true;
+      close_after_response_ = true;
+      RespondError(431, "headers_too_large",
+                   fmt::format("the request headers exceed {} bytes", kHeaderLimit));
+      return;
+    }
+    if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::partial_message && ec != http::error::end_of_stream) {
+      unread_input_ = true;
+      close_after_response_ = true;
+      RespondError(400, "bad_request", fmt::format("malformed HTTP request: {}", ec.message()));
+      return;
+    }
+    if (ec) {
+      Close();  // header timeout (a slow client), reset, or end of stream
+      return;
+    }
+    const auto& request = parser_->get();
+    version_ = request.version();
+    request_keep_alive_ = request.keep_alive();
+    method_ = std::string(request.method_string());
+    const std::string_view full_target(request.target().data(), request.target().size());
+    target_ = std::string(full_target.substr(0, full_target.find('?')));
+    const bool expects_continue = beast::iequals(request[http::field::expect], "100-continue");
+    try {
+      route_ = Resolve(request.method(), target_);
+      if (route_ == Route::kInvocations) {
+        CheckInvocationHeaders(request);
+      }
+    } catch (const HttpError& e) {
+      if (expects_continue && HasBody()) {
+        // The client waits for our go-ahead: answer now, it will not send the body.
+        unread_input_ = true;
+        close_after_response_ = true;
+        RespondError(e.status(), e.code(), e.detail());
+        return;
+      }
+      // Read (at most the payload limit of) the body first so the connection stays usable.
+      pending_error_.emplace(e);
+    }
+    if (expects_continue && !pending_error_) {
+      // curl and others wait for this before sending a body over 1 MB.
+      auto interim =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
+      stream_.expires_after(config().write_timeout);
+      http::async_write(stream_, *interim,
+                        [self = shared_from_this(), interim](beast::error_code write_ec, size_t) {
+                          if (write_ec) {
+                            self->Close();
+                            return;
+                          }
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  Route Resolve(http::verb method, const std::string& target) {
+    struct Entry {
+      const char* path;
+      http::verb method;
+      Route route;
+    };
+    static constexpr Entry kRoutes[] = {
+        {"/ping", http::verb::get, Route::kPing},
+        {"/execution-parameters", http::verb::get, Route::kExecutionParameters},
+        {"/invocations", http::verb::post, Route::kInvocations},
+    };
+    for (const Entry& entry : kRoutes) {
+      if (target == entry.path) {
+        if (method != entry.method) {
+          allow_ = std::string(http::to_string(entry.method));
+          throw HttpError(
+              405, "method_not_allowed",
+              fmt::format("{} {} is not supported; use {} {}", method_, target, allow_, target));
+        }
+        return entry.route;
+      }
+    }
+    throw HttpError(404, "not_found",
+                    fmt::format("no route {} {}; the routes are GET /ping, GET "
+                                "/execution-parameters and POST /invocations",
+                                method_, target.substr(0, 200)));
+  }
+
+  void CheckInvocationHeaders(const http::request<http::vector_body<uint8_t>>& request) {
+    const auto attributes = request[kCustomAttributes];
+    const std::string_view attributes_view(attributes.data(), attributes.size());
+    // Parse first: the header is echoed only when it is within SageMaker's limits.
+    options_ = ParseCustomAttributes(attributes_view, config().default_options,
+                                     config().max_detections_cap);
+    echo_attributes_ = std::string(attributes_view);
+    const auto content_type = request[http::field::content_type];
+    kind_ = ClassifyContentType(std::string_view(content_type.data(), content_type.size()));
+    const auto accept = request[http::field::accept];
+    RequireJsonAcceptable(std::string_view(accept.data(), accept.size()));
+    if (!state_->executor.Ready()) {
+      throw HttpError(503, "not_ready",
+                      "the model is still loading or warming up; poll GET /ping until it "
+                      "answers 200");
+    }
+  }
+
+  void ReadBody() {
+    phase_ = Phase::kReadingBody;
+    if (parser_->is_done()) {
+      OnBody({});
+      return;
+    }
+    stream_.expires_after(config().body_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      RespondPayloadTooLarge();
+      return;
+    }
+    if (ec) {
+      Close();  // body timeout, reset or a truncated body
+      return;
+    }
+    if (pending_error_) {
+      const HttpError error = std::move(*pending_error_);
+      pending_error_.reset();
+      RespondError(error.status(), error.code(), error.detail());
+      return;
+    }
+    switch (route_) {
+      case Route::kPing:
+        if (state_->Ready()) {
+          Send(http::status::ok, std::string(), "");
+        } else {
+          RespondError(503, state_->draining.load() ? "draining" : "not_ready",
+                       state_->draining.load() ? "the server is shutting down"
+                                               : "the model is still loading or warming up");
+        }
+        return;
+      case Route::kExecutionParameters: {
+        const nlohmann::json parameters = {
+            {"MaxConcurrentTransforms", config().max_concurrent_transforms},
+            {"BatchStrategy", config().batch_strategy},
+            {"MaxPayloadInMB", (config().max_payload_bytes + (1u << 20) - 1) >> 20},
+        };
+        Send(http::status::ok, parameters.dump(), "application/json");
+        return;
+      }
+      case Route::kInvocations:
+        StartInvocation();
+        return;
+    }
+  }
+
+  void RespondPayloadTooLarge() {
+    unread_input_ = true;
+    close_after_response_ = true;
+    const auto declared = parser_->content_length();
+    const std::string size = declared ? fmt::format("{} bytes", *declared) : "more bytes";
+    RespondError(413, "payload_too_large",
+                 fmt::format("the request body has {}; the limit is {} bytes ({:.3g} MiB, "
+                             "SAGEMAKER_MAX_PAYLOAD_IN_MB or --max-payload-mb). Send a smaller "
+                             "or more compressed image",
+                             size, config().max_payload_bytes,
+                             static_cast<double>(config().max_payload_bytes) / (1 << 20)));
+  }
+
+  void StartInvocation() {
+    if (state_->inflight.fetch_add(1) >= config().max_inflight_requests) {
+      state_->inflight.fetch_sub(1);
+      RespondError(503, "queue_full",
+                   fmt::format("{} requests are already being processed (--max-inflight); retry "
+                               "later",
+                               config().max_inflight_requests));
+      return;
+    }
+    auto admission = std::make_shared<Admission>(state_->inflight);
+    phase_ = Phase::kProcessing;
+    awaiting_result_ = true;
+    const uint64_t id = request_id_;
+    const auto deadline = request_start_ + config().request_deadline;
+    deadline_timer_.expires_at(deadline);
+    deadline_timer_.async_wait([self = shared_from_this(), id](beast::error_code ec) {
+      if (!ec) {
+        self->OnDeadline(id);
+      }
+    });
+    stream_.expires_never();  // the deadline timer owns this phase
+    net::post(state_->cpu_pool, [self = shared_from_this(), admission, id, deadline, kind = kind_,
+                                 options = options_, body = parser_->release().body()]() mutable {
+      self->DecodeAndSubmit(std::move(body), kind, options, id, deadline, std::move(admission));
+    });
+  }
+
+  // CPU pool. Touches only immutable state and hands results back through Deliver.
+  void DecodeAndSubmit(std::vector<uint8_t> body, BodyKind kind, PredictOptions options,
+                       uint64_t id, Clock::time_point deadline,
+                       std::shared_ptr<Admission> admission) {
+    try {
+      bool list_form = false;
+      InferenceJob job;
+      {
+        EncodedImages encoded = SplitInvocationBody(kind, body, config().max_images_per_request);
+        list_form = encoded.list_form;
+        for (const auto& bytes : encoded.images) {
+          job.images.push_back(DecodeImage(bytes, config().image_limits));
+        }
+      }
+      body = {};
+      job.options = options;
+      job.deadline = deadline;
+      job.done = [self = shared_from_this(), admission, id, list_form,
+                  masks = options.masks](InferenceOutcome&& outcome) {
+        net::post(self->state_->cpu_pool,
+                  [self, admission, id, list_form, masks, outcome = std::move(outcome)]() mutable {
+                    self->EncodeAndDeliver(std::move(outcome), list_form, masks, id);
+                  });
+      };
+      switch (state_->executor.TrySubmit(std::move(job))) {
+        case InferenceExecutor::SubmitResult::kAccepted:
+          return;
+        case InferenceExecutor::SubmitResult::kQueueFull:
+          throw HttpError(503, "queue_full",
+                          fmt::format("the inference queue is full ({} requests waiting); retry "
+                                      "later",
+                                      config().batching.queue_capacity));
+        case InferenceExecutor::SubmitResult::kNotReady:
+          throw HttpError(503, "not_ready", "the model is still loading or warming up");
+        case InferenceExecutor::SubmitResult::kStopped:
+          throw HttpError(503, "shutting_down", "the server is shutting down");
+      }
+    } catch (const HttpError& e) {
+      Deliver(id, e.status(), EncodeErrorJson(e.code(), e.detail()), 0);
+    } catch (const std::exception& e) {
+      LogLine("error decoding a request: {}", e.what());
+      Deliver(id, 500, EncodeErrorJson("internal_error", e.what()), 0);
+    }
+  }
+
+  // CPU pool.
+  void EncodeAndDeliver(InferenceOutcome outcome, bool list_form, bool masks, uint64_t id) {
+    using Status = InferenceOutcome::Status;
+    try {
+      switch (outcome.status) {
+        case Status::kOk:
+          Deliver(id, 200, EncodeDetectionsJson(outcome.results, list_form, masks),
+                  outcome.batch_images);
+          return;
+        case Status::kFailed:
+          LogLine("inference failed: {}", outcome.error);
+          Deliver(id, 500,
+                  EncodeErrorJson(
+                      "inference_failed",
+                      fmt::format("the model failed on this request's batch: {}", outcome.error)),
+                  outcome.batch_images);
+          return;
+        case Status::kDeadlineExceeded:
+          Deliver(id, 503, DeadlineBody(), 0);
+          return;
+        case Status::kStopped:
+          Deliver(id, 503, EncodeErrorJson("shutting_down", "the server is shutting down"), 0);
+          return;
+      }
+    } catch (const std::exception& e) {
+      LogLine("error encoding a response: {}", e.what());
+      Deliver(id, 500, EncodeErrorJson("internal_error", e.what()), 0);
+    }
+  }
+
+  std::string DeadlineBody() const {
+    return EncodeErrorJson("deadline_exceeded",
+                           fmt::format("no result within {} ms (SAGEMAKER_MODEL_SERVER_TIMEOUT or "
+                                       "--request-deadline-s); the server is overloaded",
+                                       config().request_deadline.count()));
+  }
+
+  // Any thread: hands a finished response to the session's strand.
+  void Deliver(uint64_t id, unsigned status, std::string body, int batch_images) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), id, status,
+                                       body = std::move(body), batch_images]() mutable {
+      if (id != self->request_id_ || !self->awaiting_result_) {
+        return;  // already answered by the deadline
+      }
+      self->awaiting_result_ = false;
+      self->deadline_timer_.cancel();
+      self->batch_images_ = batch_images;
+      self->Send(static_cast<http::status>(status), std::move(body), "application/json");
+    });
+  }
+
+  void OnDeadline(uint64_t id) {
+    if (id != request_id_ || !awaiting_result_) {
+      return;
+    }
+    awaiting_result_ = false;
+    Send(http::status::service_unavailable, DeadlineBody(), "application/json");
+  }
+
+  void RespondError(unsigned status, const std::string& code, const std::string& detail) {
+    Send(static_cast<http::status>(status), EncodeErrorJson(code, detail), "application/json");
+  }
+
+  void Send(http::status status, std::string body, std::string_view content_type) {
+    phase_ = Phase::kWriting;
+    response_ = {};
+    response_.version(version_);
+    response_.result(status);
+    response_.set(http::field::server, "mrcnn-serving");
+    if (!content_type.empty()) {
+      response_.set(http::field::content_type,
+                    beast::string_view(content_type.data(), content_type.size()));
+    }
+    if (!echo_attributes_.empty()) {
+      response_.set(kCustomAttributes, echo_attributes_);
+    }
+    if (batch_images_ > 0) {
+      response_.set("X-Mrcnn-Batch-Images", std::to_string(batch_images_));
+    }
+    if (status == http::status::method_not_allowed && !allow_.empty()) {
+      response_.set(http::field::allow, allow_);
+    }
+    response_.body() = std::move(body);
+    response_.keep_alive(request_keep_alive_ && !close_after_response_ && !state_->draining.load());
+    response_.prepare_payload();
+    stream_.expires_after(config().write_timeout);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+                        self->OnWrite(ec, bytes);
+                      });
+  }
+
+  void OnWrite(beast::error_code ec, size_t bytes) {
+    if (config().access_log) {
+      LogLine("{} {} {} {}B {:.1f}ms", method_, target_, response_.result_int(), bytes,
+              std::chrono::duration<double, std::milli>(Clock::now() - request_start_).count());
+    }
+    if (ec) {
+      Close();
+      return;
+    }
+    if (!response_.keep_alive()) {
+      if (unread_input_) {
+        LingeringClose();
+      } else {
+        Close();
+      }
+      return;
+    }
+    ++request_id_;
+    WaitForRequest();
+  }
+
+  // After an early answer the client may still be sending: closing with unread data would
+  // reset the connection and could destroy the response in flight. Stop sending, discard
+  // (never buffer) what arrives for a short while, then close.
+  void LingeringClose() {
+    phase_ = Phase::kClosed;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    linger_until_ = Clock::now() + kLingerTime;
+    discard_.resize(16 * 1024);
+    Discard();
+  }
+
+  void Discard() {
+    stream_.expires_at(linger_until_);
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) {
+                                self->Close();
+                                return;
+                              }
+                              self->Discard();
+                            });
+  }
+
+  void Close() {
+    phase_ = Phase::kClosed;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  std::shared_ptr<HttpServer::State> state_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<Parser> parser_;
+  std::optional<HttpError> pending_error_;  // answered once the body has been read
+  http::response<http::string_body> response_;
+  net::steady_timer deadline_timer_;
+  Phase phase_ = Phase::kIdle;
+  Route route_ = Route::kPing;
+  BodyKind kind_ = BodyKind::kImage;
+  PredictOptions options_;
+  uint64_t request_id_ = 0;
+  bool awaiting_result_ = false;
+  bool close_after_response_ = false;
+  bool unread_input_ = false;
+  bool request_keep_alive_ = true;
+  unsigned version_ = 11;
+  int batch_images_ = 0;
+  std::string echo_attributes_;
+  std::string allow_;
+  std::string method_;
+  std::string target_;
+  Clock::time_point request_start_;
+  Clock::time_point linger_until_;
+  std::vector<char> discard_;
+};
+
+}  // namespace
+
+void HttpServer::State::DoAccept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open() || ec == net::error::operation_aborted) {
+      return;  // draining
+    }
+    if (ec) {
+      // Typically EMFILE: back off instead of spinning on the error.
+      LogLine("accept failed: {}; retrying in 50 ms", ec.message());
+      accept_retry.expires_after(std::chrono::milliseconds(50));
+      accept_retry.async_wait([this](beast::error_code) { DoAccept(); });
+      return;
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    // The State is owned by HttpServer through a shared_ptr; sessions co-own it.
+    std::make_shared<Session>(shared_from_this(), std::move(socket))->Start();
+    DoAccept();
+  });
+}
+
+void HttpServer::State::WaitForSignal() {
+  signals.async_wait([this](beast::error_code ec, int signal) {
+    if (ec) {
+      return;
+    }
+    if (draining.load()) {
+      LogLine("signal {} again while draining: stopping now", signal);
+      drained_cleanly = false;
+      ioc.stop();
+      return;
+    }
+    LogLine(
+        "signal {}: draining (no new connections, finishing in-flight requests, at most {} "
+        "ms)",
+        signal, config.drain_timeout.count());
+    BeginDrain();
+    WaitForSignal();
+  });
+}
+
+void HttpServer::State::BeginDrain() {
+  if (draining.exchange(true)) {
+    return;
+  }
+  net::post(acceptor.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    accept_retry.cancel();
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(sessions_mutex);
+    for (auto& [raw, weak] : sessions) {
+      if (auto session = weak.lock()) {
+        live.push_back(std::move(session));
+      }
+    }
+  }
+  for (auto& session : live) {
+    net::post(session->Executor(), [session] { session->OnDrain(); });
+  }
+  net::post(ioc, [this] {
+    drain_deadline = Clock::now() + config.drain_timeout;
+    PollDrain();
+  });
+}
+
+void HttpServer::State::PollDrain() {
+  if (SessionCount() == 0 && inflight.load() == 0) {
+    LogLine("drained: every in-flight request finished");
+    ioc.stop();
+    return;
+  }
+  if (Clock::now() >= drain_deadline) {
+    LogLine("drain timeout: {} connections and {} requests still in flight are cut off",
+            SessionCount(), inflight.load());
+    drained_cleanly = false;
+    ioc.stop();
+    return;
+  }
+  drain_timer.expires_after(std::chrono::milliseconds(10));
+  drain_timer.async_wait([this](beast::error_code ec) {
+    if (!ec) {
+      PollDrain();
+    }
+  });
+}
+
+HttpServer::HttpServer(const ServerConfig& config, InferenceExecutor& executor)
+    : state_(std::make_shared<State>(config, executor)) {}
+
+HttpServer::~HttpServer() {
+  state_->ioc.stop();
+  state_->cpu_pool.join();
+}
+
+uint16_t HttpServer::Listen() {
+  auto& acceptor = state_->acceptor;
+  const tcp::endpoint endpoint(net::ip::make_address(state_->config.host), state_->config.port);
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(net::socket_base::reuse_address(true));
+  acceptor.bind(endpoint);
+  acceptor.listen(net::socket_base::max_listen_connections);
+  return acceptor.local_endpoint().port();
+}
+
+bool HttpServer::Run() {
+  std::signal(SIGPIPE, SIG_IGN);
+  state_->DoAccept();
+  state_->WaitForSignal();
+  std::vector<std::thread> threads;
+  for (int i = 1; i < state_->config.io_threads; ++i) {
+    threads.emplace_back([this] { state_->ioc.run(); });
+  }
+  state_->ioc.run();
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  return state_->drained_cleanly.load();
+}
+
+void HttpServer::BeginDrain() {
+  state_->BeginDrain();
+}
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,187 @@
+#include "serving/inference_executor.h"
+
+#include <algorithm>
+
+#include "serving/response_encoding.h"
+
+namespace mrcnn::serving {
+
+using Clock = std::chrono::steady_clock;
+
+InferenceExecutor::InferenceExecutor(Loader loader, BatchingPolicy policy,
+                                     std::function<void(std::exception_ptr)> on_loaded)
+    : policy_(policy) {
+  worker_ = std::thread([this, loader = std::move(loader), on_loaded = std::move(on_loaded)]() {
+    Run(loader, on_loaded);
+  });
+}
+
+InferenceExecutor::~InferenceExecutor() {
+  Stop();
+}
+
+InferenceExecutor::SubmitResult InferenceExecutor::TrySubmit(InferenceJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      return SubmitResult::kStopped;
+    }
+    if (!ready_) {
+      return SubmitResult::kNotReady;
+    }
+    if (queue_.size() >= policy_.queue_capacity) {
+      return SubmitResult::kQueueFull;
+    }
+    queue_.push_back(Queued{std::move(job), Clock::now()});
+  }
+  wake_.notify_one();
+  return SubmitResult::kAccepted;
+}
+
+bool InferenceExecutor::Ready() const {
+  std::lock_guard lock(mutex_);
+  return ready_ && !stopping_;
+}
+
+size_t InferenceExecutor::QueueDepth() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+void InferenceExecutor::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (worker_.joinable()) {
+    worker_.join();
+  }
+}
+
+void InferenceExecutor::Run(Loader loader, std::function<void(std::exception_ptr)> on_loaded) {
+  try {
+    predictor_ = loader();
+  } catch (...) {
+    on_loaded(std::current_exception());
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ready_ = true;
+  }
+  on_loaded(nullptr);
+
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) {
+      break;
+    }
+    std::vector<Queued> batch = CollectBatch(lock);
+    lock.unlock();
+    RunBatch(batch);
+    lock.lock();
+  }
+  std::deque<Queued> abandoned;
+  abandoned.swap(queue_);
+  lock.unlock();
+  for (Queued& queued : abandoned) {
+    InferenceOutcome outcome;
+    outcome.status = InferenceOutcome::Status::kStopped;
+    queued.job.done(std::move(outcome));
+  }
+}
+
+std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
+    std::unique_lock<std::mutex>& lock) {
+  std::vector<Queued> batch;
+  int images = 0;
+  const auto window_end = queue_.front().arrived + policy_.max_wait;
+  while (true) {
+    while (!queue_.empty()) {
+      const int next = static_cast<int>(queue_.front().job.images.size());
+      if (!batch.empty() && images + next > policy_.max_batch_images) {
+        return batch;  // the next request starts the next batch
+      }
+      images += next;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      if (images >= policy_.max_batch_images) {
+        return batch;
+      }
+    }
+    if (stopping_ || Clock::now() >= window_end) {
+      return batch;
+    }
+    wake_.wait_until(lock, window_end, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) {
+      return batch;
+    }
+  }
+}
+
+void InferenceExecutor::RunBatch(std::vector<Queued>& batch) {
+  // Requests past their deadline are answered without running them.
+  const auto now = Clock::now();
+  std::vector<Queued*> live;
+  for (Queued& queued : batch) {
+    if (queued.job.deadline <= now) {
+      InferenceOutcome outcome;
+      outcome.status = InferenceOutcome::Status::kDeadlineExceeded;
+      queued.job.done(std::move(outcome));
+    } else {
+      live.push_back(&queued);
+    }
+  }
+  if (live.empty()) {
+    return;
+  }
+  PredictOptions loosest = live.front()->job.options;
+  std::vector<RgbImageView> views;
+  for (const Queued* queued : live) {
+    loosest.score_threshold =
+        std::min(loosest.score_threshold, queued->job.options.score_threshold);
+    loosest.max_detections = std::max(loosest.max_detections, queued->job.options.max_detections);
+    loosest.masks = loosest.masks || queued->job.options.masks;
+    for (const RgbImage& image : queued->job.images) {
+      views.push_back(RgbImageView{image.pixels.data(), image.height, image.width});
+    }
+  }
+  // A single request larger than the batch limit runs alone, in chunks of the limit.
+  std::vector<ImageDetections> results;
+  std::string error;
+  try {
+    const size_t chunk = static_cast<size_t>(std::max(policy_.max_batch_images, 1));
+    for (size_t begin = 0; begin < views.size(); begin += chunk) {
+      const size_t count = std::min(chunk, views.size() - begin);
+      auto part = predictor_->Predict(std::span(views).subspan(begin, count), loosest);
+      if (part.size() != count) {
+        throw std::runtime_error("the predictor returned " + std::to_string(part.size()) +
+                                 " results for " + std::to_string(count) + " images");
+      }
+      std::move(part.begin(), part.end(), std::back_inserter(results));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "unknown exception from the predictor";
+  }
+  size_t next = 0;
+  for (Queued* queued : live) {
+    InferenceOutcome outcome;
+    outcome.batch_images = static_cast<int>(views.size());
+    if (!error.empty()) {
+      outcome.status = InferenceOutcome::Status::kFailed;
+      outcome.error = error;
+    } else {
+      for (size_t i = 0; i < queued->job.images.size(); ++i) {
+        outcome.results.push_back(
+            FilterDetections(std::move(results[next++]), queued->job.options));
+      }
+    }
+    queued->job.done(std::move(outcome));
+  }
+}
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,84 @@
+#pragma once
+// The only thread that touches the model. Requests wait in a bounded queue; the worker
+// takes the oldest one and keeps collecting until the batch holds max_batch_images images
+// or max_wait has passed since that oldest request arrived, then runs one Predict over
+// the whole batch (the real win on a GPU) with the loosest options of its requests and
+// filters each request's share down to its own options (exact, see predictor.h).
+//
+// Loading and warm-up happen on the worker thread too, so the HTTP side is listening and
+// answering /ping with 503 while a large model loads.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "serving/predictor.h"
+
+namespace mrcnn::serving {
+
+struct BatchingPolicy {
+  int max_batch_images = 4;
+  std::chrono::microseconds max_wait{std::chrono::milliseconds(5)};
+  size_t queue_capacity = 64;  // requests waiting (not yet running)
+};
+
+struct InferenceOutcome {
+  std::vector<ImageDetections> results;  // one per image of the job, already filtered
+  int batch_images = 0;                  // images in the Predict call that served the job
+  enum class Status { kOk, kFailed, kDeadlineExceeded, kStopped } status = Status::kOk;
+  std::string error;  // for kFailed
+};
+
+struct InferenceJob {
+  std::vector<RgbImage> images;
+  PredictOptions options;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Called exactly once, on the worker thread (or in Stop()): must only hand off.
+  std::function<void(InferenceOutcome&&)> done;
+};
+
+class InferenceExecutor {
+ public:
+  // Loads the predictor (and warms it up) on the worker thread. on_loaded is called there
+  // once, with nullptr on success or the exception that made loading fail.
+  using Loader = std::function<std::unique_ptr<Predictor>()>;
+  InferenceExecutor(Loader loader, BatchingPolicy policy,
+                    std::function<void(std::exception_ptr)> on_loaded);
+  ~InferenceExecutor();
+  InferenceExecutor(const InferenceExecutor&) = delete;
+  InferenceExecutor& operator=(const InferenceExecutor&) = delete;
+
+  enum class SubmitResult { kAccepted, kNotReady, kQueueFull, kStopped };
+  // Never blocks. The job's callback is only called when the result is kAccepted.
+  SubmitResult TrySubmit(InferenceJob job);
+
+  bool Ready() const;
+  size_t QueueDepth() const;
+  // Finishes the batch that is running, fails the queued jobs with kStopped, joins.
+  void Stop();
+
+ private:
+  struct Queued {
+    InferenceJob job;
+    std::chrono::steady_clock::time_point arrived;
+  };
+  void Run(Loader loader, std::function<void(std::exception_ptr)> on_loaded);
+  std::vector<Queued> CollectBatch(std::unique_lock<std::mutex>& lock);
+  void RunBatch(std::vector<Queued>& batch);
+
+  const BatchingPolicy policy_;
+  std::unique_ptr<Predictor> predictor_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Queued> queue_;
+  bool ready_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,86 @@
+// build/bin/server: the SageMaker serving process (`entrypoint serve` execs it).
+// Exit status: 0 after a SIGTERM drain, 1 when the model cannot be loaded or the port
+// cannot be bound, 2 for a bad configuration.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "common/config_error.h"
+#include "common/env_map.h"
+#include "serving/http_server.h"
+#include "serving/log_line.h"
+#include "serving/predictor_loading.h"
+
+namespace {
+
+void WritePortFile(const std::filesystem::path& file, uint16_t port) {
+  const std::filesystem::path partial = file.string() + ".partial";
+  {
+    std::ofstream out(partial);
+    out << port << "\n";
+    if (!out) {
+      throw std::runtime_error("cannot write the port file " + partial.string());
+    }
+  }
+  std::filesystem::rename(partial, file);  // readers never see a half-written number
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mrcnn::serving;
+  ServerConfig config;
+  try {
+    config = ParseServerConfig(argc, argv, mrcnn::common::CurrentEnvironment());
+  } catch (const CommandLineExit& exit) {
+    return exit.code;
+  } catch (const mrcnn::common::ConfigError& e) {
+    LogLine("configuration error: {}", e.what());
+    return 2;
+  }
+  const std::string kind = ResolvePredictorKind(config);
+  LogLine(
+      "predictor {} from {}, batches of up to {} images / {} us, queue {}, payload limit {} "
+      "bytes",
+      kind, config.model_dir.string(), config.batching.max_batch_images,
+      config.batching.max_wait.count(), config.batching.queue_capacity, config.max_payload_bytes);
+
+  InferenceExecutor executor(MakePredictorLoader(config), config.batching,
+                             [](std::exception_ptr error) {
+                               if (!error) {
+                                 LogLine("ready: /ping answers 200");
+                                 return;
+                               }
+                               try {
+                                 std::rethrow_exception(error);
+                               } catch (const std::exception& e) {
+                                 LogLine("model load failed: {}", e.what());
+                               }
+                               // Nothing was admitted before readiness: fail fast so the
+                               // platform reports the reason instead of a ping timeout.
+                               std::_Exit(1);
+                             });
+  HttpServer server(config, executor);
+  uint16_t port = 0;
+  try {
+    port = server.Listen();
+    if (!config.port_file.empty()) {
+      WritePortFile(config.port_file, port);
+    }
+  } catch (const std::exception& e) {
+    LogLine("cannot listen on {}:{}: {}", config.host, config.port, e.what());
+    std::_Exit(1);
+  }
+  LogLine("listening on {}:{}", config.host, port);
+  std::printf("listening on %s:%u\n", config.host.c_str(), static_cast<unsigned>(port));
+  std::fflush(stdout);
+
+  const bool clean = server.Run();
+  executor.Stop();
+  LogLine("stopped{}", clean ? "" : " (drain timeout: some requests were cut off)");
+  if (!clean) {
+    std::fflush(stdout);
+    std::_Exit(0);  // connections still hold work; skip destructors that would wait on them
+  }
+  return 0;
+}

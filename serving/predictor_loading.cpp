@@ -1,0 +1,75 @@
+#include "serving/predictor_loading.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "serving/image_statistics_predictor.h"
+#include "serving/log_line.h"
+#ifdef MRCNN_SERVING_WITH_MODEL
+#include "serving/model_predictor.h"
+#endif
+
+namespace mrcnn::serving {
+namespace {
+
+constexpr char kStatisticsMarker[] = "statistics_predictor.json";
+
+void WarmUp(Predictor& predictor) {
+  // A 640x480 gradient: big enough to exercise every stage, cheap enough not to delay /ping.
+  RgbImage image{480, 640, std::vector<uint8_t>(480 * 640 * 3)};
+  for (int64_t y = 0; y < image.height; ++y) {
+    for (int64_t x = 0; x < image.width; ++x) {
+      uint8_t* pixel = &image.pixels[static_cast<size_t>((y * image.width + x) * 3)];
+      pixel[0] = static_cast<uint8_t>(x * 255 / image.width);
+      pixel[1] = static_cast<uint8_t>(y * 255 / image.height);
+      pixel[2] = 128;
+    }
+  }
+  const RgbImageView view{image.pixels.data(), image.height, image.width};
+  const auto results = predictor.Predict(std::span(&view, 1), PredictOptions{});
+  if (results.size() != 1) {
+    throw std::runtime_error(
+        fmt::format("warm-up inference returned {} results for 1 image", results.size()));
+  }
+}
+
+}  // namespace
+
+std::string ResolvePredictorKind(const ServerConfig& config) {
+  if (config.predictor != "auto") {
+    return config.predictor;
+  }
+  return std::filesystem::exists(config.model_dir / kStatisticsMarker) ? "statistics" : "model";
+}
+
+InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config) {
+  const std::string kind = ResolvePredictorKind(config);
+  return [config, kind]() -> std::unique_ptr<Predictor> {
+    const auto started = std::chrono::steady_clock::now();
+    std::unique_ptr<Predictor> predictor;
+    if (kind == "statistics") {
+      predictor = std::make_unique<ImageStatisticsPredictor>(
+          ReadImageStatisticsConfig(config.model_dir / kStatisticsMarker));
+    } else {
+#ifdef MRCNN_SERVING_WITH_MODEL
+      predictor = LoadModelPredictor(
+          config.model_dir,
+          ModelPredictorOptions{config.device, config.precision, config.num_threads});
+#else
+      throw std::runtime_error(
+          "this server was built without the model library (trainer/model); rebuild with "
+          "LibTorch, or use --predictor statistics for HTTP tests");
+#endif
+    }
+    const auto loaded = std::chrono::steady_clock::now();
+    WarmUp(*predictor);
+    const auto warmed = std::chrono::steady_clock::now();
+    using Ms = std::chrono::duration<double, std::milli>;
+    LogLine("loaded {} in {:.0f} ms, warm-up inference {:.0f} ms", predictor->Describe(),
+            Ms(loaded - started).count(), Ms(warmed - loaded).count());
+    return predictor;
+  };
+}
+
+}  // namespace mrcnn::serving

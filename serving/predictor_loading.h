@@ -1,0 +1,18 @@
+#pragma once
+// Which predictor the server runs, and how it is made ready: load, then one warm-up
+// inference (so the first caller does not pay for lazy initialisation, and /ping only turns
+// 200 once inference has actually worked).
+#include "serving/inference_executor.h"
+#include "serving/server_config.h"
+
+namespace mrcnn::serving {
+
+// "statistics" when config.predictor says so, or when it is "auto" and the model dir holds
+// statistics_predictor.json; "model" otherwise.
+std::string ResolvePredictorKind(const ServerConfig& config);
+
+// Runs on the executor's thread. Throws when the model cannot be loaded or the warm-up
+// inference fails, or when "model" is asked of a server built without the model library.
+InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config);
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,239 @@
+#include "serving/request_decoding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "serving/base64.h"
+#include "serving/http_error.h"
+
+namespace mrcnn::serving {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Splits on `separator`, trimming each piece.
+std::vector<std::string_view> Split(std::string_view s, char separator) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    const size_t at = s.find(separator);
+    parts.push_back(Trim(s.substr(0, at)));
+    if (at == std::string_view::npos) {
+      return parts;
+    }
+    s.remove_prefix(at + 1);
+  }
+}
+
+// Media type without parameters, lower-cased.
+std::string MediaType(std::string_view header_value) {
+  return Lower(Trim(header_value.substr(0, header_value.find(';'))));
+}
+
+constexpr std::string_view kSupportedTypes =
+    "image/jpeg, image/png, application/x-image or application/json";
+
+}  // namespace
+
+BodyKind ClassifyContentType(std::string_view content_type) {
+  const std::string type = MediaType(content_type);
+  if (type == "image/jpeg" || type == "image/jpg" || type == "image/png" ||
+      type == "application/x-image") {
+    return BodyKind::kImage;
+  }
+  if (type == "application/json") {
+    return BodyKind::kJson;
+  }
+  if (type.empty()) {
+    throw HttpError(
+        415, "unsupported_media_type",
+        fmt::format("the request has no Content-Type; send one of {}", kSupportedTypes));
+  }
+  throw HttpError(415, "unsupported_media_type",
+                  fmt::format("Content-Type \"{}\" is not supported; send one of {}",
+                              std::string(content_type.substr(0, 200)), kSupportedTypes));
+}
+
+void RequireJsonAcceptable(std::string_view accept) {
+  if (Trim(accept).empty()) {
+    return;
+  }
+  for (std::string_view range : Split(accept, ',')) {
+    const auto params = Split(range, ';');
+    const std::string type = Lower(params.front());
+    if (type != "*/*" && type != "application/*" && type != "application/json") {
+      continue;
+    }
+    double quality = 1.0;
+    for (size_t i = 1; i < params.size(); ++i) {
+      const std::string param = Lower(params[i]);
+      if (param.rfind("q=", 0) == 0) {
+        const std::string_view value = std::string_view(param).substr(2);
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), quality);
+        if (ec != std::errc() || end != value.data() + value.size()) {
+          quality = 0.0;  // an unreadable quality admits nothing
+        }
+      }
+    }
+    if (quality > 0.0) {
+      return;
+    }
+  }
+  throw HttpError(406, "not_acceptable",
+                  fmt::format("Accept \"{}\" does not admit application/json, the only response "
+                              "type of this endpoint",
+                              std::string(accept.substr(0, 200))));
+}
+
+PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
+                                     int max_detections_cap) {
+  if (header.size() > 1024) {
+    throw HttpError(400, "bad_custom_attributes",
+                    fmt::format("X-Amzn-SageMaker-Custom-Attributes is {} characters; the limit is "
+                                "1024",
+                                header.size()));
+  }
+  for (char c : header) {
+    if (c < 0x20 || c > 0x7E) {
+      throw HttpError(400, "bad_custom_attributes",
+                      "X-Amzn-SageMaker-Custom-Attributes must be visible ASCII");
+    }
+  }
+  PredictOptions options = defaults;
+  for (std::string_view item : Split(header, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      continue;
+    }
+    const std::string key = Lower(Trim(item.substr(0, eq)));
+    const std::string_view value = Trim(item.substr(eq + 1));
+    const char* first = value.data();
+    const char* last = value.data() + value.size();
+    if (key == "score_threshold") {
+      float threshold = -1.0f;
+      auto [end, ec] = std::from_chars(first, last, threshold);
+      if (ec != std::errc() || end != last || !(threshold >= 0.0f && threshold <= 1.0f)) {
+        throw HttpError(400, "bad_custom_attributes",
+                        fmt::format("score_threshold must be a number in [0, 1], got \"{}\"",
+                                    std::string(value)));
+      }
+      options.score_threshold = threshold;
+    } else if (key == "max_detections") {
+      int count = 0;
+      auto [end, ec] = std::from_chars(first, last, count);
+      if (ec != std::errc() || end != last || count < 1 || count > max_detections_cap) {
+        throw HttpError(400, "bad_custom_attributes",
+                        fmt::format("max_detections must be an integer in [1, {}], got \"{}\"",
+                                    max_detections_cap, std::string(value)));
+      }
+      options.max_detections = count;
+    } else if (key == "masks") {
+      const std::string mode = Lower(value);
+      if (mode == "rle") {
+        options.masks = true;
+      } else if (mode == "none") {
+        options.masks = false;
+      } else {
+        throw HttpError(
+            400, "bad_custom_attributes",
+            fmt::format("masks must be \"rle\" or \"none\", got \"{}\"", std::string(value)));
+      }
+    }
+  }
+  return options;
+}
+
+namespace {
+
+std::span<const uint8_t> DecodeInstance(const nlohmann::json& instance, size_t index,
+                                        EncodedImages& out) {
+  const nlohmann::json* encoded = &instance;
+  if (instance.is_object()) {
+    const auto it = instance.find("image");
+    if (it == instance.end()) {
+      throw HttpError(400, "bad_json_body",
+                      fmt::format("instance {} has no \"image\" field (expected {{\"image\": "
+                                  "\"<base64 JPEG or PNG>\"}})",
+                                  index));
+    }
+    encoded = &*it;
+  }
+  if (!encoded->is_string()) {
+    throw HttpError(400, "bad_json_body",
+                    fmt::format("instance {}: \"image\" must be a base64 string", index));
+  }
+  auto bytes = DecodeBase64(encoded->get_ref<const std::string&>());
+  if (!bytes) {
+    throw HttpError(400, "bad_base64",
+                    fmt::format("instance {}: \"image\" is not valid base64", index));
+  }
+  out.owned.push_back(std::move(*bytes));
+  return out.owned.back();
+}
+
+}  // namespace
+
+EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images) {
+  EncodedImages out;
+  if (kind == BodyKind::kImage) {
+    out.images.push_back(body);
+    return out;
+  }
+  nlohmann::json document = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
+  if (document.is_discarded()) {
+    throw HttpError(400, "bad_json_body",
+                    "the body is not valid JSON; send {\"image\": \"<base64>\"}, "
+                    "{\"instances\": [{\"image\": ...}, ...]} or [{\"image\": ...}, ...]");
+  }
+  const nlohmann::json* list = nullptr;
+  if (document.is_array()) {
+    list = &document;
+  } else if (document.is_object() && document.contains("instances")) {
+    list = &document["instances"];
+    if (!list->is_array()) {
+      throw HttpError(400, "bad_json_body", "\"instances\" must be a list");
+    }
+  } else if (document.is_object() && document.contains("image")) {
+    out.images.push_back(DecodeInstance(document, 0, out));
+    return out;
+  } else {
+    throw HttpError(400, "bad_json_body",
+                    "expected {\"image\": \"<base64>\"}, {\"instances\": [...]} or a list of "
+                    "{\"image\": ...} objects");
+  }
+  out.list_form = true;
+  if (list->empty()) {
+    throw HttpError(400, "bad_json_body", "the list of instances is empty");
+  }
+  if (list->size() > max_images) {
+    throw HttpError(400, "too_many_images",
+                    fmt::format("{} images in one request; the limit is {} (server flag "
+                                "--max-images-per-request)",
+                                list->size(), max_images));
+  }
+  out.owned.reserve(list->size());
+  for (size_t i = 0; i < list->size(); ++i) {
+    out.images.push_back(DecodeInstance((*list)[i], i, out));
+  }
+  return out;
+}
+
+}  // namespace mrcnn::serving

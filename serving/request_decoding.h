@@ -1,0 +1,48 @@
+#pragma once
+// /invocations request headers and body -> what to run. Pure functions over strings and
+// bytes (no sockets), so the fuzz target and unit tests drive exactly what the server runs.
+// Every rejection is an HttpError carrying the status the contract asks for.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "serving/image_decoding.h"
+#include "serving/predictor.h"
+
+namespace mrcnn::serving {
+
+enum class BodyKind {
+  kImage,  // image/jpeg, image/png, application/x-image: the body is one encoded image
+  kJson,   // application/json: {"image": b64}, {"instances": [...]} or [...]
+};
+
+// Media type from a Content-Type header (parameters such as charset are ignored, case-
+// insensitive). Throws HttpError 415 for anything else, including a missing header.
+BodyKind ClassifyContentType(std::string_view content_type);
+
+// Throws HttpError 406 unless the Accept header (absent = anything) admits application/json
+// with a non-zero quality.
+void RequireJsonAcceptable(std::string_view accept);
+
+// X-Amzn-SageMaker-Custom-Attributes: comma-separated key=value pairs. Known keys:
+// score_threshold (0..1), max_detections (1..max_detections_cap), masks (rle|none). Other keys
+// are left to their owners (SageMaker users put trace ids there) and ignored. Throws
+// HttpError 400 for a known key with a bad value, or a header that is longer than 1024
+// characters or not visible ASCII (SageMaker's own limits).
+PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
+                                     int max_detections_cap);
+
+struct EncodedImages {
+  std::vector<std::span<const uint8_t>> images;  // into the body or into `owned`
+  std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads
+  bool list_form = false;  // answer {"predictions": [...]} rather than one object
+};
+
+// Splits a body into encoded images. The spans may point into `body`, which must outlive
+// the result. Throws HttpError 400 for malformed JSON, a missing "image", invalid base64,
+// an empty list or more than max_images images.
+EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images);
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,26 @@
+#pragma once
+// Detections -> the /invocations JSON body, and the JSON body of every error.
+//
+// One image:   {"height": H, "width": W, "detections": [DETECTION, ...]}
+// List forms:  {"predictions": [{"height": ..., "width": ..., "detections": [...]}, ...]}
+// DETECTION:   {"box": [x1, y1, x2, y2], "label": "person", "category_id": 1, "score": 0.98,
+//               "mask": {"size": [H, W], "counts": "<pycocotools compressed RLE>"}}
+// "mask" is left out when the request asked for masks=none.
+#include <string>
+#include <vector>
+
+#include "serving/predictor.h"
+
+namespace mrcnn::serving {
+
+// Applies one request's options to detections computed with looser batch options:
+// keeps scores strictly above the threshold (torchvision's rule), at most max_detections,
+// and drops masks when they were not asked for. Input must be sorted by descending score.
+ImageDetections FilterDetections(ImageDetections detections, const PredictOptions& options);
+
+std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
+                                 bool masks);
+
+std::string EncodeErrorJson(const std::string& code, const std::string& detail);
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,167 @@
+#include "serving/server_config.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <thread>
+
+#include "common/config_error.h"
+
+namespace mrcnn::serving {
+namespace {
+
+int64_t EnvInteger(const common::EnvMap& env, const std::string& key, int64_t fallback, int64_t min,
+                   int64_t max) {
+  const auto value = common::Lookup(env, key);
+  if (!value || value->empty()) {
+    return fallback;
+  }
+  int64_t parsed = 0;
+  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), parsed);
+  if (ec != std::errc() || end != value->data() + value->size() || parsed < min || parsed > max) {
+    throw common::ConfigError(
+        "environment", key,
+        fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max, *value));
+  }
+  return parsed;
+}
+
+std::string EnvString(const common::EnvMap& env, const std::string& key, std::string fallback) {
+  const auto value = common::Lookup(env, key);
+  return value && !value->empty() ? *value : fallback;
+}
+
+}  // namespace
+
+ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env) {
+  ServerConfig config;
+  // Environment first; flags given on the command line override it below.
+  config.port = static_cast<uint16_t>(EnvInteger(env, "SAGEMAKER_BIND_TO_PORT", 8080, 0, 65535));
+  config.max_payload_bytes =
+      static_cast<size_t>(EnvInteger(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 6, 1, 4096) << 20);
+  config.batch_strategy = EnvString(env, "SAGEMAKER_BATCH_STRATEGY", config.batch_strategy);
+  config.max_concurrent_transforms =
+      static_cast<int>(EnvInteger(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 0, 0, 100000));
+  config.request_deadline =
+      std::chrono::seconds(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", 60, 1, 3600));
+  config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
+  config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
+  config.batching.max_batch_images =
+      static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 4, 1, 1024));
+  config.batching.max_wait =
+      std::chrono::milliseconds(EnvInteger(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
+  const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  config.cpu_threads = cores;
+  config.io_threads = std::clamp(cores / 4, 2, 8);
+
+  CLI::App app{
+      "Mask R-CNN inference server (SageMaker serving contract: /ping, /invocations, "
+      "/execution-parameters)",
+      "server"};
+  std::string model_dir = config.model_dir.string();
+  std::string port_file;
+  double payload_mb = static_cast<double>(config.max_payload_bytes) / (1 << 20);
+  int max_batch = config.batching.max_batch_images;
+  double batch_wait_ms = static_cast<double>(config.batching.max_wait.count()) / 1000.0;
+  size_t queue_capacity = config.batching.queue_capacity;
+  double idle_s = 75, header_s = 10, body_s = 30, write_s = 30, drain_s = 25;
+  double deadline_s = static_cast<double>(config.request_deadline.count()) / 1000.0;
+  app.add_option("--host", config.host, "address to bind (0.0.0.0; tests use 127.0.0.1)");
+  app.add_option("--port", config.port, "port (SAGEMAKER_BIND_TO_PORT, else 8080; 0 = any)");
+  app.add_option("--port-file", port_file, "write the bound port to this file once listening");
+  app.add_option("--model-dir", model_dir, "model directory (/opt/ml/model)");
+  app.add_option("--predictor", config.predictor,
+                 "model | statistics | auto (auto = statistics when the model dir holds "
+                 "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
+      ->check(CLI::IsMember({"auto", "model", "statistics"}));
+  app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
+  app.add_option("--precision", config.precision, "fp32, fp16 or bf16 (MRCNN_SERVING_PRECISION)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--num-threads", config.num_threads, "torch intra-op threads (0 = default)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--io-threads", config.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  app.add_option("--cpu-threads", config.cpu_threads, "decode/encode threads")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--max-batch", max_batch, "images per inference batch (MRCNN_SERVING_MAX_BATCH)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--batch-wait-ms", batch_wait_ms,
+                 "how long the oldest request may wait for a batch to fill")
+      ->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--queue-capacity", queue_capacity, "requests waiting for the model; beyond: 503")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-inflight", config.max_inflight_requests,
+                 "requests admitted at once (decoding, queued, running, encoding); beyond: 503")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-payload-mb", payload_mb, "body limit in MiB (SAGEMAKER_MAX_PAYLOAD_IN_MB)")
+      ->check(CLI::Range(0.001, 4096.0));
+  app.add_option("--batch-strategy", config.batch_strategy,
+                 "SINGLE_RECORD or MULTI_RECORD (SAGEMAKER_BATCH_STRATEGY)");
+  app.add_option("--max-concurrent-transforms", config.max_concurrent_transforms,
+                 "reported by /execution-parameters (SAGEMAKER_MAX_CONCURRENT_TRANSFORMS)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--max-image-pixels", config.image_limits.max_pixels, "height*width limit")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
+  app.add_option("--max-image-side", config.image_limits.max_side, "per-side limit")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--max-images-per-request", config.max_images_per_request,
+                 "images in one JSON list request")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--score-threshold", config.default_options.score_threshold,
+                 "default when the request does not say")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-detections", config.default_options.max_detections,
+                 "default when the request does not say")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-detections-cap", config.max_detections_cap,
+                 "largest max_detections a request may ask for")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--idle-timeout-s", idle_s, "keep-alive idle time before closing");
+  app.add_option("--header-timeout-s", header_s, "time to receive a request's headers");
+  app.add_option("--body-timeout-s", body_s, "time to receive a request's body");
+  app.add_option("--write-timeout-s", write_s, "time to send a response");
+  app.add_option("--request-deadline-s", deadline_s,
+                 "answer /invocations within this time (SAGEMAKER_MODEL_SERVER_TIMEOUT)");
+  app.add_option("--drain-timeout-s", drain_s, "on SIGTERM, wait this long for in-flight work");
+  app.add_flag("--access-log", config.access_log, "one line per request on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    throw CommandLineExit{app.exit(e)};
+  }
+
+  config.model_dir = model_dir;
+  config.port_file = port_file;
+  config.max_payload_bytes = static_cast<size_t>(payload_mb * (1 << 20));
+  config.batching.max_batch_images = max_batch;
+  config.batching.max_wait =
+      std::chrono::microseconds(static_cast<int64_t>(batch_wait_ms * 1000.0));
+  config.batching.queue_capacity = queue_capacity;
+  auto to_ms = [](double seconds, const char* flag) {
+    if (!(seconds > 0.0) || seconds > 86400.0) {
+      throw common::ConfigError("command line", flag, "must be in (0, 86400] seconds");
+    }
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+  };
+  config.idle_timeout = to_ms(idle_s, "--idle-timeout-s");
+  config.header_timeout = to_ms(header_s, "--header-timeout-s");
+  config.body_timeout = to_ms(body_s, "--body-timeout-s");
+  config.write_timeout = to_ms(write_s, "--write-timeout-s");
+  config.request_deadline = to_ms(deadline_s, "--request-deadline-s");
+  config.drain_timeout = to_ms(drain_s, "--drain-timeout-s");
+  if (config.batch_strategy != "SINGLE_RECORD" && config.batch_strategy != "MULTI_RECORD") {
+    throw common::ConfigError(
+        "environment", "SAGEMAKER_BATCH_STRATEGY",
+        fmt::format("must be SINGLE_RECORD or MULTI_RECORD, got \"{}\"", config.batch_strategy));
+  }
+  if (config.max_concurrent_transforms == 0) {
+    config.max_concurrent_transforms = config.batching.max_batch_images;
+  }
+  if (config.default_options.max_detections > config.max_detections_cap) {
+    config.max_detections_cap = config.default_options.max_detections;
+  }
+  return config;
+}
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,64 @@
+#pragma once
+// Everything the server can be told, from flags first, then SageMaker's environment, then
+// defaults. `server --help` lists the flags; the environment variables read are:
+//   SAGEMAKER_BIND_TO_PORT              port (default 8080)
+//   SAGEMAKER_MAX_PAYLOAD_IN_MB         request body limit in MiB (default 6)
+//   SAGEMAKER_BATCH_STRATEGY            SINGLE_RECORD | MULTI_RECORD, for /execution-parameters
+//   SAGEMAKER_MAX_CONCURRENT_TRANSFORMS for /execution-parameters (default: the batch size)
+//   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds (default 60)
+//   SAGEMAKER_MODEL_SERVER_WORKERS      accepted for compatibility; one model instance serves
+//   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
+//   MRCNN_SERVING_BATCH_WAIT_MS         the same as the flags, for `docker run -e`
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/env_map.h"
+#include "serving/image_decoding.h"
+#include "serving/inference_executor.h"
+#include "serving/predictor.h"
+
+namespace mrcnn::serving {
+
+struct ServerConfig {
+  std::string host = "0.0.0.0";
+  uint16_t port = 8080;             // 0 = any free port (see port_file)
+  std::filesystem::path port_file;  // when set, the bound port is written there (atomically)
+  std::filesystem::path model_dir = "/opt/ml/model";
+  std::string predictor = "auto";  // auto | model | statistics (a test facility)
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  int num_threads = 0;
+
+  int io_threads = 2;
+  int cpu_threads = 2;  // request decoding and response encoding
+  BatchingPolicy batching;
+  size_t max_inflight_requests = 128;  // admitted /invocations at once; beyond it 503
+
+  size_t max_payload_bytes = 6u << 20;
+  std::string batch_strategy = "SINGLE_RECORD";
+  int max_concurrent_transforms = 0;  // 0: use batching.max_batch_images
+  ImageLimits image_limits;
+  size_t max_images_per_request = 16;
+  PredictOptions default_options;
+  int max_detections_cap = 1000;
+
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(75)};
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};
+  std::chrono::milliseconds body_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds request_deadline{std::chrono::seconds(60)};
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(25)};
+  bool access_log = false;
+};
+
+// Thrown for --help or a malformed command line after CLI11 printed what to say.
+struct CommandLineExit {
+  int code = 0;
+};
+
+// Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
+ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);
+
+}  // namespace mrcnn::serving
