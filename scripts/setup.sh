@@ -38,6 +38,12 @@ if [[ ! -x $venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
   echo "$want" > "$stamp"
 fi
 
+# ccache across clones and build dirs: paths under the checkout are hashed relative to
+# it, and PCH-using compiles are cacheable only with these sloppiness settings.
+export CCACHE_BASEDIR="$top"
+export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_NOHASHDIR=1
+
 # Configure once; later runs only build (Ninja re-runs CMake when a CMakeLists changes).
 build="$top/build"
 if [[ ! -f $build/build.ninja ]]; then
