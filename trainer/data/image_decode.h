@@ -1,0 +1,19 @@
+#pragma once
+// Image files to 8-bit 3-channel RGB with OpenCV: JPEG and PNG (and whatever else the
+// OpenCV build reads); grayscale is replicated, alpha is dropped (COCO annotations ignore
+// it), 16-bit is scaled down. The raw pixel orientation is kept (EXIF rotation is not
+// applied) because COCO annotations are in stored-pixel coordinates.
+#include <cstdint>
+#include <filesystem>
+#include <opencv2/core.hpp>
+#include <span>
+#include <string>
+
+namespace mrcnn::data {
+
+// Throws std::runtime_error naming the file when it is missing or cannot be decoded.
+cv::Mat DecodeImageRgb(const std::filesystem::path& path);
+// `source` names the bytes in the error message.
+cv::Mat DecodeImageRgb(std::span<const uint8_t> bytes, const std::string& source);
+
+}  // namespace mrcnn::data

@@ -1,0 +1,89 @@
+#include "trainer/data/transforms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+namespace mrcnn::data {
+
+std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_size,
+                                   int64_t max_size) {
+  const double h = static_cast<double>(height), w = static_cast<double>(width);
+  double scale = static_cast<double>(min_size) / std::min(h, w);
+  if (max_size > 0 && std::max(h, w) * scale > static_cast<double>(max_size)) {
+    scale = static_cast<double>(max_size) / std::max(h, w);
+  }
+  return {std::max<int64_t>(1, static_cast<int64_t>(h * scale + 0.5)),
+          std::max<int64_t>(1, static_cast<int64_t>(w * scale + 0.5))};
+}
+
+InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
+                                  std::span<const CocoAnnotation> annotations,
+                                  const TransformSpec& spec, std::mt19937_64& rng) {
+  if (spec.min_sizes.empty())
+    throw std::invalid_argument("TransformSpec: min_sizes is empty");
+  InstanceSample s;
+  s.image_id = image.id;
+  s.original_height = rgb.rows;
+  s.original_width = rgb.cols;
+  int64_t min_size = spec.min_sizes.back();
+  if (spec.training && spec.min_sizes.size() > 1) {
+    min_size = spec.min_sizes[rng() % spec.min_sizes.size()];
+  }
+  // A uniform draw in [0,1) from 53 random bits; portable, unlike the std distributions.
+  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  s.flipped = spec.training && u < spec.flip_probability;
+  const auto [H, W] = ResizedSize(rgb.rows, rgb.cols, min_size, spec.max_size);
+  s.scale_y = static_cast<double>(H) / rgb.rows;
+  s.scale_x = static_cast<double>(W) / rgb.cols;
+  if (H == rgb.rows && W == rgb.cols) {
+    s.image = rgb.clone();
+  } else {
+    cv::resize(rgb, s.image, cv::Size(static_cast<int>(W), static_cast<int>(H)), 0, 0,
+               cv::INTER_LINEAR);
+  }
+  if (s.flipped)
+    cv::flip(s.image, s.image, 1);
+  const double fw = static_cast<double>(W);
+  auto map_x = [&](double x) { return s.flipped ? fw - x * s.scale_x : x * s.scale_x; };
+  for (const auto& a : annotations) {
+    if (a.iscrowd || a.label <= 0)
+      continue;
+    const double x0 = map_x(a.bbox[0]), x1 = map_x(a.bbox[0] + a.bbox[2]);
+    const double y0 = a.bbox[1] * s.scale_y, y1 = (a.bbox[1] + a.bbox[3]) * s.scale_y;
+    s.boxes.push_back({static_cast<float>(std::min(x0, x1)), static_cast<float>(y0),
+                       static_cast<float>(std::max(x0, x1)), static_cast<float>(y1)});
+    s.labels.push_back(a.label);
+    if (!spec.with_masks)
+      continue;
+    cv::Mat mask(static_cast<int>(H), static_cast<int>(W), CV_8U);
+    if (const auto* polys = std::get_if<CocoPolygons>(&a.segmentation)) {
+      CocoPolygons moved = *polys;
+      for (auto& p : moved) {
+        for (size_t i = 0; i + 1 < p.size(); i += 2) {
+          p[i] = map_x(p[i]);
+          p[i + 1] *= s.scale_y;
+        }
+      }
+      Rle rle = RleFromPolygons(moved, H, W);
+      auto bits = DecodeMask(rle);
+      std::copy(bits.begin(), bits.end(), mask.data);
+    } else if (const auto* rle = std::get_if<Rle>(&a.segmentation)) {
+      auto bits = DecodeMask(*rle);
+      cv::Mat full(static_cast<int>(rle->height), static_cast<int>(rle->width), CV_8U, bits.data());
+      cv::resize(full, mask, mask.size(), 0, 0, cv::INTER_NEAREST);
+      if (s.flipped)
+        cv::flip(mask, mask, 1);
+    } else {
+      // No segmentation: the box is the mask.
+      Rle box = RleFromBox({std::min(x0, x1), y0, std::abs(x1 - x0), y1 - y0}, H, W);
+      auto bits = DecodeMask(box);
+      std::copy(bits.begin(), bits.end(), mask.data);
+    }
+    s.masks.push_back(mask);
+  }
+  return s;
+}
+
+}  // namespace mrcnn::data

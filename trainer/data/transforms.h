@@ -1,0 +1,48 @@
+#pragma once
+// Training/test transforms applied to one image and its instances together: resize by
+// the shortest edge (one size, or a random pick from a list for multi-scale training)
+// capped by a max size, then an optional horizontal flip. Boxes are scaled/flipped
+// exactly like the pixels; polygon masks are transformed as coordinates and rasterised at
+// the final size (sharper than resizing bitmaps), RLE masks are resized (nearest) and
+// flipped. Torch-free; tensors are made in batch.h.
+#include <array>
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "trainer/data/coco_dataset.h"
+
+namespace mrcnn::data {
+
+struct TransformSpec {
+  std::vector<int64_t> min_sizes{800};  // shortest edge; training picks one at random
+  int64_t max_size = 1333;              // longest edge cap
+  double flip_probability = 0.0;        // 0.5 for training
+  bool training = false;                // false: use min_sizes.back(), never flip
+  bool with_masks = true;
+};
+
+// One image ready for batching (crowd annotations are left out).
+struct InstanceSample {
+  int64_t image_id = 0;
+  int64_t original_height = 0, original_width = 0;
+  double scale_y = 1, scale_x = 1;  // transformed / original
+  bool flipped = false;
+  cv::Mat image;                            // CV_8UC3 RGB, transformed size
+  std::vector<std::array<float, 4>> boxes;  // x0, y0, x1, y1 in transformed pixels
+  std::vector<int64_t> labels;              // contiguous 1..K
+  std::vector<cv::Mat> masks;               // CV_8U 0/1, transformed size
+};
+
+// Output size (height, width) for an input size and a chosen shortest edge.
+std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_size,
+                                   int64_t max_size);
+
+// Transforms a decoded image and its annotations. `rng` drives the size pick and the flip.
+InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
+                                  std::span<const CocoAnnotation> annotations,
+                                  const TransformSpec& spec, std::mt19937_64& rng);
+
+}  // namespace mrcnn::data
