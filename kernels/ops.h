@@ -33,7 +33,9 @@ at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 
 // NMS applied independently within each value of idxs (int64, N), in one pass (no
 // per-class loop). Result: kept indices sorted by decreasing score, identical to
-// torchvision.ops.batched_nms.
+// torchvision.ops.batched_nms, including the order of equal scores (lower index first,
+// except on CPU above 1000 boxes where torchvision orders ties by ATen's default
+// descending sort and so do we).
 at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                       double iou_threshold);
 

@@ -1,0 +1,298 @@
+// The mrcnn op library: schemas, device-independent (composite) ops, autograd and
+// autocast wrappers. Device kernels register themselves from kernels/<family>/{cpu,cuda}.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "kernels/anchors/anchor_grid.h"
+#include "kernels/sampling/balanced_sampler.h"
+
+namespace mrcnn::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor CallRoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                        int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                        bool aligned) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mrcnn::roi_align", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t,
+                                         int64_t, int64_t, bool)>();
+  return op.call(input, rois, spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned);
+}
+
+at::Tensor CallRoiAlignBackward(const at::Tensor& grad, const at::Tensor& rois,
+                                double spatial_scale, int64_t pooled_h, int64_t pooled_w,
+                                int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                int64_t sampling_ratio, bool aligned) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mrcnn::_roi_align_backward", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t,
+                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                         bool)>();
+  return op.call(grad, rois, spatial_scale, pooled_h, pooled_w, batch, channels, height, width,
+                 sampling_ratio, aligned);
+}
+
+at::Tensor CallMultiLevel(at::TensorList features, const at::Tensor& rois,
+                          const at::Tensor& levels, at::ArrayRef<double> scales, int64_t pooled_h,
+                          int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mrcnn::_multi_level_roi_align", "")
+                       .typed<at::Tensor(at::TensorList, const at::Tensor&, const at::Tensor&,
+                                         at::ArrayRef<double>, int64_t, int64_t, int64_t, bool)>();
+  return op.call(features, rois, levels, scales, pooled_h, pooled_w, sampling_ratio, aligned);
+}
+
+std::vector<at::Tensor> CallMultiLevelBackward(const at::Tensor& grad, const at::Tensor& rois,
+                                               const at::Tensor& levels,
+                                               at::ArrayRef<double> scales,
+                                               at::IntArrayRef feature_shapes, int64_t pooled_h,
+                                               int64_t pooled_w, int64_t sampling_ratio,
+                                               bool aligned) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mrcnn::_multi_level_roi_align_backward", "")
+          .typed<std::vector<at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         at::ArrayRef<double>, at::IntArrayRef, int64_t, int64_t,
+                                         int64_t, bool)>();
+  return op.call(grad, rois, levels, scales, feature_shapes, pooled_h, pooled_w, sampling_ratio,
+                 aligned);
+}
+
+class RoiAlignFunction : public torch::autograd::Function<RoiAlignFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
+                               const at::Tensor& rois, double spatial_scale, int64_t pooled_h,
+                               int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+    ctx->saved_data["spatial_scale"] = spatial_scale;
+    ctx->saved_data["pooled_h"] = pooled_h;
+    ctx->saved_data["pooled_w"] = pooled_w;
+    ctx->saved_data["sampling_ratio"] = sampling_ratio;
+    ctx->saved_data["aligned"] = aligned;
+    ctx->saved_data["input_shape"] = input.sizes();
+    ctx->save_for_backward({rois});
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return {CallRoiAlign(input, rois, spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_output) {
+    const at::Tensor rois = ctx->get_saved_variables()[0];
+    const auto shape = ctx->saved_data["input_shape"].toIntVector();
+    const at::Tensor grad_input = CallRoiAlignBackward(
+        grad_output[0], rois, ctx->saved_data["spatial_scale"].toDouble(),
+        ctx->saved_data["pooled_h"].toInt(), ctx->saved_data["pooled_w"].toInt(), shape[0],
+        shape[1], shape[2], shape[3], ctx->saved_data["sampling_ratio"].toInt(),
+        ctx->saved_data["aligned"].toBool());
+    return {grad_input, at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+class MultiLevelRoiAlignFunction : public torch::autograd::Function<MultiLevelRoiAlignFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, at::TensorList features,
+                               const at::Tensor& rois, const at::Tensor& levels,
+                               const std::vector<double>& scales, int64_t pooled_h,
+                               int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+    std::vector<int64_t> shapes;
+    for (const auto& f : features) {
+      const auto s = f.sizes();
+      shapes.insert(shapes.end(), s.begin(), s.end());
+    }
+    ctx->saved_data["shapes"] = shapes;
+    ctx->saved_data["scales"] = scales;
+    ctx->saved_data["pooled_h"] = pooled_h;
+    ctx->saved_data["pooled_w"] = pooled_w;
+    ctx->saved_data["sampling_ratio"] = sampling_ratio;
+    ctx->saved_data["aligned"] = aligned;
+    ctx->save_for_backward({rois, levels});
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return {CallMultiLevel(features, rois, levels, scales, pooled_h, pooled_w, sampling_ratio,
+                           aligned)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_output) {
+    const auto saved = ctx->get_saved_variables();
+    const auto shapes = ctx->saved_data["shapes"].toIntVector();
+    const auto scales = ctx->saved_data["scales"].toDoubleVector();
+    variable_list grads = CallMultiLevelBackward(
+        grad_output[0], saved[0], saved[1], scales, shapes, ctx->saved_data["pooled_h"].toInt(),
+        ctx->saved_data["pooled_w"].toInt(), ctx->saved_data["sampling_ratio"].toInt(),
+        ctx->saved_data["aligned"].toBool());
+    // rois, levels, scales, pooled_h, pooled_w, sampling_ratio, aligned: no gradient.
+    grads.resize(grads.size() + 7);
+    return grads;
+  }
+};
+
+at::Tensor RoiAlignAutograd(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                            int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                            bool aligned) {
+  return RoiAlignFunction::apply(input, rois, spatial_scale, pooled_h, pooled_w, sampling_ratio,
+                                 aligned)[0];
+}
+
+at::Tensor MultiLevelAutograd(at::TensorList features, const at::Tensor& rois,
+                              const at::Tensor& levels, at::ArrayRef<double> scales,
+                              int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                              bool aligned) {
+  return MultiLevelRoiAlignFunction::apply(features, rois, levels, scales.vec(), pooled_h,
+                                           pooled_w, sampling_ratio, aligned)[0];
+}
+
+// Autocast: ROIAlign runs in float32 and returns the input's dtype (as torchvision).
+template <c10::DispatchKey key, c10::DeviceType device_type>
+at::Tensor RoiAlignAutocast(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                            int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                            bool aligned) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(key);
+  return CallRoiAlign(at::autocast::cached_cast(at::kFloat, input, device_type),
+                      at::autocast::cached_cast(at::kFloat, rois, device_type), spatial_scale,
+                      pooled_h, pooled_w, sampling_ratio, aligned)
+      .to(input.scalar_type());
+}
+
+template <c10::DispatchKey key, c10::DeviceType device_type>
+at::Tensor MultiLevelAutocast(at::TensorList features, const at::Tensor& rois,
+                              const at::Tensor& levels, at::ArrayRef<double> scales,
+                              int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                              bool aligned) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(key);
+  std::vector<at::Tensor> features_fp32;
+  for (const auto& f : features) {
+    features_fp32.push_back(at::autocast::cached_cast(at::kFloat, f, device_type));
+  }
+  return CallMultiLevel(features_fp32, at::autocast::cached_cast(at::kFloat, rois, device_type),
+                        levels, scales, pooled_h, pooled_w, sampling_ratio, aligned)
+      .to(features.empty() ? rois.scalar_type() : features[0].scalar_type());
+}
+
+// torchvision LevelMapper on K×5 rois, in the same float operations.
+at::Tensor MapRoiLevels(const at::Tensor& rois, at::ArrayRef<double> scales,
+                        int64_t canonical_scale, int64_t canonical_level) {
+  const char* op = "mrcnn::map_roi_levels";
+  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
+              ": rois must be K×5 (batch_index, x1, y1, x2, y2), got shape ", rois.sizes());
+  TORCH_CHECK(!scales.empty(), op, ": scales must name at least one level");
+  TORCH_CHECK(canonical_scale > 0, op, ": canonical_scale must be positive");
+  std::vector<int64_t> level_ids;
+  for (double s : scales) {
+    TORCH_CHECK(s > 0 && s <= 1, op, ": every scale must be in (0, 1], got ", s);
+    const double lvl = -std::log2(static_cast<float>(s));
+    TORCH_CHECK(lvl == std::round(lvl), op, ": scale ", s,
+                " is not a power of two (FPN level scales are 1/2^k)");
+    level_ids.push_back(static_cast<int64_t>(lvl));
+  }
+  // As torchvision's MultiScaleRoIAlign: the level range comes from the first and last
+  // scale; level l of that range reads features[l].
+  const int64_t k_min = level_ids.front(), k_max = level_ids.back();
+  TORCH_CHECK(k_max >= k_min && k_max - k_min < static_cast<int64_t>(level_ids.size()), op,
+              ": scales span levels ", k_min, "..", k_max, " but only ", level_ids.size(),
+              " feature maps are given (scales must be finest first)");
+  const at::Tensor boxes = rois.slice(1, 1, 5);
+  const at::Tensor area = (boxes.select(1, 2) - boxes.select(1, 0)) *
+                          (boxes.select(1, 3) - boxes.select(1, 1));
+  const at::Tensor s = at::sqrt(area);
+  const at::Tensor eps = at::scalar_tensor(1e-6, s.options());
+  at::Tensor target = at::floor(at::log2(s / canonical_scale) + canonical_level + eps);
+  target = at::clamp(target, static_cast<double>(k_min), static_cast<double>(k_max));
+  return target.to(at::kLong) - k_min;
+}
+
+at::Tensor MultiLevelRoiAlignComposite(at::TensorList features, const at::Tensor& rois,
+                                       at::ArrayRef<double> scales, int64_t pooled_h,
+                                       int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                                       int64_t canonical_scale, int64_t canonical_level) {
+  TORCH_CHECK(features.size() == scales.size(), "mrcnn::multi_level_roi_align: got ",
+              features.size(), " feature maps but ", scales.size(), " scales");
+  const at::Tensor levels = MapRoiLevels(rois, scales, canonical_scale, canonical_level);
+  return CallMultiLevel(features, rois, levels, scales, pooled_h, pooled_w, sampling_ratio,
+                        aligned);
+}
+
+std::tuple<at::Tensor, at::Tensor> SampleBalancedOp(const at::Tensor& labels,
+                                                    int64_t batch_size_per_image,
+                                                    double positive_fraction,
+                                                    std::optional<at::Generator> generator) {
+  return SampleBalancedMasks(labels, batch_size_per_image, positive_fraction, generator);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(mrcnn, m) {
+  m.def("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
+  m.def("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor");
+  m.def(
+      "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, "
+      "int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
+  m.def(
+      "_roi_align_backward(Tensor grad, Tensor rois, float spatial_scale, int pooled_height, "
+      "int pooled_width, int batch_size, int channels, int height, int width, "
+      "int sampling_ratio, bool aligned) -> Tensor");
+  m.def(
+      "map_roi_levels(Tensor rois, float[] scales, int canonical_scale=224, "
+      "int canonical_level=4) -> Tensor");
+  m.def(
+      "multi_level_roi_align(Tensor[] features, Tensor rois, float[] scales, int pooled_height, "
+      "int pooled_width, int sampling_ratio, bool aligned, int canonical_scale=224, "
+      "int canonical_level=4) -> Tensor");
+  m.def(
+      "_multi_level_roi_align(Tensor[] features, Tensor rois, Tensor levels, float[] scales, "
+      "int pooled_height, int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
+  m.def(
+      "_multi_level_roi_align_backward(Tensor grad, Tensor rois, Tensor levels, float[] scales, "
+      "int[] feature_shapes, int pooled_height, int pooled_width, int sampling_ratio, "
+      "bool aligned) -> Tensor[]");
+  m.def("box_iou(Tensor boxes1, Tensor boxes2) -> Tensor");
+  m.def("encode_boxes(Tensor reference_boxes, Tensor proposals, float[] weights) -> Tensor");
+  m.def("decode_boxes(Tensor rel_codes, Tensor boxes, float[] weights, float clamp) -> Tensor");
+  m.def(
+      "generate_anchors(int[] feature_sizes, int[] strides, float[] sizes, int[] sizes_per_level, "
+      "float[] aspect_ratios, int[] ratios_per_level, Device device) -> Tensor");
+  m.def(
+      "match_proposals(Tensor match_quality, float high_threshold, float low_threshold, "
+      "bool allow_low_quality_matches) -> Tensor");
+  m.def(
+      "sample_balanced(Tensor labels, int batch_size_per_image, float positive_fraction, "
+      "Generator? generator=None) -> (Tensor, Tensor)");
+  m.def(
+      "paste_masks(Tensor masks, Tensor boxes, int image_height, int image_width, "
+      "int padding=1) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(mrcnn, CompositeImplicitAutograd, m) {
+  m.impl("map_roi_levels", &MapRoiLevels);
+  m.impl("multi_level_roi_align", &MultiLevelRoiAlignComposite);
+  m.impl("generate_anchors", &GenerateAnchorGrid);
+  m.impl("sample_balanced", &SampleBalancedOp);
+}
+
+TORCH_LIBRARY_IMPL(mrcnn, Autograd, m) {
+  m.impl("roi_align", &RoiAlignAutograd);
+  m.impl("_multi_level_roi_align", &MultiLevelAutograd);
+}
+
+TORCH_LIBRARY_IMPL(mrcnn, AutocastCPU, m) {
+  m.impl("roi_align",
+         &RoiAlignAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("_multi_level_roi_align",
+         &MultiLevelAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+}
+
+TORCH_LIBRARY_IMPL(mrcnn, AutocastCUDA, m) {
+  m.impl("roi_align",
+         &RoiAlignAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("_multi_level_roi_align",
+         &MultiLevelAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+}
+
+}  // namespace mrcnn::kernels

@@ -1,0 +1,342 @@
+// CPU ROIAlign forward/backward for one level (mrcnn::roi_align) and for FPN levels
+// (mrcnn::_multi_level_roi_align), with torchvision's sampling arithmetic. Forward is
+// parallel over rois; backward is parallel over channels, so every thread owns whole
+// gradient planes and needs no atomics.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/roi_align/roi_align_args.h"
+
+namespace mrcnn::kernels {
+namespace {
+
+template <typename acc_t>
+struct Sample {
+  int64_t p1, p2, p3, p4;
+  acc_t w1, w2, w3, w4;
+};
+
+template <typename acc_t>
+struct RoiGeometry {
+  int64_t batch;
+  acc_t start_h, start_w, bin_h, bin_w;
+  int64_t grid_h, grid_w;
+  acc_t count;
+};
+
+template <typename scalar_t, typename acc_t>
+RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t pooled_h,
+                                   int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+  RoiGeometry<acc_t> g;
+  g.batch = static_cast<int64_t>(roi[0]);
+  const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
+  g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
+  g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
+  const acc_t end_w = static_cast<acc_t>(roi[3]) * scale - offset;
+  const acc_t end_h = static_cast<acc_t>(roi[4]) * scale - offset;
+  acc_t roi_w = end_w - g.start_w;
+  acc_t roi_h = end_h - g.start_h;
+  if (!aligned) {
+    roi_w = std::max(roi_w, acc_t(1));
+    roi_h = std::max(roi_h, acc_t(1));
+  }
+  g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
+  g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
+  g.grid_h = sampling_ratio > 0 ? sampling_ratio
+                                : static_cast<int64_t>(std::ceil(roi_h / pooled_h));
+  g.grid_w = sampling_ratio > 0 ? sampling_ratio
+                                : static_cast<int64_t>(std::ceil(roi_w / pooled_w));
+  g.count = std::max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
+  return g;
+}
+
+// Bilinear taps of every sampling point, bin-major. Points outside the map get
+// zero weights (and position 0), as in torchvision.
+template <typename acc_t>
+void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, int64_t pooled_h,
+                    int64_t pooled_w, std::vector<Sample<acc_t>>& samples) {
+  const int64_t grid_h = std::max<int64_t>(g.grid_h, 0);
+  const int64_t grid_w = std::max<int64_t>(g.grid_w, 0);
+  samples.resize(static_cast<size_t>(pooled_h * pooled_w * grid_h * grid_w));
+  size_t k = 0;
+  for (int64_t ph = 0; ph < pooled_h; ++ph) {
+    for (int64_t pw = 0; pw < pooled_w; ++pw) {
+      for (int64_t iy = 0; iy < grid_h; ++iy) {
+        const acc_t yy = g.start_h + static_cast<acc_t>(ph) * g.bin_h +
+                         static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(grid_h);
+        for (int64_t ix = 0; ix < grid_w; ++ix) {
+          const acc_t xx = g.start_w + static_cast<acc_t>(pw) * g.bin_w +
+                           static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(grid_w);
+          Sample<acc_t>& s = samples[k++];
+          acc_t y = yy, x = xx;
+          if (y < -1.0 || y > height || x < -1.0 || x > width) {
+            s = Sample<acc_t>{0, 0, 0, 0, 0, 0, 0, 0};
+            continue;
+          }
+          if (y <= 0) y = 0;
+          if (x <= 0) x = 0;
+          int64_t y_low = static_cast<int64_t>(y);
+          int64_t x_low = static_cast<int64_t>(x);
+          int64_t y_high, x_high;
+          if (y_low >= height - 1) {
+            y_high = y_low = height - 1;
+            y = static_cast<acc_t>(y_low);
+          } else {
+            y_high = y_low + 1;
+          }
+          if (x_low >= width - 1) {
+            x_high = x_low = width - 1;
+            x = static_cast<acc_t>(x_low);
+          } else {
+            x_high = x_low + 1;
+          }
+          const acc_t ly = y - y_low, lx = x - x_low;
+          const acc_t hy = acc_t(1) - ly, hx = acc_t(1) - lx;
+          s.p1 = y_low * width + x_low;
+          s.p2 = y_low * width + x_high;
+          s.p3 = y_high * width + x_low;
+          s.p4 = y_high * width + x_high;
+          s.w1 = hy * hx;
+          s.w2 = hy * lx;
+          s.w3 = ly * hx;
+          s.w4 = ly * lx;
+        }
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+struct LevelView {
+  const scalar_t* data;
+  int64_t height, width;
+  double scale;
+};
+
+int64_t LevelOf(const int64_t* levels, int64_t n, int64_t num_levels) {
+  if (levels == nullptr) {
+    return 0;
+  }
+  const int64_t l = levels[n];
+  TORCH_CHECK(l >= 0 && l < num_levels, "mrcnn::_multi_level_roi_align: roi ", n,
+              " has level ", l, " outside [0, ", num_levels, ")");
+  return l;
+}
+
+template <typename scalar_t>
+void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const int64_t* levels,
+                   const scalar_t* rois, int64_t num_rois, int64_t batch, int64_t channels,
+                   int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                   scalar_t* out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t bins = pooled_h * pooled_w;
+  const int64_t num_levels = static_cast<int64_t>(levels_view.size());
+  at::parallel_for(0, num_rois, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Sample<acc_t>> samples;
+    for (int64_t n = begin; n < end; ++n) {
+      const LevelView<scalar_t>& lv = levels_view[LevelOf(levels, n, num_levels)];
+      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
+                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n,
+                  " has batch index ", g.batch, " outside [0, ", batch, ")");
+      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
+      const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
+      const int64_t plane = lv.height * lv.width;
+      for (int64_t c = 0; c < channels; ++c) {
+        const scalar_t* in = lv.data + (g.batch * channels + c) * plane;
+        scalar_t* o = out + (n * channels + c) * bins;
+        const Sample<acc_t>* s = samples.data();
+        for (int64_t b = 0; b < bins; ++b) {
+          acc_t v = 0;
+          for (int64_t k = 0; k < per_bin; ++k, ++s) {
+            v += s->w1 * static_cast<acc_t>(in[s->p1]) + s->w2 * static_cast<acc_t>(in[s->p2]) +
+                 s->w3 * static_cast<acc_t>(in[s->p3]) + s->w4 * static_cast<acc_t>(in[s->p4]);
+          }
+          o[b] = static_cast<scalar_t>(v / g.count);
+        }
+      }
+    }
+  });
+}
+
+// grads[l] are acc_t buffers shaped like the level's features.
+template <typename scalar_t>
+void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
+                    const std::vector<at::opmath_type<scalar_t>*>& grads, const int64_t* levels,
+                    const scalar_t* rois, int64_t num_rois, int64_t batch, int64_t channels,
+                    int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                    const at::Tensor& grad_out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const scalar_t* go = grad_out.data_ptr<scalar_t>();
+  const int64_t sn = grad_out.stride(0), sc = grad_out.stride(1), sh = grad_out.stride(2),
+                sw = grad_out.stride(3);
+  const int64_t num_levels = static_cast<int64_t>(levels_view.size());
+  at::parallel_for(0, channels, 1, [&](int64_t c_begin, int64_t c_end) {
+    std::vector<Sample<acc_t>> samples;
+    for (int64_t n = 0; n < num_rois; ++n) {
+      const int64_t l = LevelOf(levels, n, num_levels);
+      const LevelView<scalar_t>& lv = levels_view[l];
+      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
+                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align backward: roi ", n,
+                  " has batch index ", g.batch, " outside [0, ", batch, ")");
+      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
+      const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
+      const int64_t plane = lv.height * lv.width;
+      for (int64_t c = c_begin; c < c_end; ++c) {
+        acc_t* gin = grads[l] + (g.batch * channels + c) * plane;
+        const Sample<acc_t>* s = samples.data();
+        for (int64_t ph = 0; ph < pooled_h; ++ph) {
+          for (int64_t pw = 0; pw < pooled_w; ++pw) {
+            const acc_t gbin = static_cast<acc_t>(go[n * sn + c * sc + ph * sh + pw * sw]);
+            for (int64_t k = 0; k < per_bin; ++k, ++s) {
+              // Out-of-map samples have zero weights; adding zero keeps them harmless.
+              gin[s->p1] += gbin * s->w1 / g.count;
+              gin[s->p2] += gbin * s->w2 / g.count;
+              gin[s->p3] += gbin * s->w3 / g.count;
+              gin[s->p4] += gbin * s->w4 / g.count;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
+                                const at::Tensor& rois_in, const at::Tensor& levels_in,
+                                const std::vector<double>& scales, int64_t pooled_h,
+                                int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                                const char* op) {
+  CheckRois(rois_in, op);
+  CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
+  CheckLevelFeatures(features_in, rois_in, op);
+  TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(),
+              " scales for ", features_in.size(), " feature levels");
+  std::vector<at::Tensor> features;
+  for (const auto& f : features_in) {
+    features.push_back(f.contiguous());
+  }
+  const at::Tensor rois = rois_in.contiguous();
+  const int64_t num_rois = rois.size(0);
+  const int64_t batch = features[0].size(0), channels = features[0].size(1);
+  at::Tensor out = at::zeros({num_rois, channels, pooled_h, pooled_w}, features[0].options());
+  if (num_rois == 0 || channels == 0) {
+    return out;
+  }
+  at::Tensor levels;
+  if (levels_in.defined()) {
+    TORCH_CHECK(levels_in.dim() == 1 && levels_in.size(0) == num_rois, op,
+                ": levels must hold one entry per roi");
+    levels = levels_in.to(at::kLong).contiguous();
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cpu", [&] {
+    std::vector<LevelView<scalar_t>> views;
+    for (size_t l = 0; l < features.size(); ++l) {
+      views.push_back({features[l].data_ptr<scalar_t>(), features[l].size(2), features[l].size(3),
+                       scales[l]});
+    }
+    ForwardKernel<scalar_t>(views, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                            rois.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
+                            pooled_w, sampling_ratio, aligned, out.data_ptr<scalar_t>());
+  });
+  return out;
+}
+
+std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::Tensor& rois_in,
+                                              const at::Tensor& levels_in,
+                                              const std::vector<double>& scales,
+                                              at::IntArrayRef feature_shapes, int64_t pooled_h,
+                                              int64_t pooled_w, int64_t sampling_ratio,
+                                              bool aligned, const char* op) {
+  CheckRois(rois_in, op);
+  const int64_t num_levels = static_cast<int64_t>(scales.size());
+  TORCH_CHECK(static_cast<int64_t>(feature_shapes.size()) == 4 * num_levels, op,
+              ": feature_shapes must hold B,C,H,W for each of the ", num_levels, " levels");
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois_in.size(0), op,
+              ": grad must be K×C×pooled_h×pooled_w");
+  const at::Tensor rois = rois_in.contiguous();
+  const int64_t num_rois = rois.size(0);
+  const int64_t batch = feature_shapes[0], channels = feature_shapes[1];
+  at::Tensor levels;
+  if (levels_in.defined()) {
+    levels = levels_in.to(at::kLong).contiguous();
+  }
+  const auto acc_dtype = at::toOpMathType(grad.scalar_type());
+  std::vector<at::Tensor> grads;
+  for (int64_t l = 0; l < num_levels; ++l) {
+    grads.push_back(at::zeros(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype)));
+  }
+  if (num_rois > 0 && channels > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cpu", [&] {
+      using acc_t = at::opmath_type<scalar_t>;
+      std::vector<LevelView<scalar_t>> views;
+      std::vector<acc_t*> grad_ptrs;
+      for (int64_t l = 0; l < num_levels; ++l) {
+        views.push_back({nullptr, feature_shapes[4 * l + 2], feature_shapes[4 * l + 3], scales[l]});
+        grad_ptrs.push_back(grads[l].data_ptr<acc_t>());
+      }
+      const at::Tensor rois_t = rois.to(grad.scalar_type());
+      BackwardKernel<scalar_t>(views, grad_ptrs,
+                               levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                               rois_t.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
+                               pooled_w, sampling_ratio, aligned, grad);
+    });
+  }
+  for (auto& g : grads) {
+    g = g.to(grad.scalar_type());
+  }
+  return grads;
+}
+
+at::Tensor RoiAlignCpu(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                       int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+  return MultiLevelForwardCpu({input}, rois, at::Tensor(), {spatial_scale}, pooled_h, pooled_w,
+                              sampling_ratio, aligned, "mrcnn::roi_align");
+}
+
+at::Tensor RoiAlignBackwardCpu(const at::Tensor& grad, const at::Tensor& rois,
+                               double spatial_scale, int64_t pooled_h, int64_t pooled_w,
+                               int64_t batch, int64_t channels, int64_t height, int64_t width,
+                               int64_t sampling_ratio, bool aligned) {
+  const std::vector<int64_t> shape{batch, channels, height, width};
+  return MultiLevelBackwardCpu(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h,
+                               pooled_w, sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
+}
+
+at::Tensor MultiLevelRoiAlignCpu(at::TensorList features, const at::Tensor& rois,
+                                 const at::Tensor& levels, at::ArrayRef<double> scales,
+                                 int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                                 bool aligned) {
+  return MultiLevelForwardCpu(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w,
+                              sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
+}
+
+std::vector<at::Tensor> MultiLevelRoiAlignBackwardCpu(const at::Tensor& grad,
+                                                      const at::Tensor& rois,
+                                                      const at::Tensor& levels,
+                                                      at::ArrayRef<double> scales,
+                                                      at::IntArrayRef feature_shapes,
+                                                      int64_t pooled_h, int64_t pooled_w,
+                                                      int64_t sampling_ratio, bool aligned) {
+  return MultiLevelBackwardCpu(grad, rois, levels, scales.vec(), feature_shapes, pooled_h,
+                               pooled_w, sampling_ratio, aligned,
+                               "mrcnn::_multi_level_roi_align_backward");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
+  m.impl("roi_align", &RoiAlignCpu);
+  m.impl("_roi_align_backward", &RoiAlignBackwardCpu);
+  m.impl("_multi_level_roi_align", &MultiLevelRoiAlignCpu);
+  m.impl("_multi_level_roi_align_backward", &MultiLevelRoiAlignBackwardCpu);
+}
+
+}  // namespace mrcnn::kernels

@@ -1,0 +1,337 @@
+// CUDA ROIAlign forward/backward for one level and for FPN levels (a roi's level
+// picks its feature map from a small table passed by value). One thread per output
+// element; float accumulation for half/bfloat16; atomics in the backward pass.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/Atomic.cuh>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "kernels/roi_align/roi_align_args.h"
+
+namespace mrcnn::kernels {
+namespace {
+
+constexpr int kMaxLevels = 8;
+constexpr int kThreads = 256;
+
+template <typename scalar_t, typename acc_t>
+struct LevelTable {
+  const scalar_t* data[kMaxLevels];
+  acc_t* grad[kMaxLevels];
+  int64_t height[kMaxLevels];
+  int64_t width[kMaxLevels];
+  acc_t scale[kMaxLevels];
+  int count;
+};
+
+template <typename acc_t>
+struct Geometry {
+  int64_t batch;
+  acc_t start_h, start_w, bin_h, bin_w, count;
+  int grid_h, grid_w;
+};
+
+template <typename scalar_t, typename acc_t>
+__device__ inline Geometry<acc_t> RoiGeometry(const scalar_t* roi, acc_t scale, int pooled_h,
+                                              int pooled_w, int sampling_ratio, bool aligned) {
+  Geometry<acc_t> g;
+  g.batch = static_cast<int64_t>(roi[0]);
+  const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
+  g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
+  g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
+  acc_t roi_w = static_cast<acc_t>(roi[3]) * scale - offset - g.start_w;
+  acc_t roi_h = static_cast<acc_t>(roi[4]) * scale - offset - g.start_h;
+  if (!aligned) {
+    roi_w = max(roi_w, acc_t(1));
+    roi_h = max(roi_h, acc_t(1));
+  }
+  g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
+  g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
+  g.grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<int>(ceil(roi_h / pooled_h));
+  g.grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<int>(ceil(roi_w / pooled_w));
+  g.count = max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
+  return g;
+}
+
+template <typename acc_t>
+struct Taps {
+  int64_t p1, p2, p3, p4;
+  acc_t w1, w2, w3, w4;
+  bool valid;
+};
+
+template <typename acc_t>
+__device__ inline Taps<acc_t> Bilinear(acc_t y, acc_t x, int64_t height, int64_t width) {
+  Taps<acc_t> t{0, 0, 0, 0, 0, 0, 0, 0, false};
+  if (y < -1.0 || y > height || x < -1.0 || x > width) {
+    return t;
+  }
+  if (y <= 0) y = 0;
+  if (x <= 0) x = 0;
+  int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x);
+  int64_t y_high, x_high;
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = static_cast<acc_t>(y_low);
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    x = static_cast<acc_t>(x_low);
+  } else {
+    x_high = x_low + 1;
+  }
+  const acc_t ly = y - y_low, lx = x - x_low, hy = acc_t(1) - ly, hx = acc_t(1) - lx;
+  t.p1 = y_low * width + x_low;
+  t.p2 = y_low * width + x_high;
+  t.p3 = y_high * width + x_low;
+  t.p4 = y_high * width + x_high;
+  t.w1 = hy * hx;
+  t.w2 = hy * lx;
+  t.w3 = ly * hx;
+  t.w4 = ly * lx;
+  t.valid = true;
+  return t;
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
+                              const int64_t* __restrict__ levels, const scalar_t* __restrict__ rois,
+                              int64_t batch, int64_t channels, int pooled_h, int pooled_w,
+                              int sampling_ratio, bool aligned, scalar_t* __restrict__ out) {
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
+       index += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int pw = static_cast<int>(index % pooled_w);
+    const int ph = static_cast<int>((index / pooled_w) % pooled_h);
+    const int64_t c = (index / pooled_w / pooled_h) % channels;
+    const int64_t n = index / pooled_w / pooled_h / channels;
+    const int l = levels ? static_cast<int>(levels[n]) : 0;
+    const scalar_t* roi = rois + n * 5;
+    if (l < 0 || l >= table.count) {
+      out[index] = scalar_t(0);  // invalid level: documented as a zero output on CUDA
+      continue;
+    }
+    const auto g = RoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
+                                                sampling_ratio, aligned);
+    if (g.batch < 0 || g.batch >= batch) {
+      out[index] = scalar_t(0);
+      continue;
+    }
+    const int64_t height = table.height[l], width = table.width[l];
+    const scalar_t* in = table.data[l] + (g.batch * channels + c) * height * width;
+    acc_t v = 0;
+    for (int iy = 0; iy < g.grid_h; ++iy) {
+      const acc_t y = g.start_h + ph * g.bin_h +
+                      static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(g.grid_h);
+      for (int ix = 0; ix < g.grid_w; ++ix) {
+        const acc_t x = g.start_w + pw * g.bin_w +
+                        static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(g.grid_w);
+        const auto t = Bilinear(y, x, height, width);
+        if (t.valid) {
+          v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
+               t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
+        }
+      }
+    }
+    out[index] = static_cast<scalar_t>(v / g.count);
+  }
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
+                               const int64_t* __restrict__ levels,
+                               const scalar_t* __restrict__ rois, const scalar_t* __restrict__ grad,
+                               int64_t sn, int64_t sc, int64_t sh, int64_t sw, int64_t batch,
+                               int64_t channels, int pooled_h, int pooled_w, int sampling_ratio,
+                               bool aligned) {
+  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
+       index += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int pw = static_cast<int>(index % pooled_w);
+    const int ph = static_cast<int>((index / pooled_w) % pooled_h);
+    const int64_t c = (index / pooled_w / pooled_h) % channels;
+    const int64_t n = index / pooled_w / pooled_h / channels;
+    const int l = levels ? static_cast<int>(levels[n]) : 0;
+    if (l < 0 || l >= table.count) {
+      continue;
+    }
+    const auto g = RoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
+                                                sampling_ratio, aligned);
+    if (g.batch < 0 || g.batch >= batch) {
+      continue;
+    }
+    const int64_t height = table.height[l], width = table.width[l];
+    acc_t* gin = table.grad[l] + (g.batch * channels + c) * height * width;
+    const acc_t gbin = static_cast<acc_t>(grad[n * sn + c * sc + ph * sh + pw * sw]);
+    for (int iy = 0; iy < g.grid_h; ++iy) {
+      const acc_t y = g.start_h + ph * g.bin_h +
+                      static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(g.grid_h);
+      for (int ix = 0; ix < g.grid_w; ++ix) {
+        const acc_t x = g.start_w + pw * g.bin_w +
+                        static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(g.grid_w);
+        const auto t = Bilinear(y, x, height, width);
+        if (t.valid) {
+          gpuAtomicAdd(gin + t.p1, gbin * t.w1 / g.count);
+          gpuAtomicAdd(gin + t.p2, gbin * t.w2 / g.count);
+          gpuAtomicAdd(gin + t.p3, gbin * t.w3 / g.count);
+          gpuAtomicAdd(gin + t.p4, gbin * t.w4 / g.count);
+        }
+      }
+    }
+  }
+}
+
+unsigned BlocksFor(int64_t total) {
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), 65536));
+}
+
+at::Tensor ForwardCuda(const std::vector<at::Tensor>& features_in, const at::Tensor& rois_in,
+                       const at::Tensor& levels_in, const std::vector<double>& scales,
+                       int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                       const char* op) {
+  CheckRois(rois_in, op);
+  CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
+  CheckLevelFeatures(features_in, rois_in, op);
+  TORCH_CHECK(rois_in.is_cuda(), op, ": rois must be a CUDA tensor");
+  TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(), " scales for ",
+              features_in.size(), " feature levels");
+  const c10::cuda::CUDAGuard guard(rois_in.device());
+  std::vector<at::Tensor> features;
+  for (const auto& f : features_in) {
+    features.push_back(f.contiguous());
+  }
+  const at::Tensor rois = rois_in.contiguous();
+  const int64_t num_rois = rois.size(0);
+  const int64_t batch = features[0].size(0), channels = features[0].size(1);
+  at::Tensor out = at::empty({num_rois, channels, pooled_h, pooled_w}, features[0].options());
+  const int64_t total = out.numel();
+  if (total == 0) {
+    return out;
+  }
+  at::Tensor levels;
+  if (levels_in.defined()) {
+    levels = levels_in.to(rois.device(), at::kLong).contiguous();
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    LevelTable<scalar_t, acc_t> table{};
+    table.count = static_cast<int>(features.size());
+    for (size_t l = 0; l < features.size(); ++l) {
+      table.data[l] = features[l].data_ptr<scalar_t>();
+      table.height[l] = features[l].size(2);
+      table.width[l] = features[l].size(3);
+      table.scale[l] = static_cast<acc_t>(scales[l]);
+    }
+    ForwardKernel<scalar_t, acc_t><<<BlocksFor(total), kThreads, 0,
+                                     at::cuda::getCurrentCUDAStream()>>>(
+        total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+        rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
+        static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned,
+        out.data_ptr<scalar_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& rois_in,
+                                     const at::Tensor& levels_in, const std::vector<double>& scales,
+                                     at::IntArrayRef feature_shapes, int64_t pooled_h,
+                                     int64_t pooled_w, int64_t sampling_ratio, bool aligned,
+                                     const char* op) {
+  CheckRois(rois_in, op);
+  const int64_t num_levels = static_cast<int64_t>(scales.size());
+  TORCH_CHECK(num_levels >= 1 && num_levels <= kMaxLevels, op, ": 1 to ", kMaxLevels,
+              " levels are supported, got ", num_levels);
+  TORCH_CHECK(static_cast<int64_t>(feature_shapes.size()) == 4 * num_levels, op,
+              ": feature_shapes must hold B,C,H,W for each level");
+  TORCH_CHECK(grad.is_cuda() && grad.dim() == 4 && grad.size(0) == rois_in.size(0), op,
+              ": grad must be a CUDA K×C×pooled_h×pooled_w tensor");
+  const c10::cuda::CUDAGuard guard(grad.device());
+  const at::Tensor rois = rois_in.to(grad.scalar_type()).contiguous();
+  const int64_t batch = feature_shapes[0], channels = feature_shapes[1];
+  at::Tensor levels;
+  if (levels_in.defined()) {
+    levels = levels_in.to(grad.device(), at::kLong).contiguous();
+  }
+  const auto acc_dtype = at::toOpMathType(grad.scalar_type());
+  std::vector<at::Tensor> grads;
+  for (int64_t l = 0; l < num_levels; ++l) {
+    grads.push_back(at::zeros(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype)));
+  }
+  const int64_t total = grad.numel();
+  if (total > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cuda", [&] {
+      using acc_t = at::opmath_type<scalar_t>;
+      LevelTable<scalar_t, acc_t> table{};
+      table.count = static_cast<int>(num_levels);
+      for (int64_t l = 0; l < num_levels; ++l) {
+        table.grad[l] = grads[l].data_ptr<acc_t>();
+        table.height[l] = feature_shapes[4 * l + 2];
+        table.width[l] = feature_shapes[4 * l + 3];
+        table.scale[l] = static_cast<acc_t>(scales[l]);
+      }
+      BackwardKernel<scalar_t, acc_t><<<BlocksFor(total), kThreads, 0,
+                                        at::cuda::getCurrentCUDAStream()>>>(
+          total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+          rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0), grad.stride(1),
+          grad.stride(2), grad.stride(3), batch, channels, static_cast<int>(pooled_h),
+          static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  }
+  for (auto& g : grads) {
+    g = g.to(grad.scalar_type());
+  }
+  return grads;
+}
+
+at::Tensor RoiAlignCuda(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                        int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+  return ForwardCuda({input}, rois, at::Tensor(), {spatial_scale}, pooled_h, pooled_w,
+                     sampling_ratio, aligned, "mrcnn::roi_align");
+}
+
+at::Tensor RoiAlignBackwardCuda(const at::Tensor& grad, const at::Tensor& rois,
+                                double spatial_scale, int64_t pooled_h, int64_t pooled_w,
+                                int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                int64_t sampling_ratio, bool aligned) {
+  const std::vector<int64_t> shape{batch, channels, height, width};
+  return BackwardCuda(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h, pooled_w,
+                      sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
+}
+
+at::Tensor MultiLevelRoiAlignCuda(at::TensorList features, const at::Tensor& rois,
+                                  const at::Tensor& levels, at::ArrayRef<double> scales,
+                                  int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
+                                  bool aligned) {
+  return ForwardCuda(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w,
+                     sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
+}
+
+std::vector<at::Tensor> MultiLevelRoiAlignBackwardCuda(const at::Tensor& grad,
+                                                       const at::Tensor& rois,
+                                                       const at::Tensor& levels,
+                                                       at::ArrayRef<double> scales,
+                                                       at::IntArrayRef feature_shapes,
+                                                       int64_t pooled_h, int64_t pooled_w,
+                                                       int64_t sampling_ratio, bool aligned) {
+  return BackwardCuda(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
+                      sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("roi_align", &RoiAlignCuda);
+  m.impl("_roi_align_backward", &RoiAlignBackwardCuda);
+  m.impl("_multi_level_roi_align", &MultiLevelRoiAlignCuda);
+  m.impl("_multi_level_roi_align_backward", &MultiLevelRoiAlignBackwardCuda);
+}
+
+}  // namespace mrcnn::kernels

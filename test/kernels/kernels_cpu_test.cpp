@@ -1,0 +1,321 @@
+// CPU behaviour of the mrcnn ops through the public C++ API (kernels/ops.h):
+// edge cases the randomised oracle tests rarely reach.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace mk = mrcnn::kernels;
+
+namespace {
+
+at::Tensor Boxes(std::vector<float> v) {
+  return at::tensor(v, at::kFloat).view({-1, 4});
+}
+
+std::vector<int64_t> ToVector(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kLong).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// Greedy NMS in double, written independently of the kernel for cross-checking.
+std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& scores,
+                                  const at::Tensor& classes, double thr) {
+  const at::Tensor b = boxes.to(at::kDouble).contiguous();
+  const at::Tensor order = std::get<1>(scores.sort(true, 0, true));
+  const int64_t n = b.size(0);
+  const double* p = b.data_ptr<double>();
+  const int64_t* o = order.data_ptr<int64_t>();
+  const at::Tensor cls = classes.to(at::kLong).contiguous();
+  std::vector<bool> dead(n, false);
+  std::vector<int64_t> keep;
+  for (int64_t a = 0; a < n; ++a) {
+    const int64_t i = o[a];
+    if (dead[i]) continue;
+    keep.push_back(i);
+    for (int64_t c = a + 1; c < n; ++c) {
+      const int64_t j = o[c];
+      if (cls.data_ptr<int64_t>()[i] != cls.data_ptr<int64_t>()[j]) continue;
+      const double w = std::max(0.0, std::min(p[4 * i + 2], p[4 * j + 2]) -
+                                         std::max(p[4 * i], p[4 * j]));
+      const double h = std::max(0.0, std::min(p[4 * i + 3], p[4 * j + 3]) -
+                                         std::max(p[4 * i + 1], p[4 * j + 1]));
+      const double ai = (p[4 * i + 2] - p[4 * i]) * (p[4 * i + 3] - p[4 * i + 1]);
+      const double aj = (p[4 * j + 2] - p[4 * j]) * (p[4 * j + 3] - p[4 * j + 1]);
+      if (w * h / (ai + aj - w * h) > thr) dead[j] = true;
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
+TEST_CASE("library registers every mrcnn op", "[kernels]") {
+  CHECK(mk::RegisteredOpCount() == 15);
+}
+
+TEST_CASE("nms edge cases", "[kernels][nms]") {
+  SECTION("no boxes") {
+    const at::Tensor keep = mk::Nms(at::empty({0, 4}), at::empty({0}), 0.5);
+    CHECK(keep.numel() == 0);
+    CHECK(keep.scalar_type() == at::kLong);
+  }
+  SECTION("one box") {
+    CHECK(ToVector(mk::Nms(Boxes({0, 0, 10, 10}), at::tensor({0.3f}), 0.5)) ==
+          std::vector<int64_t>{0});
+  }
+  SECTION("identical boxes: all but the best suppressed") {
+    const at::Tensor boxes = Boxes({0, 0, 10, 10}).repeat({5, 1});
+    const at::Tensor scores = at::tensor({0.1f, 0.9f, 0.5f, 0.7f, 0.2f});
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) == std::vector<int64_t>{1});
+  }
+  SECTION("identical scores keep the lower index first") {
+    const at::Tensor boxes = Boxes({0, 0, 10, 10, 20, 20, 30, 30, 1, 1, 10, 10});
+    const at::Tensor scores = at::full({3}, 0.5f);
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) == std::vector<int64_t>{0, 1});
+  }
+  SECTION("degenerate and inverted boxes never suppress") {
+    const at::Tensor boxes = Boxes({5, 5, 5, 5, 5, 5, 5, 5, 10, 10, 0, 0, 10, 10, 0, 0});
+    const at::Tensor scores = at::tensor({0.9f, 0.8f, 0.7f, 0.6f});
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.5)).size() == 4);
+  }
+  SECTION("huge coordinates") {
+    // Areas up to 1e30 still fit float: same answer as the double reference.
+    const at::Tensor boxes = Boxes({0, 0, 1e15f, 1e15f, 0, 0, 1e15f, 9e14f, 5e14f, 5e14f, 2e15f, 2e15f});
+    const at::Tensor scores = at::tensor({0.9f, 0.8f, 0.7f});
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) ==
+          ReferenceNms(boxes, scores, at::zeros({3}, at::kLong), 0.5));
+    // Areas that overflow float make the IoU NaN (inf/inf), which never suppresses,
+    // exactly as in torchvision's float kernel.
+    const at::Tensor overflow = Boxes({0, 0, 1e30f, 1e30f, 0, 0, 1e30f, 1e30f});
+    CHECK(ToVector(mk::Nms(overflow, at::tensor({0.9f, 0.8f}), 0.5)) ==
+          std::vector<int64_t>{0, 1});
+  }
+  SECTION("threshold is strict: IoU exactly at the threshold keeps the box") {
+    // IoU of these two boxes is exactly 0.5.
+    const at::Tensor boxes = Boxes({0, 0, 3, 1, 1, 0, 4, 1});
+    const at::Tensor scores = at::tensor({0.9f, 0.8f});
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) == std::vector<int64_t>{0, 1});
+    CHECK(ToVector(mk::Nms(boxes, scores, 0.49)) == std::vector<int64_t>{0});
+  }
+  SECTION("random boxes agree with an independent double-precision reference") {
+    at::manual_seed(3);
+    for (int trial = 0; trial < 20; ++trial) {
+      const at::Tensor xy = at::rand({300, 2}) * 100;
+      const at::Tensor wh = at::rand({300, 2}) * 30 + 1;
+      const at::Tensor boxes = at::cat({xy, xy + wh}, 1).round();  // integer: exact in float
+      const at::Tensor scores = at::rand({300});
+      CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) ==
+            ReferenceNms(boxes, scores, at::zeros({300}, at::kLong), 0.5));
+    }
+  }
+}
+
+TEST_CASE("batched nms keeps classes apart", "[kernels][nms]") {
+  SECTION("no boxes") {
+    CHECK(mk::BatchedNms(at::empty({0, 4}), at::empty({0}), at::empty({0}, at::kLong), 0.5)
+              .numel() == 0);
+  }
+  SECTION("identical boxes in different classes all survive, sorted by score") {
+    const at::Tensor boxes = Boxes({0, 0, 10, 10}).repeat({4, 1});
+    const at::Tensor scores = at::tensor({0.1f, 0.9f, 0.5f, 0.7f});
+    const at::Tensor idxs = at::tensor({0, 1, 1, 2}, at::kLong);
+    CHECK(ToVector(mk::BatchedNms(boxes, scores, idxs, 0.5)) ==
+          std::vector<int64_t>{1, 3, 0});
+  }
+  SECTION("random boxes and classes agree with the reference") {
+    at::manual_seed(4);
+    for (int trial = 0; trial < 20; ++trial) {
+      const at::Tensor xy = at::rand({500, 2}) * 100;
+      const at::Tensor boxes = at::cat({xy, xy + at::rand({500, 2}) * 40 + 1}, 1).round();
+      const at::Tensor scores = at::rand({500});
+      const at::Tensor idxs = at::randint(0, 7, {500}, at::kLong);
+      // 0.625 is exact in float and double, so integer boxes with IoU at the
+      // threshold compare the same way in the kernel and the double reference.
+      CHECK(ToVector(mk::BatchedNms(boxes, scores, idxs, 0.625)) ==
+            ReferenceNms(boxes, scores, idxs, 0.625));
+    }
+  }
+}
+
+TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
+  const at::Tensor input = at::rand({2, 3, 10, 12}, at::kDouble);
+  SECTION("no rois") {
+    const at::Tensor out = mk::RoiAlign(input, at::empty({0, 5}, at::kDouble), 1.0, 7, 7, 2, true);
+    CHECK(out.sizes() == at::IntArrayRef({0, 3, 7, 7}));
+  }
+  SECTION("rois entirely outside the feature map pool zeros") {
+    const at::Tensor rois = at::tensor({0., 100., 100., 120., 130., 1., -50., -50., -20., -30.},
+                                       at::kDouble)
+                                .view({2, 5});
+    const at::Tensor out = mk::RoiAlign(input, rois, 1.0, 2, 2, 2, false);
+    CHECK(out.abs().max().item<double>() == 0.0);
+  }
+  SECTION("constant features pool to the constant inside the map") {
+    const at::Tensor ones = at::ones({1, 2, 8, 8}, at::kDouble);
+    const at::Tensor rois = at::tensor({0., 1., 1., 6., 6.}, at::kDouble).view({1, 5});
+    const at::Tensor out = mk::RoiAlign(ones, rois, 1.0, 3, 3, 0, true);
+    CHECK(at::allclose(out, at::ones_like(out)));
+  }
+  SECTION("batch index out of range is rejected") {
+    const at::Tensor rois = at::tensor({5., 1., 1., 6., 6.}, at::kDouble).view({1, 5});
+    CHECK_THROWS_WITH(mk::RoiAlign(input, rois, 1.0, 2, 2, 2, true),
+                      Catch::Contains("batch index"));
+  }
+  SECTION("gradient matches finite differences (double)") {
+    at::manual_seed(5);
+    const at::Tensor rois = at::tensor({0., 1.3, 0.7, 7.2, 5.9, 1., -2., 3., 4.5, 12., 1., 2., 2.,
+                                        2.5, 2.5},
+                                       at::kDouble)
+                                .view({3, 5});
+    const at::Tensor weights = at::rand({3, 2, 3, 3}, at::kDouble);
+    for (bool aligned : {false, true}) {
+      for (int64_t sr : {0, 2}) {
+        const at::Tensor x = at::rand({2, 2, 9, 9}, at::kDouble).requires_grad_(true);
+        (mk::RoiAlign(x, rois, 1.0, 3, 3, sr, aligned) * weights).sum().backward();
+        const at::Tensor analytic = x.grad().clone();
+        const at::Tensor base = x.detach().clone();
+        at::Tensor numeric = at::zeros_like(base);
+        const double eps = 1e-6;
+        for (int64_t i = 0; i < base.numel(); ++i) {
+          at::Tensor plus = base.clone(), minus = base.clone();
+          plus.view({-1})[i] += eps;
+          minus.view({-1})[i] -= eps;
+          const double fp = (mk::RoiAlign(plus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
+          const double fm = (mk::RoiAlign(minus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
+          numeric.view({-1})[i] = (fp - fm) / (2 * eps);
+        }
+        CHECK(at::allclose(analytic, numeric, 1e-6, 1e-7));
+      }
+    }
+  }
+  SECTION("autocast runs in float32 and returns the input dtype") {
+    const at::Tensor x = at::rand({1, 4, 16, 16});
+    const at::Tensor rois = at::tensor({0.f, 2.f, 3.f, 11.f, 14.f}).view({1, 5});
+    const at::Tensor reference = mk::RoiAlign(x, rois, 1.0, 5, 5, 2, true);
+    at::Tensor out;
+    {
+      at::autocast::set_autocast_enabled(at::kCPU, true);
+      at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+      out = mk::RoiAlign(x.to(at::kBFloat16), rois.to(at::kBFloat16), 1.0, 5, 5, 2, true);
+      at::autocast::set_autocast_enabled(at::kCPU, false);
+      at::autocast::clear_cache();
+    }
+    CHECK(out.scalar_type() == at::kBFloat16);
+    CHECK(at::allclose(out.to(at::kFloat), reference, 2e-2, 2e-2));
+  }
+}
+
+TEST_CASE("multi-level roi align equals roi align on the mapped level", "[kernels][roi_align]") {
+  at::manual_seed(6);
+  const std::vector<double> scales{0.25, 0.125, 0.0625, 0.03125};
+  std::vector<at::Tensor> features;
+  for (int64_t l = 0; l < 4; ++l) {
+    features.push_back(at::rand({2, 3, 64 >> l, 80 >> l}));
+  }
+  // Boxes of sides 20..400 cover every level of the canonical rule (224 -> level 4).
+  const at::Tensor sizes = at::tensor({20.f, 60.f, 120.f, 224.f, 300.f, 500.f, 112.f, 111.f});
+  const at::Tensor x1 = at::rand({8}) * 20;
+  const at::Tensor y1 = at::rand({8}) * 20;
+  const at::Tensor batch = at::tensor({0.f, 1.f, 0.f, 1.f, 0.f, 1.f, 0.f, 1.f});
+  const at::Tensor rois = at::stack({batch, x1, y1, x1 + sizes, y1 + sizes}, 1);
+  const at::Tensor out = mk::MultiLevelRoiAlign(features, rois, scales, 7, 7, 2, false);
+  REQUIRE(out.sizes() == at::IntArrayRef({8, 3, 7, 7}));
+  for (int64_t k = 0; k < 8; ++k) {
+    const double side = sizes[k].item<double>();
+    const int64_t level = std::clamp<int64_t>(
+        static_cast<int64_t>(std::floor(4 + std::log2(side / 224) + 1e-6)), 2, 5) - 2;
+    const at::Tensor single =
+        mk::RoiAlign(features[level], rois.slice(0, k, k + 1), scales[level], 7, 7, 2, false);
+    CHECK(at::allclose(out.slice(0, k, k + 1), single));
+  }
+  SECTION("gradients reach every level through one backward") {
+    std::vector<at::Tensor> leaves;
+    for (auto& f : features) leaves.push_back(f.clone().requires_grad_(true));
+    mk::MultiLevelRoiAlign(leaves, rois, scales, 7, 7, 2, false).sum().backward();
+    for (auto& leaf : leaves) {
+      REQUIRE(leaf.grad().defined());
+      CHECK(leaf.grad().sum().item<double>() > 0);
+    }
+  }
+}
+
+TEST_CASE("box iou and box coding", "[kernels][box_ops]") {
+  const at::Tensor a = Boxes({0, 0, 10, 10, 5, 5, 15, 15});
+  const at::Tensor iou = mk::BoxIou(a, a);
+  CHECK(iou[0][0].item<float>() == 1.f);
+  CHECK(iou[0][1].item<float>() == Approx(25.0 / 175.0));
+  CHECK(mk::BoxIou(a, at::empty({0, 4})).sizes() == at::IntArrayRef({2, 0}));
+  CHECK(mk::BoxIou(Boxes({0, 0, 1, 1}), Boxes({2, 2, 3, 3})).item<float>() == 0.f);
+
+  at::manual_seed(7);
+  const at::Tensor xy = at::rand({50, 2}) * 100;
+  const at::Tensor proposals = at::cat({xy, xy + at::rand({50, 2}) * 50 + 1}, 1);
+  at::Tensor gt = proposals + at::randn({50, 4});
+  gt.slice(1, 2, 4).copy_(at::maximum(gt.slice(1, 2, 4), gt.slice(1, 0, 2) + 0.5));
+  const std::array<double, 4> w{10, 10, 5, 5};
+  const at::Tensor codes = mk::EncodeBoxes(gt, proposals, w);
+  CHECK(at::allclose(mk::DecodeBoxes(codes, proposals, w), gt, 1e-4, 1e-3));
+  SECTION("decode clamps the log-scale before exp") {
+    const at::Tensor huge = at::tensor({0.f, 0.f, 1000.f, 1000.f}).view({1, 4});
+    const at::Tensor box = Boxes({0, 0, 16, 16});
+    const at::Tensor out = mk::DecodeBoxes(huge, box, {1, 1, 1, 1});
+    CHECK(out[0][2].item<float>() - out[0][0].item<float>() == Approx(1000.0).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("anchors", "[kernels][anchors]") {
+  const at::Tensor anchors =
+      mk::GenerateAnchors({{2, 3}, {1, 1}}, {{4, 4}, {8, 8}}, {{32.0}, {64.0, 128.0}},
+                          {{0.5, 1.0, 2.0}, {1.0}}, at::Device(at::kCPU));
+  REQUIRE(anchors.sizes() == at::IntArrayRef({2 * 3 * 3 + 2, 4}));
+  // Location (0,0), ratio 1, size 32 is the second anchor of the first location.
+  CHECK(at::equal(anchors[1], at::tensor({-16.f, -16.f, 16.f, 16.f})));
+  // Location (row 1, col 2) shifts by (8, 4).
+  CHECK(at::equal(anchors[5 * 3 + 1], at::tensor({-8.f, -12.f, 24.f, 20.f})));
+  CHECK(at::equal(anchors[19], at::tensor({-64.f, -64.f, 64.f, 64.f})));
+}
+
+TEST_CASE("matcher", "[kernels][matching]") {
+  // 2 gt × 4 predictions.
+  const at::Tensor q = at::tensor({0.9f, 0.5f, 0.2f, 0.1f, 0.3f, 0.6f, 0.35f, 0.05f}).view({2, 4});
+  CHECK(ToVector(mk::MatchProposals(q, 0.7, 0.3, false)) ==
+        std::vector<int64_t>{0, -2, -2, -1});
+  // gt 1's best prediction (index 1, 0.6) is restored; gt 0's is already matched.
+  CHECK(ToVector(mk::MatchProposals(q, 0.7, 0.3, true)) == std::vector<int64_t>{0, 1, -2, -1});
+  CHECK_THROWS_WITH(mk::MatchProposals(at::empty({0, 4}), 0.7, 0.3, true),
+                    Catch::Contains("no ground-truth"));
+}
+
+TEST_CASE("balanced sampler", "[kernels][sampling]") {
+  at::manual_seed(8);
+  const at::Tensor labels = at::cat({at::ones({30}), at::zeros({500}), at::full({20}, -1.f)});
+  const auto [pos, neg] = mk::SampleBalanced(labels, 256, 0.25);
+  CHECK(pos.sum().item<int64_t>() == 30);
+  CHECK(neg.sum().item<int64_t>() == 226);
+  CHECK((pos & (labels != 1)).sum().item<int64_t>() == 0);
+  CHECK((neg & (labels != 0)).sum().item<int64_t>() == 0);
+  const auto [pos2, neg2] = mk::SampleBalanced(at::cat({at::ones({300}), at::zeros({10})}), 256, 0.5);
+  CHECK(pos2.sum().item<int64_t>() == 128);
+  CHECK(neg2.sum().item<int64_t>() == 10);
+  const auto [pos3, neg3] = mk::SampleBalanced(at::empty({0}), 256, 0.5);
+  CHECK(pos3.numel() == 0);
+}
+
+TEST_CASE("mask paste", "[kernels][mask_paste]") {
+  const at::Tensor masks = at::ones({2, 1, 28, 28});
+  // Box 0 well inside a 100×100 image; box 1 entirely outside it.
+  const at::Tensor boxes = Boxes({20, 30, 60, 70, 200, 200, 260, 260});
+  const at::Tensor out = mk::PasteMasks(masks, boxes, 100, 100);
+  REQUIRE(out.sizes() == at::IntArrayRef({2, 1, 100, 100}));
+  CHECK(out[1].abs().sum().item<float>() == 0.f);
+  CHECK(out[0][0][50][40].item<float>() == Approx(1.0));
+  CHECK(out[0][0][5][5].item<float>() == 0.f);
+  CHECK(mk::PasteMasks(at::empty({0, 1, 28, 28}), at::empty({0, 4}), 10, 10).sizes() ==
+        at::IntArrayRef({0, 1, 10, 10}));
+}

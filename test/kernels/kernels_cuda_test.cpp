@@ -1,0 +1,155 @@
+// Every CUDA kernel against its CPU twin on the same random inputs. Exits 77
+// (CTest "Skipped") when no CUDA device is present: never a silent pass.
+#define CATCH_CONFIG_RUNNER
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace mk = mrcnn::kernels;
+
+namespace {
+
+const at::Device kCuda(at::kCUDA, 0);
+
+at::Tensor RandomBoxes(int64_t n, double extent, double max_side) {
+  const at::Tensor xy = at::rand({n, 2}) * extent;
+  return at::cat({xy, xy + at::rand({n, 2}) * max_side + 0.5}, 1);
+}
+
+bool SameIndices(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && at::equal(a.cpu(), b.cpu());
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  if (!at::globalContext().hasCUDA()) {
+    std::fprintf(stderr, "kernels_cuda_test: SKIPPED, no CUDA device on this machine\n");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("nms cuda equals cpu", "[cuda]") {
+  at::manual_seed(11);
+  for (int64_t n : {0, 1, 63, 64, 65, 1000, 5000, 20000}) {
+    const at::Tensor boxes = RandomBoxes(n, 1000, 200);
+    const at::Tensor scores = at::rand({n});
+    for (double thr : {0.3, 0.5, 0.7}) {
+      CHECK(SameIndices(mk::Nms(boxes.to(kCuda), scores.to(kCuda), thr), mk::Nms(boxes, scores, thr)));
+    }
+  }
+  // Ties and duplicates.
+  const at::Tensor dup = at::tensor({0.f, 0.f, 10.f, 10.f}).view({1, 4}).repeat({300, 1});
+  const at::Tensor tied = at::full({300}, 0.5f);
+  CHECK(SameIndices(mk::Nms(dup.to(kCuda), tied.to(kCuda), 0.5), mk::Nms(dup, tied, 0.5)));
+}
+
+TEST_CASE("batched nms cuda equals cpu", "[cuda]") {
+  at::manual_seed(12);
+  for (int64_t n : {0, 1, 100, 4000, 20000}) {
+    const at::Tensor boxes = RandomBoxes(n, 800, 150);
+    const at::Tensor scores = at::rand({n});
+    const at::Tensor idxs = at::randint(0, 80, {n}, at::kLong);
+    CHECK(SameIndices(mk::BatchedNms(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), 0.5),
+                      mk::BatchedNms(boxes, scores, idxs, 0.5)));
+  }
+}
+
+TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
+  at::manual_seed(13);
+  const at::Tensor x = at::rand({2, 16, 50, 60});
+  const at::Tensor boxes = RandomBoxes(200, 70, 40) - 5;  // some rois leave the map
+  const at::Tensor rois = at::cat({at::randint(0, 2, {200, 1}).to(at::kFloat), boxes}, 1);
+  const at::Tensor w = at::rand({200, 16, 7, 7});
+  for (bool aligned : {false, true}) {
+    for (int64_t sr : {0, 1, 2, 4}) {
+      const at::Tensor xc = x.clone().requires_grad_(true);
+      const at::Tensor xg = x.to(kCuda).requires_grad_(true);
+      const at::Tensor yc = mk::RoiAlign(xc, rois, 0.5, 7, 7, sr, aligned);
+      const at::Tensor yg = mk::RoiAlign(xg, rois.to(kCuda), 0.5, 7, 7, sr, aligned);
+      CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5));
+      (yc * w).sum().backward();
+      (yg * w.to(kCuda)).sum().backward();
+      CHECK(at::allclose(xg.grad().cpu(), xc.grad(), 1e-4, 1e-4));
+    }
+  }
+  SECTION("half precision accumulates in float") {
+    const at::Tensor yh = mk::RoiAlign(x.to(kCuda).to(at::kHalf), rois.to(kCuda).to(at::kHalf),
+                                       0.5, 7, 7, 2, true);
+    CHECK(yh.scalar_type() == at::kHalf);
+  }
+}
+
+TEST_CASE("multi-level roi align cuda equals cpu", "[cuda]") {
+  at::manual_seed(14);
+  const std::vector<double> scales{0.25, 0.125, 0.0625, 0.03125};
+  std::vector<at::Tensor> feats_cpu, feats_gpu;
+  for (int64_t l = 0; l < 4; ++l) {
+    feats_cpu.push_back(at::rand({2, 8, 200 >> l, 336 >> l}).requires_grad_(true));
+    feats_gpu.push_back(feats_cpu.back().detach().to(kCuda).requires_grad_(true));
+  }
+  const at::Tensor boxes = RandomBoxes(300, 1000, 500);
+  const at::Tensor rois = at::cat({at::randint(0, 2, {300, 1}).to(at::kFloat), boxes}, 1);
+  const at::Tensor yc = mk::MultiLevelRoiAlign(feats_cpu, rois, scales, 7, 7, 2, false);
+  const at::Tensor yg = mk::MultiLevelRoiAlign(feats_gpu, rois.to(kCuda), scales, 7, 7, 2, false);
+  CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5));
+  yc.sum().backward();
+  yg.sum().backward();
+  for (int l = 0; l < 4; ++l) {
+    CHECK(at::allclose(feats_gpu[l].grad().cpu(), feats_cpu[l].grad(), 1e-4, 1e-4));
+  }
+}
+
+TEST_CASE("box ops cuda equal cpu", "[cuda]") {
+  at::manual_seed(15);
+  const at::Tensor a = RandomBoxes(700, 500, 100), b = RandomBoxes(90, 500, 100);
+  CHECK(at::allclose(mk::BoxIou(a.to(kCuda), b.to(kCuda)).cpu(), mk::BoxIou(a, b), 0, 0));
+  const std::array<double, 4> w{10, 10, 5, 5};
+  const at::Tensor gt = a + at::randn({700, 4});
+  CHECK(at::allclose(mk::EncodeBoxes(gt.to(kCuda), a.to(kCuda), w).cpu(), mk::EncodeBoxes(gt, a, w),
+                     1e-5, 1e-6));
+  const at::Tensor codes = at::randn({700, 8});
+  CHECK(at::allclose(mk::DecodeBoxes(codes.to(kCuda), a.to(kCuda), w).cpu(),
+                     mk::DecodeBoxes(codes, a, w), 1e-5, 1e-4));
+}
+
+TEST_CASE("anchors cuda equal cpu", "[cuda]") {
+  const std::vector<std::array<int64_t, 2>> sizes{{200, 336}, {100, 168}, {50, 84}, {25, 42}, {13, 21}};
+  const std::vector<std::array<int64_t, 2>> strides{{4, 4}, {8, 8}, {16, 16}, {32, 32}, {64, 64}};
+  const std::vector<std::vector<double>> s{{32}, {64}, {128}, {256}, {512}};
+  const std::vector<std::vector<double>> r(5, {0.5, 1.0, 2.0});
+  CHECK(at::equal(mk::GenerateAnchors(sizes, strides, s, r, kCuda).cpu(),
+                  mk::GenerateAnchors(sizes, strides, s, r, at::Device(at::kCPU))));
+}
+
+TEST_CASE("matcher cuda equals cpu", "[cuda]") {
+  at::manual_seed(16);
+  const at::Tensor gt = RandomBoxes(20, 800, 300), props = RandomBoxes(4000, 800, 300);
+  const at::Tensor q = mk::BoxIou(gt, props);
+  for (bool low : {false, true}) {
+    CHECK(SameIndices(mk::MatchProposals(q.to(kCuda), 0.7, 0.3, low),
+                      mk::MatchProposals(q, 0.7, 0.3, low)));
+  }
+}
+
+TEST_CASE("sampler on cuda respects the quotas", "[cuda]") {
+  const at::Tensor labels = at::cat({at::ones({40}), at::zeros({900}), at::full({60}, -1.f)}).to(kCuda);
+  const auto [pos, neg] = mk::SampleBalanced(labels, 512, 0.25);
+  CHECK(pos.sum().item<int64_t>() == 40);
+  CHECK(neg.sum().item<int64_t>() == 472);
+  CHECK((neg & (labels != 0)).sum().item<int64_t>() == 0);
+}
+
+TEST_CASE("mask paste cuda equals cpu", "[cuda]") {
+  at::manual_seed(17);
+  const at::Tensor masks = at::rand({30, 1, 28, 28});
+  const at::Tensor boxes = RandomBoxes(30, 500, 300) - 50;
+  CHECK(at::allclose(mk::PasteMasks(masks.to(kCuda), boxes.to(kCuda), 480, 640).cpu(),
+                     mk::PasteMasks(masks, boxes, 480, 640), 1e-6, 1e-6));
+}
