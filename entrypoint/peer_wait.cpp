@@ -41,7 +41,7 @@ class Backoff {
       throw PeerWaitError(fmt::format("gave up waiting for peers: {}", what_is_missing));
     }
     if (!sleep_(std::min(next_, left))) {
-      throw PeerWaitError(fmt::format("stopped while waiting for peers: {}", what_is_missing));
+      throw PeerWaitStopped(fmt::format("stopped while waiting for peers: {}", what_is_missing));
     }
     next_ = std::min(next_ * 2, max_);
   }
@@ -288,7 +288,7 @@ void WaitForWorkers(RendezvousListener& listener, const PeerWaitPlan& plan,
         std::min(milliseconds(200), std::chrono::duration_cast<milliseconds>(deadline - now));
     WaitFor(listener.fd(), POLLIN, slice);
     if (!sleep(milliseconds(0))) {
-      throw PeerWaitError(fmt::format("stopped while waiting for peers: {}", what));
+      throw PeerWaitStopped(fmt::format("stopped while waiting for peers: {}", what));
     }
   }
 }

@@ -31,6 +31,13 @@ class PeerWaitError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The wait was abandoned because the supervisor was asked to stop (the Sleeper
+// returned false): not a failure of the job's configuration.
+class PeerWaitStopped : public PeerWaitError {
+ public:
+  using PeerWaitError::PeerWaitError;
+};
+
 // Sleeps for the given time; returns false when the wait should be abandoned
 // (the supervisor was asked to stop).
 using Sleeper = std::function<bool(std::chrono::milliseconds)>;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <csignal>
 #include <memory>
 #include <optional>
-#include <sys/wait.h>
 #include <system_error>
 
 #include "entrypoint/descendants.h"
@@ -287,7 +287,8 @@ bool Loop::LeftoversRemain() {
   }
   // Orphans handed to us are our children: with none at all, skip the /proc scan.
   siginfo_t info{};
-  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD) return false;
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD)
+    return false;
   return !LiveChildrenOf(getpid()).empty();
 }
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <memory>
 
 #include "common/config_error.h"
@@ -22,7 +23,8 @@ int Fail(const common::JobPaths& paths, int code, const std::string& message) {
 }
 
 // Returns the listener the master keeps open while the job runs (null on workers).
-std::unique_ptr<RendezvousListener> WaitForPeers(const LaunchPlan& plan, SignalChannel& signals) {
+std::unique_ptr<RendezvousListener> WaitForPeers(const LaunchPlan& plan, SignalChannel& signals,
+                                                 int& stop_signal) {
   PeerWaitPlan peers;
   peers.hosts = plan.world.hosts;
   if (peers.hosts.empty())
@@ -33,8 +35,11 @@ std::unique_ptr<RendezvousListener> WaitForPeers(const LaunchPlan& plan, SignalC
   peers.nnodes = plan.world.nnodes;
   peers.timeout = plan.peer_timeout;
   const auto deadline = std::chrono::steady_clock::now() + plan.peer_timeout;
-  const Sleeper sleep = [&signals](std::chrono::milliseconds duration) {
-    return !signals.SleepUnlessStopped(duration).has_value();
+  const Sleeper sleep = [&signals, &stop_signal](std::chrono::milliseconds duration) {
+    const auto signal = signals.SleepUnlessStopped(duration);
+    if (signal)
+      stop_signal = *signal;
+    return !signal.has_value();
   };
   std::unique_ptr<RendezvousListener> listener;
   if (plan.world.node_rank == 0) {
@@ -82,8 +87,13 @@ int RunTrain(const TrainOptions& options) {
 
   std::unique_ptr<RendezvousListener> listener;
   if (plan.wait_for_peers) {
+    int stop_signal = SIGTERM;
     try {
-      listener = WaitForPeers(plan, signals);
+      listener = WaitForPeers(plan, signals, stop_signal);
+    } catch (const PeerWaitStopped& error) {
+      // Stopped by the platform before anything ran: no failure to report.
+      LogLine(error.what());
+      return 128 + stop_signal;
     } catch (const PeerWaitError& error) {
       return Fail(paths, kExitPeerWait,
                   fmt::format("host {} (node {} of {}): {}", plan.world.current_host,

@@ -136,6 +136,21 @@ TEST_CASE("An executable program runs directly; a missing one is a configuration
   }
 }
 
+TEST_CASE("A program that cannot be started gives 127 and says why") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.WriteCode("train.py", "print('never runs')\n", false);
+  job.WriteHyperparameters({{"sagemaker_program", "train.py"}});
+  const Finished run = RunEntrypoint(Train(job, {"--nproc-per-node", "2"}),
+                                     {{"MRCNN_PYTHON", "/nonexistent/python3"}}, dir.path());
+  CHECK(run.exit_code == 127);
+  const std::string failure = ReadFile(job.Failure());
+  INFO(failure);
+  CHECK(failure.rfind(
+            "rank 0 on algo-1 could not be started: cannot start \"/nonexistent/python3\"", 0) ==
+        0);
+}
+
 TEST_CASE("Malformed configuration exits 2 and says which file is wrong") {
   TempDir dir;
   JobTree job(dir.path());

@@ -1,17 +1,23 @@
 // The supervisor's pieces on their own: line reassembly, stderr tails, the
 // failure report, exit statuses.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "entrypoint/exit_status.h"
 #include "entrypoint/failure_report.h"
 #include "entrypoint/forward_lines.h"
+#include "entrypoint/peer_wait.h"
 #include "process_harness.h"
 
 using namespace mrcnn::entrypoint;
@@ -145,4 +151,44 @@ TEST_CASE("WriteFailureOnce never replaces an existing report") {
   CHECK(WriteFailureOnce(file, "first\n"));
   CHECK_FALSE(WriteFailureOnce(file, "second\n"));
   CHECK(mrcnn::test::ReadFile(file) == "first\n");
+}
+
+TEST_CASE("A worker that disagrees with the master about the node count fails at once") {
+  using namespace std::chrono;
+  // Port 0: the kernel picks a free loopback port; read it back.
+  RendezvousListener listener("127.0.0.1", 0, 3);
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  REQUIRE(getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  PeerWaitPlan plan;
+  plan.master_addr = "127.0.0.1";
+  plan.rendezvous_port = ntohs(address.sin_port);
+  plan.node_rank = 1;
+  plan.nnodes = 2;  // the master says 3
+  std::atomic<bool> done{false};
+  std::thread master([&] {
+    while (!done) {
+      listener.AnswerPending();
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  });
+  const Sleeper no_sleep = [](milliseconds) { return true; };
+  const auto start = steady_clock::now();
+  CHECK_THROWS_WITH(CheckInWithMaster(plan, steady_clock::now() + seconds(20), no_sleep),
+                    Catch::Contains("runs a job of 3 nodes, this node was configured for 2"));
+  CHECK(steady_clock::now() - start < seconds(5));
+  done = true;
+  master.join();
+  CHECK(listener.checked_in().empty());  // a mismatched node does not count as present
+}
+
+TEST_CASE("The master's wait for workers is bounded and names who is missing") {
+  using namespace std::chrono;
+  RendezvousListener listener("127.0.0.1", 0, 3);
+  PeerWaitPlan plan;
+  plan.nnodes = 3;
+  const Sleeper no_sleep = [](milliseconds) { return true; };
+  CHECK_THROWS_WITH(
+      WaitForWorkers(listener, plan, steady_clock::now() + milliseconds(300), no_sleep),
+      Catch::Contains("nodes 1, 2 have not checked in"));
 }
