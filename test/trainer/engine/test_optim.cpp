@@ -1,0 +1,132 @@
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "trainer/engine/grad_scaler.h"
+#include "trainer/engine/sgd.h"
+
+using namespace mrcnn::engine;
+
+namespace {
+
+// conv (4-D weight + bias), norm (1-D weight + bias), linear: the three parameter kinds.
+std::vector<std::pair<std::string, torch::Tensor>> MakeParams(int64_t seed) {
+  torch::manual_seed(seed);
+  return {{"conv.weight", torch::randn({4, 3, 3, 3}).requires_grad_()},
+          {"conv.bias", torch::randn({4}).requires_grad_()},
+          {"gn.weight", torch::randn({4}).requires_grad_()},
+          {"gn.bias", torch::randn({4}).requires_grad_()},
+          {"fc.weight", torch::randn({2, 4}).requires_grad_()}};
+}
+
+torch::Tensor Loss(const std::vector<std::pair<std::string, torch::Tensor>>& p, const torch::Tensor& x) {
+  auto y = torch::conv2d(x, p[0].second, p[1].second);
+  y = torch::group_norm(y, 2, p[2].second, p[3].second);
+  y = y.mean({2, 3});
+  return torch::linear(y, p[4].second).pow(2).sum();
+}
+
+}  // namespace
+
+TEST_CASE("parameter kinds: norm, bias, weight", "[optim]") {
+  auto kinds = ClassifyParameters(MakeParams(0));
+  CHECK(kinds.at("conv.weight") == ParamKind::kWeight);
+  CHECK(kinds.at("conv.bias") == ParamKind::kBias);
+  CHECK(kinds.at("gn.weight") == ParamKind::kNorm);
+  CHECK(kinds.at("gn.bias") == ParamKind::kNorm);
+  CHECK(kinds.at("fc.weight") == ParamKind::kWeight);
+}
+
+TEST_CASE("Sgd equals torch::optim::SGD with the same per-group settings", "[optim]") {
+  for (bool nesterov : {false, true}) {
+    INFO("nesterov " << nesterov);
+    auto ours = MakeParams(1);
+    auto theirs = MakeParams(1);
+    SgdOptions o;
+    o.momentum = 0.9;
+    o.nesterov = nesterov;
+    o.weight_decay = 1e-2;
+    o.weight_decay_norm = 0.0;
+    o.weight_decay_bias = 5e-3;
+    o.bias_lr_factor = 2.0;
+    Sgd sgd(ours, o);
+    const double lr = 0.05;
+    auto group = [&](std::vector<int> idx, double wd, double lr_factor) {
+      std::vector<torch::Tensor> ps;
+      for (int i : idx) ps.push_back(theirs[static_cast<size_t>(i)].second);
+      return torch::optim::OptimizerParamGroup(
+          ps, std::make_unique<torch::optim::SGDOptions>(
+                  torch::optim::SGDOptions(lr * lr_factor).momentum(0.9).nesterov(nesterov).weight_decay(wd)));
+    };
+    torch::optim::SGD reference({group({0, 4}, 1e-2, 1.0), group({1}, 5e-3, 2.0), group({2, 3}, 0.0, 1.0)},
+                                torch::optim::SGDOptions(lr));
+    torch::manual_seed(7);
+    for (int step = 0; step < 5; ++step) {
+      auto x = torch::randn({2, 3, 6, 6});
+      sgd.ZeroGrad();
+      Loss(ours, x).backward();
+      sgd.Step(lr);
+      reference.zero_grad();
+      Loss(theirs, x).backward();
+      reference.step();
+    }
+    for (size_t i = 0; i < ours.size(); ++i) {
+      INFO(ours[i].first);
+      CHECK(torch::allclose(ours[i].second, theirs[i].second, 1e-6, 1e-7));
+    }
+  }
+}
+
+TEST_CASE("Sgd state round trip continues identically", "[optim]") {
+  auto a = MakeParams(2);
+  Sgd first(a, SgdOptions{});
+  torch::manual_seed(3);
+  auto x1 = torch::randn({2, 3, 6, 6});
+  auto x2 = torch::randn({2, 3, 6, 6});
+  Loss(a, x1).backward();
+  first.Step(0.1);
+  auto state = first.State();
+  CHECK(state.size() == 5);
+  CHECK(state.count("optimizer/momentum/gn.bias") == 1);
+
+  // A copy of the parameters plus the saved state must take the same second step.
+  std::vector<std::pair<std::string, torch::Tensor>> b;
+  for (auto& [n, p] : a) b.emplace_back(n, p.detach().clone().requires_grad_());
+  Sgd second(b, SgdOptions{});
+  second.LoadState(state);
+  first.ZeroGrad();
+  Loss(a, x2).backward();
+  first.Step(0.1);
+  Loss(b, x2).backward();
+  second.Step(0.1);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i].second, b[i].second));
+
+  CHECK_THROWS_WITH(second.LoadState({{"optimizer/momentum/nope", torch::zeros({1})}}), Catch::Contains("nope"));
+  CHECK_THROWS_WITH(second.LoadState({{"optimizer/momentum/gn.bias", torch::zeros({5})}}), Catch::Contains("shape"));
+}
+
+TEST_CASE("grad scaler: skip on overflow, back off, grow after an interval", "[optim]") {
+  GradScaler scaler(true, 1024.0, 2.0, 0.5, 3);
+  auto p = torch::ones({3}).requires_grad_();
+  scaler.Scale((p * 2).sum()).backward();
+  CHECK(p.grad()[0].item<double>() == 2048.0);
+  CHECK(scaler.Unscale({p}));
+  CHECK(p.grad()[0].item<double>() == 2.0);
+  scaler.Update(false);
+  p.mutable_grad() = torch::tensor({1.0f, INFINITY, 0.0f});
+  CHECK_FALSE(scaler.Unscale({p}));
+  scaler.Update(true);
+  CHECK(scaler.scale() == 512.0);
+  for (int i = 0; i < 3; ++i) scaler.Update(false);
+  CHECK(scaler.scale() == 1024.0);
+
+  GradScaler restored(true);
+  restored.LoadState(scaler.State());
+  CHECK(restored.scale() == 1024.0);
+  CHECK(restored.growth_tracker() == 0);
+
+  GradScaler off(false);
+  CHECK(off.scale() == 1.0);
+  p.mutable_grad() = torch::tensor({NAN, 0.0f, 0.0f});
+  CHECK(off.Unscale({p}));  // disabled: never skips (bf16/fp32 need no scaling)
+}
