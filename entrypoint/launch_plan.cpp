@@ -78,14 +78,13 @@ LaunchPlan MakeLaunchPlan(const TrainOptions& options, const common::EnvMap& env
       Seconds(options.peer_timeout_s, "--peer-timeout", env, "MRCNN_PEER_TIMEOUT", 900);
   plan.rank_prefix = options.rank_prefix || common::Lookup(env, "MRCNN_RANK_PREFIX") == "1";
 
-  // torchrun and mpirun start one copy of us per process slot; everything else
-  // (SageMaker, Kubeflow, Slurm with one task per node, local) one per node.
+  // A launcher that already started one copy of us per process slot (torchrun, mpirun
+  // or srun with several tasks per node) fixes our local rank; everything else
+  // (SageMaker, Kubeflow, one task per node) runs one child per slot. The world decides
+  // (common/world.h), so Open MPI with one process per node still gets every slot.
   std::vector<int> local_ranks;
-  using common::Launcher;
-  if (plan.world.launcher == Launcher::kTorchrun) {
-    local_ranks = {IntVariable(env, "LOCAL_RANK", 0)};
-  } else if (plan.world.launcher == Launcher::kOpenMpi) {
-    local_ranks = {IntVariable(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0)};
+  if (plan.world.launched_local_rank) {
+    local_ranks = {*plan.world.launched_local_rank};
   } else {
     for (int i = 0; i < plan.world.nproc_per_node; ++i)
       local_ranks.push_back(i);

@@ -276,6 +276,56 @@ TEST_CASE("`entrypoint env` prints the resolved job as JSON") {
   CHECK(env["wait_for_peers"] == true);
 }
 
+TEST_CASE("Launchers that start one copy per node get every slot; per-slot launchers get one") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters({{"sagemaker_program", "child"}});
+  auto processes = [&](const std::map<std::string, std::string>& env,
+                       std::vector<std::string> extra) {
+    std::vector<std::string> args = {"env", "--base-dir", job.base.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Finished run = RunEntrypoint(args, env, dir.path());
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    return nlohmann::json::parse(run.out)["processes"];
+  };
+  SECTION("Open MPI with one process per node: this node runs all of its slots") {
+    const auto p = processes({{"OMPI_COMM_WORLD_RANK", "1"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                              {"MASTER_ADDR", "127.0.0.1"}},
+                             {"--nproc-per-node", "2"});
+    REQUIRE(p.size() == 2);
+    CHECK(p[0]["rank"] == 2);
+    CHECK(p[1]["rank"] == 3);
+  }
+  SECTION("Open MPI with one process per slot: just this slot") {
+    const auto p = processes({{"OMPI_COMM_WORLD_RANK", "3"},
+                              {"OMPI_COMM_WORLD_SIZE", "4"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                              {"MASTER_ADDR", "127.0.0.1"}},
+                             {});
+    REQUIRE(p.size() == 1);
+    CHECK(p[0]["local_rank"] == 1);
+    CHECK(p[0]["rank"] == 3);
+  }
+  SECTION("Slurm with one task per GPU: just this task's slot") {
+    const auto p = processes({{"SLURM_PROCID", "2"},
+                              {"SLURM_NTASKS", "4"},
+                              {"SLURM_LOCALID", "0"},
+                              {"SLURM_NODEID", "1"},
+                              {"SLURM_NNODES", "2"},
+                              {"SLURM_JOB_NODELIST", "node[1-2]"}},
+                             {});
+    REQUIRE(p.size() == 1);
+    CHECK(p[0]["local_rank"] == 0);
+    CHECK(p[0]["rank"] == 2);
+  }
+}
+
 TEST_CASE(
     "`entrypoint serve` becomes the server with the arguments and environment passed through") {
   TempDir dir;
