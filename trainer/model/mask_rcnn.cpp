@@ -392,10 +392,11 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
           mask_targets.push_back(torch::zeros({0, m, m}, mask_logits.options()));
           continue;
         }
-        // project_masks_on_boxes: ROIAlign of the gt mask (sampling -1, not aligned).
+        // project_masks_on_boxes: ROIAlign of the gt mask, adaptive sampling (torchvision -1 = our 0),
+        // not aligned.
         at::Tensor roi = torch::cat({mask_matched[i].to(mask_boxes[i].dtype()).unsqueeze(1), mask_boxes[i]}, 1);
         at::Tensor gt_masks = t.masks.unsqueeze(1).to(roi.dtype());
-        mask_targets.push_back(kernels::RoiAlign(gt_masks, roi, 1.0, m, m, -1, false).select(1, 0));
+        mask_targets.push_back(kernels::RoiAlign(gt_masks, roi, 1.0, m, m, 0, false).select(1, 0));
       }
       at::Tensor all_labels = torch::cat(mask_labels);
       at::Tensor all_targets = torch::cat(mask_targets);

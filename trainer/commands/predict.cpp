@@ -1,0 +1,154 @@
+// `trainer predict`: runs a model dir over image files and writes COCO results JSON
+// (image_id, category_id, bbox [x, y, w, h], score, segmentation RLE with string counts).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+#include "trainer/commands/command_registry.h"
+#include "trainer/data/mask_rle.h"
+#include "trainer/model/inference.h"
+
+namespace mrcnn::trainer {
+namespace {
+
+struct PredictArgs {
+  std::string model_dir;
+  std::vector<std::string> images;
+  std::string output;
+  std::string annotations;
+  float score_threshold = 0.05f;
+  int max_detections = 100;
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  int batch_size = 1;
+  int threads = 0;
+  bool no_masks = false;
+};
+
+// file name -> image id, from the "images" array of a COCO annotation file. Only that
+// array is needed, so it is read directly rather than through the full dataset loader.
+std::map<std::string, int64_t> ImageIdsByFileName(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open annotation file (--annotations)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.contains("images") || !j["images"].is_array()) {
+    throw std::runtime_error(path + ": has no \"images\" array (is it a COCO annotation file?)");
+  }
+  std::map<std::string, int64_t> ids;
+  for (const auto& image : j["images"]) {
+    if (!image.contains("file_name") || !image.contains("id") || !image["id"].is_number_integer()) {
+      throw std::runtime_error(path + ": an entry of \"images\" lacks file_name or an integer id");
+    }
+    ids[std::filesystem::path(image["file_name"].get<std::string>()).filename().string()] = image["id"].get<int64_t>();
+  }
+  return ids;
+}
+
+// Decodes to contiguous 8-bit RGB; grayscale and alpha inputs are converted.
+cv::Mat ReadRgb(const std::string& path) {
+  cv::Mat raw = cv::imread(path, cv::IMREAD_UNCHANGED);
+  if (raw.empty()) throw std::runtime_error(path + ": cannot read or decode image");
+  if (raw.depth() == CV_16U) raw.convertTo(raw, CV_8U, 1.0 / 257.0);
+  if (raw.depth() != CV_8U) throw std::runtime_error(path + ": unsupported pixel depth (need 8 or 16 bit)");
+  cv::Mat rgb;
+  switch (raw.channels()) {
+    case 1: cv::cvtColor(raw, rgb, cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(raw, rgb, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(raw, rgb, cv::COLOR_BGRA2RGB); break;
+    default: throw std::runtime_error(path + ": unsupported channel count " + std::to_string(raw.channels()));
+  }
+  return rgb.isContinuous() ? rgb : rgb.clone();
+}
+
+int Run(const PredictArgs& args) {
+  std::map<std::string, int64_t> ids;
+  if (!args.annotations.empty()) ids = ImageIdsByFileName(args.annotations);
+  model::InferenceOptions options;
+  options.device = args.device;
+  options.precision = args.precision;
+  options.num_threads = args.threads;
+  auto model = model::InferenceModel::Load(args.model_dir, options);
+  model::PredictOptions predict;
+  predict.score_threshold = args.score_threshold;
+  predict.max_detections = args.max_detections;
+  predict.masks = !args.no_masks;
+
+  nlohmann::json results = nlohmann::json::array();
+  const size_t batch = static_cast<size_t>(std::max(1, args.batch_size));
+  for (size_t start = 0; start < args.images.size(); start += batch) {
+    const size_t end = std::min(args.images.size(), start + batch);
+    std::vector<cv::Mat> decoded;
+    std::vector<model::InferenceModel::ImageView> views;
+    for (size_t i = start; i < end; ++i) {
+      decoded.push_back(ReadRgb(args.images[i]));
+      views.push_back({decoded.back().data, decoded.back().rows, decoded.back().cols});
+    }
+    auto out = model->Predict(views, predict);
+    for (size_t k = 0; k < out.size(); ++k) {
+      const size_t i = start + k;
+      int64_t image_id = static_cast<int64_t>(i) + 1;
+      if (!args.annotations.empty()) {
+        const std::string name = std::filesystem::path(args.images[i]).filename().string();
+        auto it = ids.find(name);
+        if (it == ids.end()) {
+          throw std::runtime_error(args.annotations + ": no image with file_name '" + name + "' (from --images)");
+        }
+        image_id = it->second;
+      }
+      for (const auto& d : out[k].detections) {
+        nlohmann::json r;
+        r["image_id"] = image_id;
+        r["category_id"] = d.category_id;
+        r["bbox"] = {d.box[0], d.box[1], d.box[2] - d.box[0], d.box[3] - d.box[1]};
+        r["score"] = d.score;
+        if (!d.mask.empty()) {
+          const data::Rle rle = data::EncodeMask(d.mask.data(), out[k].height, out[k].width);
+          r["segmentation"] = {{"size", {out[k].height, out[k].width}}, {"counts", data::RleCountsToString(rle)}};
+        }
+        results.push_back(std::move(r));
+      }
+    }
+    fmt::print(stderr, "predict: {}/{} images\n", end, args.images.size());
+  }
+  std::ofstream out(args.output);
+  if (!out) throw std::runtime_error(args.output + ": cannot open for writing (--output)");
+  out << results.dump() << '\n';
+  if (!out) throw std::runtime_error(args.output + ": write failed");
+  fmt::print(stderr, "predict: wrote {} detections to {}\n", results.size(), args.output);
+  return 0;
+}
+
+const CommandRegistration kPredict{
+    "predict", "Run a model dir over images and write COCO results JSON (boxes, scores, RLE masks)",
+    [](CLI::App& sub) -> CommandAction {
+      auto args = std::make_shared<PredictArgs>();
+      sub.add_option("--model-dir", args->model_dir, "Model dir: model.safetensors, config.yaml, classes.json")
+          ->required();
+      sub.add_option("--images", args->images, "Image files (any format OpenCV decodes)")->required();
+      sub.add_option("--output", args->output, "COCO results JSON to write")->required();
+      sub.add_option("--annotations", args->annotations,
+                     "COCO annotation JSON: image ids are looked up by file name (else 1, 2, ... in --images order)");
+      sub.add_option("--score-threshold", args->score_threshold, "Drop detections scoring below")->capture_default_str();
+      sub.add_option("--max-detections", args->max_detections, "Detections per image")->capture_default_str();
+      sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+      sub.add_option("--precision", args->precision, "fp32, or fp16/bf16 on CUDA")->capture_default_str();
+      sub.add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
+      sub.add_option("--threads", args->threads, "Intra-op CPU threads (0 = torch default)")->capture_default_str();
+      sub.add_flag("--no-masks", args->no_masks, "Boxes only (skip the mask head)");
+      return [args] { return Run(*args); };
+    }};
+
+}  // namespace
+}  // namespace mrcnn::trainer
