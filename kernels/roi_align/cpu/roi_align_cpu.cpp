@@ -112,6 +112,48 @@ void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, 
   }
 }
 
+// Rows and column span of a roi's taps in one plane. The gathers are latency-bound
+// (each channel plane is a fresh cache miss), so the kernels prefetch this footprint
+// a few channels ahead.
+struct Footprint {
+  std::vector<int64_t> rows;
+  int64_t x_begin = 0, x_end = 0;  // elements, [begin, end)
+};
+
+template <typename acc_t>
+void ComputeFootprint(const std::vector<Sample<acc_t>>& samples, int64_t width, Footprint& fp) {
+  fp.rows.clear();
+  int64_t x_min = width, x_max = -1;
+  for (const auto& s : samples) {
+    if (s.w1 == 0 && s.w2 == 0 && s.w3 == 0 && s.w4 == 0) continue;
+    fp.rows.push_back(s.p1 / width);
+    fp.rows.push_back(s.p3 / width);
+    x_min = std::min(x_min, s.p1 % width);
+    x_max = std::max(x_max, s.p4 % width);
+  }
+  std::sort(fp.rows.begin(), fp.rows.end());
+  fp.rows.erase(std::unique(fp.rows.begin(), fp.rows.end()), fp.rows.end());
+  fp.x_begin = x_max < 0 ? 0 : x_min;
+  fp.x_end = x_max < 0 ? 0 : x_max + 1;
+}
+
+template <typename T>
+inline void PrefetchFootprint(const T* plane, int64_t width, const Footprint& fp, bool for_write) {
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t r : fp.rows) {
+    const T* row = plane + r * width;
+    for (int64_t x = fp.x_begin; x < fp.x_end + kLine; x += kLine) {
+      if (for_write) {
+        __builtin_prefetch(row + std::min(x, fp.x_end - 1), 1, 3);
+      } else {
+        __builtin_prefetch(row + std::min(x, fp.x_end - 1), 0, 3);
+      }
+    }
+  }
+}
+
+constexpr int64_t kPrefetchChannels = 4;
+
 template <typename scalar_t>
 struct LevelView {
   const scalar_t* data;
@@ -139,6 +181,7 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
   const int64_t num_levels = static_cast<int64_t>(levels_view.size());
   at::parallel_for(0, num_rois, 1, [&](int64_t begin, int64_t end) {
     std::vector<Sample<acc_t>> samples;
+    Footprint fp;
     for (int64_t n = begin; n < end; ++n) {
       const LevelView<scalar_t>& lv = levels_view[LevelOf(levels, n, num_levels)];
       const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
@@ -148,17 +191,38 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
       ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
       const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
       const int64_t plane = lv.height * lv.width;
-      for (int64_t c = 0; c < channels; ++c) {
-        const scalar_t* in = lv.data + (g.batch * channels + c) * plane;
-        scalar_t* o = out + (n * channels + c) * bins;
+      ComputeFootprint(samples, lv.width, fp);
+      const scalar_t* batch_base = lv.data + g.batch * channels * plane;
+      for (int64_t c = 0; c < std::min(kPrefetchChannels, channels); ++c) {
+        PrefetchFootprint(batch_base + c * plane, lv.width, fp, false);
+      }
+      // kChannelBlock channels share each sample's taps and weights, so the tap
+      // metadata is loaded once per block instead of once per channel.
+      constexpr int64_t kChannelBlock = 4;
+      for (int64_t c0 = 0; c0 < channels; c0 += kChannelBlock) {
+        const int64_t cb = std::min(kChannelBlock, channels - c0);
+        for (int64_t c = c0 + kPrefetchChannels; c < std::min(c0 + kPrefetchChannels + cb, channels);
+             ++c) {
+          PrefetchFootprint(batch_base + c * plane, lv.width, fp, false);
+        }
+        const scalar_t* in[kChannelBlock];
+        for (int64_t j = 0; j < kChannelBlock; ++j) {
+          in[j] = batch_base + (c0 + std::min(j, cb - 1)) * plane;
+        }
+        scalar_t* o = out + (n * channels + c0) * bins;
         const Sample<acc_t>* s = samples.data();
         for (int64_t b = 0; b < bins; ++b) {
-          acc_t v = 0;
+          acc_t v[kChannelBlock] = {};
           for (int64_t k = 0; k < per_bin; ++k, ++s) {
-            v += s->w1 * static_cast<acc_t>(in[s->p1]) + s->w2 * static_cast<acc_t>(in[s->p2]) +
-                 s->w3 * static_cast<acc_t>(in[s->p3]) + s->w4 * static_cast<acc_t>(in[s->p4]);
+            const Sample<acc_t> t = *s;
+            for (int64_t j = 0; j < kChannelBlock; ++j) {
+              v[j] += t.w1 * static_cast<acc_t>(in[j][t.p1]) + t.w2 * static_cast<acc_t>(in[j][t.p2]) +
+                      t.w3 * static_cast<acc_t>(in[j][t.p3]) + t.w4 * static_cast<acc_t>(in[j][t.p4]);
+            }
           }
-          o[b] = static_cast<scalar_t>(v / g.count);
+          for (int64_t j = 0; j < cb; ++j) {
+            o[j * bins + b] = static_cast<scalar_t>(v[j] / g.count);
+          }
         }
       }
     }
@@ -179,6 +243,7 @@ void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
   const int64_t num_levels = static_cast<int64_t>(levels_view.size());
   at::parallel_for(0, channels, 1, [&](int64_t c_begin, int64_t c_end) {
     std::vector<Sample<acc_t>> samples;
+    Footprint fp;
     for (int64_t n = 0; n < num_rois; ++n) {
       const int64_t l = LevelOf(levels, n, num_levels);
       const LevelView<scalar_t>& lv = levels_view[l];
@@ -189,18 +254,41 @@ void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
       ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
       const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
       const int64_t plane = lv.height * lv.width;
-      for (int64_t c = c_begin; c < c_end; ++c) {
-        acc_t* gin = grads[l] + (g.batch * channels + c) * plane;
+      ComputeFootprint(samples, lv.width, fp);
+      acc_t* batch_base = grads[l] + g.batch * channels * plane;
+      for (int64_t c = c_begin; c < std::min(c_begin + kPrefetchChannels, c_end); ++c) {
+        PrefetchFootprint(batch_base + c * plane, lv.width, fp, true);
+      }
+      // Channel blocks share each sample's taps (as in the forward pass); channels
+      // past the end of a partial block get a zero gradient so they add nothing.
+      constexpr int64_t kChannelBlock = 4;
+      for (int64_t c0 = c_begin; c0 < c_end; c0 += kChannelBlock) {
+        const int64_t cb = std::min(kChannelBlock, c_end - c0);
+        for (int64_t c = c0 + kPrefetchChannels; c < std::min(c0 + kPrefetchChannels + cb, c_end);
+             ++c) {
+          PrefetchFootprint(batch_base + c * plane, lv.width, fp, true);
+        }
+        acc_t* gin[kChannelBlock];
+        for (int64_t j = 0; j < kChannelBlock; ++j) {
+          gin[j] = batch_base + (c0 + std::min(j, cb - 1)) * plane;
+        }
         const Sample<acc_t>* s = samples.data();
         for (int64_t ph = 0; ph < pooled_h; ++ph) {
           for (int64_t pw = 0; pw < pooled_w; ++pw) {
-            const acc_t gbin = static_cast<acc_t>(go[n * sn + c * sc + ph * sh + pw * sw]);
+            acc_t gbin[kChannelBlock];
+            for (int64_t j = 0; j < kChannelBlock; ++j) {
+              gbin[j] = j < cb ? static_cast<acc_t>(go[n * sn + (c0 + j) * sc + ph * sh + pw * sw])
+                               : acc_t(0);
+            }
             for (int64_t k = 0; k < per_bin; ++k, ++s) {
+              const Sample<acc_t> t = *s;
               // Out-of-map samples have zero weights; adding zero keeps them harmless.
-              gin[s->p1] += gbin * s->w1 / g.count;
-              gin[s->p2] += gbin * s->w2 / g.count;
-              gin[s->p3] += gbin * s->w3 / g.count;
-              gin[s->p4] += gbin * s->w4 / g.count;
+              for (int64_t j = 0; j < kChannelBlock; ++j) {
+                gin[j][t.p1] += gbin[j] * t.w1 / g.count;
+                gin[j][t.p2] += gbin[j] * t.w2 / g.count;
+                gin[j][t.p3] += gbin[j] * t.w3 / g.count;
+                gin[j][t.p4] += gbin[j] * t.w4 / g.count;
+              }
             }
           }
         }
