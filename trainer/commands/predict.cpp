@@ -1,8 +1,10 @@
 // `trainer predict`: runs a model dir over image files and writes COCO results JSON
 // (image_id, category_id, bbox [x, y, w, h], score, segmentation RLE with string counts).
 #include <CLI/CLI.hpp>
-#include <fmt/core.h>
 
+// No fmt here: LibTorch's include dir ships fmt 12 headers that shadow the system fmt
+// this binary links, so fmt calls from a Torch-including TU do not link.
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -120,13 +122,13 @@ int Run(const PredictArgs& args) {
         results.push_back(std::move(r));
       }
     }
-    fmt::print(stderr, "predict: {}/{} images\n", end, args.images.size());
+    std::fprintf(stderr, "predict: %zu/%zu images\n", end, args.images.size());
   }
   std::ofstream out(args.output);
   if (!out) throw std::runtime_error(args.output + ": cannot open for writing (--output)");
   out << results.dump() << '\n';
   if (!out) throw std::runtime_error(args.output + ": write failed");
-  fmt::print(stderr, "predict: wrote {} detections to {}\n", results.size(), args.output);
+  std::fprintf(stderr, "predict: wrote %zu detections to %s\n", results.size(), args.output.c_str());
   return 0;
 }
 

@@ -1,0 +1,72 @@
+// Times InferenceModel::Predict (uint8 RGB in, detections with pasted masks out) on
+// images from a safetensors file. Driven by bench_inference.py, which times
+// torchvision on the same images and weights in the same run and prints the ratio.
+//
+//   model_bench --model-dir DIR --input IMAGES.safetensors [--batch B] [--iters N]
+//               [--warmup W] [--threads T] [--device cpu|cuda] [--precision fp32|fp16|bf16]
+//               [--score-threshold S]
+// IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trainer/model/inference.h"
+#include "trainer/model/safetensors.h"
+
+namespace {
+
+std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  }
+  if (fallback == nullptr) throw std::runtime_error(std::string("missing argument ") + name);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mrcnn::model;
+  try {
+    InferenceOptions options;
+    options.device = Arg(argc, argv, "--device", "cpu");
+    options.precision = Arg(argc, argv, "--precision", "fp32");
+    options.num_threads = std::stoi(Arg(argc, argv, "--threads", "0"));
+    auto model = InferenceModel::Load(Arg(argc, argv, "--model-dir", nullptr), options);
+    TensorMap input = ReadSafetensors(Arg(argc, argv, "--input", nullptr));
+    const size_t batch = std::stoul(Arg(argc, argv, "--batch", "1"));
+    const int iters = std::stoi(Arg(argc, argv, "--iters", "5"));
+    const int warmup = std::stoi(Arg(argc, argv, "--warmup", "1"));
+    PredictOptions predict;
+    predict.score_threshold = std::stof(Arg(argc, argv, "--score-threshold", "0.05"));
+    std::vector<InferenceModel::ImageView> views;
+    for (size_t i = 0; i < batch; ++i) {
+      const at::Tensor& t = input.at("image." + std::to_string(i));
+      views.push_back({t.data_ptr<uint8_t>(), t.size(0), t.size(1)});
+    }
+    size_t detections = 0;
+    std::vector<double> ms;
+    for (int i = 0; i < warmup + iters; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      auto out = model->Predict(views, predict);
+      const double elapsed =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (i >= warmup) ms.push_back(elapsed);
+      detections = 0;
+      for (const auto& r : out) detections += r.detections.size();
+    }
+    double sum = 0, best = ms.front();
+    for (double v : ms) {
+      sum += v;
+      best = std::min(best, v);
+    }
+    std::printf("{\"mean_ms\": %.3f, \"min_ms\": %.3f, \"detections\": %zu}\n", sum / static_cast<double>(ms.size()),
+                best, detections);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model_bench: %s\n", e.what());
+    return 1;
+  }
+}
