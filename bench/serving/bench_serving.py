@@ -144,6 +144,8 @@ def main():
     parser.add_argument("--model-dir", type=pathlib.Path)
     parser.add_argument("--num-classes", type=int, default=3,
                         help="classes of the random-weight model (few classes: random scores pass 0.05)")
+    parser.add_argument("--min-size", type=int, default=800,
+                        help="INPUT.MIN_SIZE_TEST of the random-weight model (both servers resize to it)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--requests", type=int, default=48)
@@ -166,12 +168,16 @@ def main():
         if model_dir is None:
             model_dir = tmp / "model"
             subprocess.run([sys.executable, str(ROOT / "scripts" / "convert_weights.py"), "--random-seed", "0",
-                            "--num-classes", str(args.num_classes), "--output", str(model_dir)], check=True)
+                            "--num-classes", str(args.num_classes), "--set", f"INPUT.MIN_SIZE_TEST={args.min_size}",
+                            "--output", str(model_dir)], check=True)
         peers = {
             "ours (build/bin/server)": [str(server), "--host", "127.0.0.1", "--port", "0", "--port-file",
                                         str(tmp / "ours.port"), "--model-dir", str(model_dir), "--predictor",
                                         "model", "--device", args.device, "--max-batch", str(args.max_batch),
-                                        "--batch-wait-ms", str(args.batch_wait_ms)],
+                                        "--batch-wait-ms", str(args.batch_wait_ms),
+                                        # the reference has no deadline either; overload must
+                                        # show as latency here, not as 503s
+                                        "--request-deadline-s", "3600"],
             "reference (torchvision + http.server)": [sys.executable, str(ROOT / "bench" / "serving" / "reference_server.py"),
                                                       "--model-dir", str(model_dir), "--port-file",
                                                       str(tmp / "reference.port")],
