@@ -28,7 +28,9 @@ namespace mrcnn::kernels {
 
 // Indices (int64) of the boxes kept by greedy non-maximum suppression, in order of
 // decreasing score (ties: lower index first). A box is suppressed when its IoU with
-// a kept, higher-scoring box is > iou_threshold. boxes: N×4, scores: N.
+// a kept, higher-scoring box is > iou_threshold, with IoU computed in the box dtype
+// exactly as torchvision does (so zero-area or overflowing boxes give NaN IoU and
+// never suppress). boxes: N×4 float32/float64 (CUDA also half/bfloat16), scores: N.
 at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
 
 // NMS applied independently within each value of idxs (int64, N), in one pass (no
@@ -43,6 +45,8 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
 // (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.
 // Differentiable w.r.t. input. Under autocast it runs in float32 and returns the
 // input's dtype. float32/float64/float16/bfloat16 accepted (float accumulation).
+// A roi whose batch index is outside [0, B) is an error on CPU; on CUDA (where
+// checking would need a sync) it pools zeros and receives no gradient.
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned);
@@ -86,7 +90,8 @@ at::Tensor GenerateAnchors(const std::vector<std::array<int64_t, 2>>& feature_si
 // torchvision Matcher: match_quality G×N (gt × predictions, G,N >= 1) -> int64 N with
 // the best gt index per prediction, -1 where the best quality < low_threshold, -2
 // where low <= best < high. allow_low_quality_matches restores the best match of
-// every prediction that is a (tied) highest-quality prediction of some gt.
+// every prediction that is a (tied) highest-quality prediction of some gt. Thresholds
+// compare in the matrix dtype and NaN counts as the largest quality, as torch.max does.
 at::Tensor MatchProposals(const at::Tensor& match_quality, double high_threshold,
                           double low_threshold, bool allow_low_quality_matches);
 
