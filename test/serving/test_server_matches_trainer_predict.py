@@ -1,0 +1,97 @@
+"""The server's detections equal `trainer predict`'s on the same images and weights.
+
+A random-weight model dir (scripts/convert_weights.py --random-seed, 3 classes so random
+scores clear the 0.05 threshold, small input size to keep CPU time low) is run through
+`build/bin/trainer predict` and through `build/bin/server --predictor model` (batches of one,
+like predict's default), and every detection is compared: category, score, box and the RLE
+mask string.
+"""
+import io
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", ROOT / "build"))
+
+
+def synthetic_png(path, seed):
+    rng = np.random.default_rng(seed)
+    rgb = rng.integers(0, 50, size=(200, 300, 3), dtype=np.uint8)
+    for _ in range(4):
+        x0, y0 = rng.integers(0, 250), rng.integers(0, 150)
+        rgb[y0:y0 + rng.integers(20, 60), x0:x0 + rng.integers(20, 80)] = rng.integers(100, 256, size=3)
+    Image.fromarray(rgb).save(path, "PNG")
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    for binary in ("server", "trainer"):
+        assert (BUILD / "bin" / binary).exists(), f"{BUILD}/bin/{binary} is missing: build the project first"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "convert_weights.py"), "--random-seed", "0",
+                        "--num-classes", "3", "--set", "INPUT.MIN_SIZE_TEST=320",
+                        "--set", "INPUT.MAX_SIZE_TEST=480", "--output", str(tmp / "model")],
+                       check=True, stdout=subprocess.DEVNULL)
+        for i in range(2):
+            synthetic_png(tmp / f"image{i}.png", i)
+        yield tmp
+
+
+def test_server_equals_trainer_predict(workdir):
+    images = [workdir / "image0.png", workdir / "image1.png"]
+    subprocess.run([str(BUILD / "bin" / "trainer"), "predict", "--model-dir", str(workdir / "model"),
+                    "--images", *map(str, images), "--output", str(workdir / "predict.json")],
+                   check=True, stdout=subprocess.DEVNULL)
+    predicted = json.loads((workdir / "predict.json").read_text())
+
+    port_file = workdir / "port"
+    server = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
+                               "--port-file", str(port_file), "--model-dir", str(workdir / "model"),
+                               "--predictor", "model", "--max-batch", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 600
+        url = None
+        while url is None or not ping(url):
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.time() < deadline, "server never became ready"
+            if url is None and port_file.exists():
+                url = f"http://127.0.0.1:{int(port_file.read_text())}"
+            time.sleep(0.1)
+        for image_id, path in enumerate(images, start=1):
+            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(),
+                                             headers={"Content-Type": "image/png"})
+            with urllib.request.urlopen(request, timeout=600) as reply:
+                served = json.loads(reply.read())["detections"]
+            expected = [r for r in predicted if r["image_id"] == image_id]
+            assert len(served) == len(expected) > 0
+            for got, want in zip(served, expected):
+                assert got["category_id"] == want["category_id"]
+                assert got["score"] == pytest.approx(want["score"], abs=1e-6)
+                x, y, w, h = want["bbox"]
+                assert got["box"] == pytest.approx([x, y, x + w, y + h], abs=1e-3)
+                assert got["mask"]["size"] == want["segmentation"]["size"]
+                assert got["mask"]["counts"] == want["segmentation"]["counts"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+
+
+def ping(url):
+    try:
+        with urllib.request.urlopen(url + "/ping", timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
