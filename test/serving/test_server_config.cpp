@@ -1,0 +1,53 @@
+#include <catch2/catch.hpp>
+
+#include "common/config_error.h"
+#include "serving/server_config.h"
+
+using namespace mrcnn::serving;
+
+namespace {
+
+ServerConfig Parse(std::vector<std::string> args, const mrcnn::common::EnvMap& env) {
+  args.insert(args.begin(), "server");
+  std::vector<char*> argv;
+  for (auto& arg : args) {
+    argv.push_back(arg.data());
+  }
+  return ParseServerConfig(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+}  // namespace
+
+TEST_CASE("SageMaker's environment configures the server, flags override it", "[serving][config]") {
+  const ServerConfig defaults = Parse({}, {});
+  CHECK(defaults.port == 8080);
+  CHECK(defaults.max_payload_bytes == 6u << 20);
+  CHECK(defaults.batch_strategy == "SINGLE_RECORD");
+  CHECK(defaults.max_concurrent_transforms == defaults.batching.max_batch_images);
+  CHECK(defaults.request_deadline == std::chrono::seconds(60));
+  CHECK(defaults.drain_timeout == std::chrono::seconds(25));
+
+  const mrcnn::common::EnvMap env = {
+      {"SAGEMAKER_BIND_TO_PORT", "9090"},           {"SAGEMAKER_MAX_PAYLOAD_IN_MB", "20"},
+      {"SAGEMAKER_BATCH_STRATEGY", "MULTI_RECORD"}, {"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "7"},
+      {"SAGEMAKER_MODEL_SERVER_TIMEOUT", "30"},     {"MRCNN_SERVING_MAX_BATCH", "8"}};
+  const ServerConfig from_env = Parse({}, env);
+  CHECK(from_env.port == 9090);
+  CHECK(from_env.max_payload_bytes == 20u << 20);
+  CHECK(from_env.batch_strategy == "MULTI_RECORD");
+  CHECK(from_env.max_concurrent_transforms == 7);
+  CHECK(from_env.request_deadline == std::chrono::seconds(30));
+  CHECK(from_env.batching.max_batch_images == 8);
+
+  const ServerConfig flagged =
+      Parse({"--port", "0", "--max-payload-mb", "1", "--max-batch", "2"}, env);
+  CHECK(flagged.port == 0);
+  CHECK(flagged.max_payload_bytes == 1u << 20);
+  CHECK(flagged.batching.max_batch_images == 2);
+
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_BIND_TO_PORT", "http"}}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_BATCH_STRATEGY", "SOMETIMES"}}),
+                  mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({"--header-timeout-s", "0"}, {}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({"--no-such-flag"}, {}), CommandLineExit);
+}
