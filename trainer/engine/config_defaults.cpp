@@ -61,8 +61,11 @@ TrainConfig TrainConfig::Defaults() {
   // --- datasets: COCO files inside SageMaker channels ---
   v["DATASETS.TRAIN"] = StringList{"train"};  // channel names
   v["DATASETS.TEST"] = StringList{"val", "test"};  // the first channel present is evaluated
-  v["DATASETS.ANNOTATION_FILE"] = S("annotations.json");  // relative to the channel dir
-  v["DATASETS.IMAGE_DIR"] = S("images");                  // relative to the channel dir
+  // Relative to the channel dir; "{channel}" is replaced by the channel's name; "" finds
+  // the layout by itself (see channel_layout.h: annotations.json + images/, or the
+  // `trainer make-shapes` / COCO layout annotations/instances_<channel>.json + <channel>/).
+  v["DATASETS.ANNOTATION_FILE"] = S("");
+  v["DATASETS.IMAGE_DIR"] = S("");
 
   v["DATALOADER.NUM_WORKERS"] = int64_t{4};
   v["DATALOADER.ASPECT_RATIO_GROUPING"] = true;

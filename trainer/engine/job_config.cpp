@@ -172,10 +172,12 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
                         "the training channel \"" + train_channels.front() + "\" (DATASETS.TRAIN) is missing");
     }
     job.train_dir = *train;
+    job.train_channel = train_channels.front();
   }
   for (const auto& name : job.config.GetStringList("DATASETS.TEST")) {
     if (auto dir = Channel(name, env, job.paths)) {
       job.test_dir = *dir;
+      job.test_channel = name;
       break;
     }
   }

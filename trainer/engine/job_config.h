@@ -46,7 +46,9 @@ struct TrainJob {
   std::vector<std::string> config_sources;  // in merge order: "defaults", files, "opts"
   common::JobPaths paths;
   std::filesystem::path train_dir;                // the DATASETS.TRAIN channel
+  std::string train_channel;                      // its name ("" with eval_only)
   std::optional<std::filesystem::path> test_dir;  // the first DATASETS.TEST channel present
+  std::string test_channel;                       // its name ("" when none)
   std::optional<std::filesystem::path> weights;   // MODEL.WEIGHTS resolved (see ResolveWeights)
   std::filesystem::path model_dir;
   std::filesystem::path output_dir;      // OUTPUT_DIR, else SM_OUTPUT_DATA_DIR, else <base>/output/data

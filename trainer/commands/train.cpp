@@ -1,0 +1,38 @@
+// `trainer train`: the training job under the entrypoint. Arguments are the job's
+// hyperparameters as "--key value" pairs (see trainer/engine/job_config.h); everything
+// else comes from the SM_* and torchrun environment.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/env_map.h"
+#include "trainer/commands/command_registry.h"
+#include "trainer/engine/job_config.h"
+#include "trainer/engine/train_loop.h"
+
+namespace mrcnn::trainer {
+namespace {
+
+const CommandRegistration kTrain{
+    "train",
+    "Train Mask R-CNN (hyperparameters as --config-file, --local-config-file, --opts, --resume, "
+    "--eval-only, "
+    "--base-dir; SM_* channels and torchrun variables from the environment)",
+    [](CLI::App& sub) -> CommandAction {
+      // Hyperparameters are validated by ParseTrainJobArgs (closest-key errors), so CLI11
+      // passes them through untouched.
+      sub.prefix_command();
+      CLI::App* app = &sub;
+      return [app]() {
+        const std::vector<std::string> argv = app->remaining();
+        const common::EnvMap env = common::CurrentEnvironment();
+        engine::InstallStopHandlers();
+        const engine::TrainJob job =
+            engine::ResolveTrainJob(engine::ParseTrainJobArgs(argv), env, "/proc/self/exe");
+        return engine::RunTrainJob(job, engine::ProcessWorld::FromEnv(env));
+      };
+    }};
+
+}  // namespace
+}  // namespace mrcnn::trainer
