@@ -32,19 +32,18 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned) {
-  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t,
-                                     int64_t, int64_t, bool)>("mrcnn::roi_align");
-  return op.call(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio,
-                 aligned);
+  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t,
+                                     int64_t, bool)>("mrcnn::roi_align");
+  return op.call(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
 }
 
 at::Tensor MultiLevelRoiAlign(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                               const std::vector<double>& scales, int64_t pooled_height,
                               int64_t pooled_width, int64_t sampling_ratio, bool aligned,
                               int64_t canonical_scale, int64_t canonical_level) {
-  static auto op = FindOp<at::Tensor(at::TensorList, const at::Tensor&, at::ArrayRef<double>,
-                                     int64_t, int64_t, int64_t, bool, int64_t, int64_t)>(
-      "mrcnn::multi_level_roi_align");
+  static auto op =
+      FindOp<at::Tensor(at::TensorList, const at::Tensor&, at::ArrayRef<double>, int64_t, int64_t,
+                        int64_t, bool, int64_t, int64_t)>("mrcnn::multi_level_roi_align");
   return op.call(features, rois, scales, pooled_height, pooled_width, sampling_ratio, aligned,
                  canonical_scale, canonical_level);
 }
@@ -90,17 +89,18 @@ at::Tensor GenerateAnchors(const std::vector<std::array<int64_t, 2>>& feature_si
     all_sizes.insert(all_sizes.end(), sizes[l].begin(), sizes[l].end());
     all_ratios.insert(all_ratios.end(), aspect_ratios[l].begin(), aspect_ratios[l].end());
   }
-  static auto op = FindOp<at::Tensor(at::IntArrayRef, at::IntArrayRef, at::ArrayRef<double>,
-                                     at::IntArrayRef, at::ArrayRef<double>, at::IntArrayRef,
-                                     at::Device)>("mrcnn::generate_anchors");
-  return op.call(flat_sizes, flat_strides, all_sizes, sizes_per_level, all_ratios,
-                 ratios_per_level, device);
+  static auto op =
+      FindOp<at::Tensor(at::IntArrayRef, at::IntArrayRef, at::ArrayRef<double>, at::IntArrayRef,
+                        at::ArrayRef<double>, at::IntArrayRef, at::Device)>(
+          "mrcnn::generate_anchors");
+  return op.call(flat_sizes, flat_strides, all_sizes, sizes_per_level, all_ratios, ratios_per_level,
+                 device);
 }
 
 at::Tensor MatchProposals(const at::Tensor& match_quality, double high_threshold,
                           double low_threshold, bool allow_low_quality_matches) {
-  static auto op = FindOp<at::Tensor(const at::Tensor&, double, double, bool)>(
-      "mrcnn::match_proposals");
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, double, double, bool)>("mrcnn::match_proposals");
   return op.call(match_quality, high_threshold, low_threshold, allow_low_quality_matches);
 }
 
@@ -116,8 +116,9 @@ std::pair<at::Tensor, at::Tensor> SampleBalanced(const at::Tensor& labels,
 
 at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
                       int64_t image_width, int64_t padding) {
-  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t,
-                                     int64_t)>("mrcnn::paste_masks");
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, int64_t)>(
+          "mrcnn::paste_masks");
   return op.call(masks, boxes, image_height, image_width, padding);
 }
 

@@ -8,14 +8,16 @@
 // them against torchvision on randomised inputs).
 //
 // Host-device synchronisation on CUDA: Nms and BatchedNms synchronise once, to
-// learn how many boxes are kept (the output size depends on it). RoiAlign,
-// MultiLevelRoiAlign, BoxIou, EncodeBoxes, DecodeBoxes, GenerateAnchors,
-// MatchProposals, SampleBalanced and PasteMasks never synchronise.
+// learn how many boxes are kept (the output size depends on it). GenerateAnchors
+// copies its few sizes/ratios from host memory to the device (as torchvision does;
+// cache anchors per feature-map size). RoiAlign, MultiLevelRoiAlign, BoxIou,
+// EncodeBoxes, DecodeBoxes, MatchProposals, SampleBalanced and PasteMasks never
+// synchronise.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
-#include <ATen/core/Generator.h>
 
 #include <array>
 #include <cmath>
@@ -73,8 +75,7 @@ at::Tensor EncodeBoxes(const at::Tensor& reference_boxes, const at::Tensor& prop
 // Inverse of EncodeBoxes: rel_codes N×(4k) applied to boxes N×4 -> N×(4k)
 // (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp).
 at::Tensor DecodeBoxes(const at::Tensor& rel_codes, const at::Tensor& boxes,
-                       const std::array<double, 4>& weights,
-                       double clamp = std::log(1000.0 / 16));
+                       const std::array<double, 4>& weights, double clamp = std::log(1000.0 / 16));
 
 // Anchors of one image, identical to torchvision AnchorGenerator: level i has a
 // feature map of feature_sizes[i] = (H_i, W_i), stride strides[i] = (sh_i, sw_i),

@@ -20,8 +20,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 at::Tensor CallRoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-                        int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
-                        bool aligned) {
+                        int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::roi_align", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t,
@@ -33,18 +32,18 @@ at::Tensor CallRoiAlignBackward(const at::Tensor& grad, const at::Tensor& rois,
                                 double spatial_scale, int64_t pooled_h, int64_t pooled_w,
                                 int64_t batch, int64_t channels, int64_t height, int64_t width,
                                 int64_t sampling_ratio, bool aligned) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mrcnn::_roi_align_backward", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t,
-                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                         bool)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mrcnn::_roi_align_backward", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, int64_t, bool)>();
   return op.call(grad, rois, spatial_scale, pooled_h, pooled_w, batch, channels, height, width,
                  sampling_ratio, aligned);
 }
 
-at::Tensor CallMultiLevel(at::TensorList features, const at::Tensor& rois,
-                          const at::Tensor& levels, at::ArrayRef<double> scales, int64_t pooled_h,
-                          int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
+at::Tensor CallMultiLevel(at::TensorList features, const at::Tensor& rois, const at::Tensor& levels,
+                          at::ArrayRef<double> scales, int64_t pooled_h, int64_t pooled_w,
+                          int64_t sampling_ratio, bool aligned) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mrcnn::_multi_level_roi_align", "")
                        .typed<at::Tensor(at::TensorList, const at::Tensor&, const at::Tensor&,
@@ -92,7 +91,7 @@ class RoiAlignFunction : public torch::autograd::Function<RoiAlignFunction> {
         ctx->saved_data["pooled_h"].toInt(), ctx->saved_data["pooled_w"].toInt(), shape[0],
         shape[1], shape[2], shape[3], ctx->saved_data["sampling_ratio"].toInt(),
         ctx->saved_data["aligned"].toBool());
-    return {grad_input, at::Tensor(), at::Tensor(), at::Tensor(),
+    return {grad_input,   at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -145,8 +144,8 @@ at::Tensor MultiLevelAutograd(at::TensorList features, const at::Tensor& rois,
                               const at::Tensor& levels, at::ArrayRef<double> scales,
                               int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
                               bool aligned) {
-  return MultiLevelRoiAlignFunction::apply(features, rois, levels, scales.vec(), pooled_h,
-                                           pooled_w, sampling_ratio, aligned)[0];
+  return MultiLevelRoiAlignFunction::apply(features, rois, levels, scales.vec(), pooled_h, pooled_w,
+                                           sampling_ratio, aligned)[0];
 }
 
 // Autocast: ROIAlign runs in float32 and returns the input's dtype (as torchvision).
@@ -199,8 +198,8 @@ at::Tensor MapRoiLevels(const at::Tensor& rois, at::ArrayRef<double> scales,
               ": scales span levels ", k_min, "..", k_max, " but only ", level_ids.size(),
               " feature maps are given (scales must be finest first)");
   const at::Tensor boxes = rois.slice(1, 1, 5);
-  const at::Tensor area = (boxes.select(1, 2) - boxes.select(1, 0)) *
-                          (boxes.select(1, 3) - boxes.select(1, 1));
+  const at::Tensor area =
+      (boxes.select(1, 2) - boxes.select(1, 0)) * (boxes.select(1, 3) - boxes.select(1, 1));
   const at::Tensor s = at::sqrt(area);
   const at::Tensor eps = at::scalar_tensor(1e-6, s.options());
   at::Tensor target = at::floor(at::log2(s / canonical_scale) + canonical_level + eps);
@@ -282,15 +281,13 @@ TORCH_LIBRARY_IMPL(mrcnn, Autograd, m) {
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, AutocastCPU, m) {
-  m.impl("roi_align",
-         &RoiAlignAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("roi_align", &RoiAlignAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
   m.impl("_multi_level_roi_align",
          &MultiLevelAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, AutocastCUDA, m) {
-  m.impl("roi_align",
-         &RoiAlignAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("roi_align", &RoiAlignAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
   m.impl("_multi_level_roi_align",
          &MultiLevelAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
 }

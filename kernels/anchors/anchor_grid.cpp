@@ -10,8 +10,8 @@ namespace mrcnn::kernels {
 
 at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef strides,
                               at::ArrayRef<double> sizes, at::IntArrayRef sizes_per_level,
-                              at::ArrayRef<double> aspect_ratios,
-                              at::IntArrayRef ratios_per_level, at::Device device) {
+                              at::ArrayRef<double> aspect_ratios, at::IntArrayRef ratios_per_level,
+                              at::Device device) {
   const char* op = "mrcnn::generate_anchors";
   const size_t levels = sizes_per_level.size();
   TORCH_CHECK(levels > 0, op, ": at least one feature level is required");
@@ -29,13 +29,12 @@ at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef str
     TORCH_CHECK(ns > 0 && nr > 0, op, ": level ", l, " needs at least one size and one ratio");
     TORCH_CHECK(size_at + ns <= sizes.size() && ratio_at + nr <= aspect_ratios.size(), op,
                 ": sizes_per_level/ratios_per_level ask for more values than given");
-    TORCH_CHECK(feature_sizes[2 * l] >= 0 && feature_sizes[2 * l + 1] >= 0, op,
-                ": level ", l, " has a negative feature size");
+    TORCH_CHECK(feature_sizes[2 * l] >= 0 && feature_sizes[2 * l + 1] >= 0, op, ": level ", l,
+                " has a negative feature size");
     const at::Tensor scales =
         at::tensor(at::ArrayRef<double>(sizes.data() + size_at, ns), at::kDouble).to(f32);
     const at::Tensor ratios =
-        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble)
-            .to(f32);
+        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble).to(f32);
     size_at += ns;
     ratio_at += nr;
     const at::Tensor h_ratios = at::sqrt(ratios);

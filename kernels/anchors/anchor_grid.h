@@ -12,7 +12,7 @@ namespace mrcnn::kernels {
 
 at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef strides,
                               at::ArrayRef<double> sizes, at::IntArrayRef sizes_per_level,
-                              at::ArrayRef<double> aspect_ratios,
-                              at::IntArrayRef ratios_per_level, at::Device device);
+                              at::ArrayRef<double> aspect_ratios, at::IntArrayRef ratios_per_level,
+                              at::Device device);
 
 }  // namespace mrcnn::kernels

@@ -12,8 +12,8 @@ inline void CheckBoxes(const at::Tensor& boxes, const char* op, const char* name
 }
 
 inline void CheckWeights(at::ArrayRef<double> weights, const char* op) {
-  TORCH_CHECK(weights.size() == 4, op, ": weights must be (wx, wy, ww, wh), got ",
-              weights.size(), " values");
+  TORCH_CHECK(weights.size() == 4, op, ": weights must be (wx, wy, ww, wh), got ", weights.size(),
+              " values");
 }
 
 }  // namespace mrcnn::kernels

@@ -44,8 +44,10 @@ MRCNN_HOST_DEVICE inline PasteBox ComputePasteBox(float bx1, float by1, float bx
 #endif
   b.w = b.x1 - b.x0 + 1;
   b.h = b.y1 - b.y0 + 1;
-  if (b.w < 1) b.w = 1;
-  if (b.h < 1) b.h = 1;
+  if (b.w < 1)
+    b.w = 1;
+  if (b.h < 1)
+    b.h = 1;
   return b;
 }
 
@@ -63,10 +65,12 @@ MRCNN_HOST_DEVICE inline LinearTap ComputeLinearTap(int64_t dst, int64_t in_size
 #else
   float src = scale * (static_cast<float>(dst) + 0.5f) - 0.5f;
 #endif
-  if (src < 0.f) src = 0.f;
+  if (src < 0.f)
+    src = 0.f;
   LinearTap t;
   t.i0 = static_cast<int64_t>(src);
-  if (t.i0 > in_size - 1) t.i0 = in_size - 1;
+  if (t.i0 > in_size - 1)
+    t.i0 = in_size - 1;
   t.i1 = t.i0 + (t.i0 < in_size - 1 ? 1 : 0);
   float l = src - static_cast<float>(t.i0);
   l = l < 0.f ? 0.f : (l > 1.f ? 1.f : l);

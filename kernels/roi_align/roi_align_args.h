@@ -19,8 +19,8 @@ inline void CheckPooling(int64_t pooled_height, int64_t pooled_width, int64_t sa
   TORCH_CHECK(pooled_height > 0 && pooled_width > 0, op,
               ": pooled_height and pooled_width must be positive, got ", pooled_height, "×",
               pooled_width);
-  TORCH_CHECK(sampling_ratio >= 0, op,
-              ": sampling_ratio must be >= 0 (0 = adaptive), got ", sampling_ratio);
+  TORCH_CHECK(sampling_ratio >= 0, op, ": sampling_ratio must be >= 0 (0 = adaptive), got ",
+              sampling_ratio);
 }
 
 // Features of every level must agree on batch size, channels, dtype and device.

@@ -4,10 +4,9 @@
 
 namespace mrcnn::kernels {
 
-std::tuple<at::Tensor, at::Tensor> SampleBalancedMasks(const at::Tensor& labels,
-                                                       int64_t batch_size_per_image,
-                                                       double positive_fraction,
-                                                       const std::optional<at::Generator>& generator) {
+std::tuple<at::Tensor, at::Tensor> SampleBalancedMasks(
+    const at::Tensor& labels, int64_t batch_size_per_image, double positive_fraction,
+    const std::optional<at::Generator>& generator) {
   const char* op = "mrcnn::sample_balanced";
   TORCH_CHECK(labels.dim() == 1, op, ": labels must be 1-D (one image), got shape ",
               labels.sizes());
@@ -32,8 +31,7 @@ std::tuple<at::Tensor, at::Tensor> SampleBalancedMasks(const at::Tensor& labels,
   const at::Tensor grouped =
       at::where(positive, key, at::where(negative, key + 2, at::scalar_tensor(4.0, f64)));
   const at::Tensor order = at::argsort(grouped);
-  const at::Tensor rank = at::empty_like(order).scatter_(
-      0, order, at::arange(n, order.options()));
+  const at::Tensor rank = at::empty_like(order).scatter_(0, order, at::arange(n, order.options()));
   const at::Tensor pos_mask = positive & (rank < num_pos);
   const at::Tensor neg_mask = negative & ((rank - pos_count) < num_neg);
   return {pos_mask, neg_mask};

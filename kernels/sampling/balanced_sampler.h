@@ -12,9 +12,8 @@
 
 namespace mrcnn::kernels {
 
-std::tuple<at::Tensor, at::Tensor> SampleBalancedMasks(const at::Tensor& labels,
-                                                       int64_t batch_size_per_image,
-                                                       double positive_fraction,
-                                                       const std::optional<at::Generator>& generator);
+std::tuple<at::Tensor, at::Tensor> SampleBalancedMasks(
+    const at::Tensor& labels, int64_t batch_size_per_image, double positive_fraction,
+    const std::optional<at::Generator>& generator);
 
 }  // namespace mrcnn::kernels

@@ -36,18 +36,21 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
   std::vector<int64_t> keep;
   for (int64_t a = 0; a < n; ++a) {
     const int64_t i = o[a];
-    if (dead[i]) continue;
+    if (dead[i])
+      continue;
     keep.push_back(i);
     for (int64_t c = a + 1; c < n; ++c) {
       const int64_t j = o[c];
-      if (cls.data_ptr<int64_t>()[i] != cls.data_ptr<int64_t>()[j]) continue;
-      const double w = std::max(0.0, std::min(p[4 * i + 2], p[4 * j + 2]) -
-                                         std::max(p[4 * i], p[4 * j]));
-      const double h = std::max(0.0, std::min(p[4 * i + 3], p[4 * j + 3]) -
-                                         std::max(p[4 * i + 1], p[4 * j + 1]));
+      if (cls.data_ptr<int64_t>()[i] != cls.data_ptr<int64_t>()[j])
+        continue;
+      const double w =
+          std::max(0.0, std::min(p[4 * i + 2], p[4 * j + 2]) - std::max(p[4 * i], p[4 * j]));
+      const double h = std::max(
+          0.0, std::min(p[4 * i + 3], p[4 * j + 3]) - std::max(p[4 * i + 1], p[4 * j + 1]));
       const double ai = (p[4 * i + 2] - p[4 * i]) * (p[4 * i + 3] - p[4 * i + 1]);
       const double aj = (p[4 * j + 2] - p[4 * j]) * (p[4 * j + 3] - p[4 * j + 1]);
-      if (w * h / (ai + aj - w * h) > thr) dead[j] = true;
+      if (w * h / (ai + aj - w * h) > thr)
+        dead[j] = true;
     }
   }
   return keep;
@@ -86,15 +89,15 @@ TEST_CASE("nms edge cases", "[kernels][nms]") {
   }
   SECTION("huge coordinates") {
     // Areas up to 1e30 still fit float: same answer as the double reference.
-    const at::Tensor boxes = Boxes({0, 0, 1e15f, 1e15f, 0, 0, 1e15f, 9e14f, 5e14f, 5e14f, 2e15f, 2e15f});
+    const at::Tensor boxes =
+        Boxes({0, 0, 1e15f, 1e15f, 0, 0, 1e15f, 9e14f, 5e14f, 5e14f, 2e15f, 2e15f});
     const at::Tensor scores = at::tensor({0.9f, 0.8f, 0.7f});
     CHECK(ToVector(mk::Nms(boxes, scores, 0.5)) ==
           ReferenceNms(boxes, scores, at::zeros({3}, at::kLong), 0.5));
     // Areas that overflow float make the IoU NaN (inf/inf), which never suppresses,
     // exactly as in torchvision's float kernel.
     const at::Tensor overflow = Boxes({0, 0, 1e30f, 1e30f, 0, 0, 1e30f, 1e30f});
-    CHECK(ToVector(mk::Nms(overflow, at::tensor({0.9f, 0.8f}), 0.5)) ==
-          std::vector<int64_t>{0, 1});
+    CHECK(ToVector(mk::Nms(overflow, at::tensor({0.9f, 0.8f}), 0.5)) == std::vector<int64_t>{0, 1});
   }
   SECTION("threshold is strict: IoU exactly at the threshold keeps the box") {
     // IoU of these two boxes is exactly 0.5.
@@ -118,15 +121,15 @@ TEST_CASE("nms edge cases", "[kernels][nms]") {
 
 TEST_CASE("batched nms keeps classes apart", "[kernels][nms]") {
   SECTION("no boxes") {
-    CHECK(mk::BatchedNms(at::empty({0, 4}), at::empty({0}), at::empty({0}, at::kLong), 0.5)
-              .numel() == 0);
+    CHECK(
+        mk::BatchedNms(at::empty({0, 4}), at::empty({0}), at::empty({0}, at::kLong), 0.5).numel() ==
+        0);
   }
   SECTION("identical boxes in different classes all survive, sorted by score") {
     const at::Tensor boxes = Boxes({0, 0, 10, 10}).repeat({4, 1});
     const at::Tensor scores = at::tensor({0.1f, 0.9f, 0.5f, 0.7f});
     const at::Tensor idxs = at::tensor({0, 1, 1, 2}, at::kLong);
-    CHECK(ToVector(mk::BatchedNms(boxes, scores, idxs, 0.5)) ==
-          std::vector<int64_t>{1, 3, 0});
+    CHECK(ToVector(mk::BatchedNms(boxes, scores, idxs, 0.5)) == std::vector<int64_t>{1, 3, 0});
   }
   SECTION("random boxes and classes agree with the reference") {
     at::manual_seed(4);
@@ -150,9 +153,9 @@ TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
     CHECK(out.sizes() == at::IntArrayRef({0, 3, 7, 7}));
   }
   SECTION("rois entirely outside the feature map pool zeros") {
-    const at::Tensor rois = at::tensor({0., 100., 100., 120., 130., 1., -50., -50., -20., -30.},
-                                       at::kDouble)
-                                .view({2, 5});
+    const at::Tensor rois =
+        at::tensor({0., 100., 100., 120., 130., 1., -50., -50., -20., -30.}, at::kDouble)
+            .view({2, 5});
     const at::Tensor out = mk::RoiAlign(input, rois, 1.0, 2, 2, 2, false);
     CHECK(out.abs().max().item<double>() == 0.0);
   }
@@ -169,10 +172,10 @@ TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
   }
   SECTION("gradient matches finite differences (double)") {
     at::manual_seed(5);
-    const at::Tensor rois = at::tensor({0., 1.3, 0.7, 7.2, 5.9, 1., -2., 3., 4.5, 12., 1., 2., 2.,
-                                        2.5, 2.5},
-                                       at::kDouble)
-                                .view({3, 5});
+    const at::Tensor rois =
+        at::tensor({0., 1.3, 0.7, 7.2, 5.9, 1., -2., 3., 4.5, 12., 1., 2., 2., 2.5, 2.5},
+                   at::kDouble)
+            .view({3, 5});
     const at::Tensor weights = at::rand({3, 2, 3, 3}, at::kDouble);
     for (bool aligned : {false, true}) {
       for (int64_t sr : {0, 2}) {
@@ -186,8 +189,10 @@ TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
           at::Tensor plus = base.clone(), minus = base.clone();
           plus.view({-1})[i] += eps;
           minus.view({-1})[i] -= eps;
-          const double fp = (mk::RoiAlign(plus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
-          const double fm = (mk::RoiAlign(minus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
+          const double fp =
+              (mk::RoiAlign(plus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
+          const double fm =
+              (mk::RoiAlign(minus, rois, 1.0, 3, 3, sr, aligned) * weights).sum().item<double>();
           numeric.view({-1})[i] = (fp - fm) / (2 * eps);
         }
         CHECK(at::allclose(analytic, numeric, 1e-6, 1e-7));
@@ -228,15 +233,18 @@ TEST_CASE("multi-level roi align equals roi align on the mapped level", "[kernel
   REQUIRE(out.sizes() == at::IntArrayRef({8, 3, 7, 7}));
   for (int64_t k = 0; k < 8; ++k) {
     const double side = sizes[k].item<double>();
-    const int64_t level = std::clamp<int64_t>(
-        static_cast<int64_t>(std::floor(4 + std::log2(side / 224) + 1e-6)), 2, 5) - 2;
+    const int64_t level =
+        std::clamp<int64_t>(static_cast<int64_t>(std::floor(4 + std::log2(side / 224) + 1e-6)), 2,
+                            5) -
+        2;
     const at::Tensor single =
         mk::RoiAlign(features[level], rois.slice(0, k, k + 1), scales[level], 7, 7, 2, false);
     CHECK(at::allclose(out.slice(0, k, k + 1), single));
   }
   SECTION("gradients reach every level through one backward") {
     std::vector<at::Tensor> leaves;
-    for (auto& f : features) leaves.push_back(f.clone().requires_grad_(true));
+    for (auto& f : features)
+      leaves.push_back(f.clone().requires_grad_(true));
     mk::MultiLevelRoiAlign(leaves, rois, scales, 7, 7, 2, false).sum().backward();
     for (auto& leaf : leaves) {
       REQUIRE(leaf.grad().defined());
@@ -284,8 +292,7 @@ TEST_CASE("anchors", "[kernels][anchors]") {
 TEST_CASE("matcher", "[kernels][matching]") {
   // 2 gt × 4 predictions.
   const at::Tensor q = at::tensor({0.9f, 0.5f, 0.2f, 0.1f, 0.3f, 0.6f, 0.35f, 0.05f}).view({2, 4});
-  CHECK(ToVector(mk::MatchProposals(q, 0.7, 0.3, false)) ==
-        std::vector<int64_t>{0, -2, -2, -1});
+  CHECK(ToVector(mk::MatchProposals(q, 0.7, 0.3, false)) == std::vector<int64_t>{0, -2, -2, -1});
   // gt 1's best prediction (index 1, 0.6) is restored; gt 0's is already matched.
   CHECK(ToVector(mk::MatchProposals(q, 0.7, 0.3, true)) == std::vector<int64_t>{0, 1, -2, -1});
   CHECK_THROWS_WITH(mk::MatchProposals(at::empty({0, 4}), 0.7, 0.3, true),
@@ -300,7 +307,8 @@ TEST_CASE("balanced sampler", "[kernels][sampling]") {
   CHECK(neg.sum().item<int64_t>() == 226);
   CHECK((pos & (labels != 1)).sum().item<int64_t>() == 0);
   CHECK((neg & (labels != 0)).sum().item<int64_t>() == 0);
-  const auto [pos2, neg2] = mk::SampleBalanced(at::cat({at::ones({300}), at::zeros({10})}), 256, 0.5);
+  const auto [pos2, neg2] =
+      mk::SampleBalanced(at::cat({at::ones({300}), at::zeros({10})}), 256, 0.5);
   CHECK(pos2.sum().item<int64_t>() == 128);
   CHECK(neg2.sum().item<int64_t>() == 10);
   const auto [pos3, neg3] = mk::SampleBalanced(at::empty({0}), 256, 0.5);

@@ -41,7 +41,8 @@ TEST_CASE("nms cuda equals cpu", "[cuda]") {
     const at::Tensor boxes = RandomBoxes(n, 1000, 200);
     const at::Tensor scores = at::rand({n});
     for (double thr : {0.3, 0.5, 0.7}) {
-      CHECK(SameIndices(mk::Nms(boxes.to(kCuda), scores.to(kCuda), thr), mk::Nms(boxes, scores, thr)));
+      CHECK(SameIndices(mk::Nms(boxes.to(kCuda), scores.to(kCuda), thr),
+                        mk::Nms(boxes, scores, thr)));
     }
   }
   // Ties and duplicates.
@@ -80,8 +81,8 @@ TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
     }
   }
   SECTION("half precision accumulates in float") {
-    const at::Tensor yh = mk::RoiAlign(x.to(kCuda).to(at::kHalf), rois.to(kCuda).to(at::kHalf),
-                                       0.5, 7, 7, 2, true);
+    const at::Tensor yh =
+        mk::RoiAlign(x.to(kCuda).to(at::kHalf), rois.to(kCuda).to(at::kHalf), 0.5, 7, 7, 2, true);
     CHECK(yh.scalar_type() == at::kHalf);
   }
 }
@@ -120,7 +121,8 @@ TEST_CASE("box ops cuda equal cpu", "[cuda]") {
 }
 
 TEST_CASE("anchors cuda equal cpu", "[cuda]") {
-  const std::vector<std::array<int64_t, 2>> sizes{{200, 336}, {100, 168}, {50, 84}, {25, 42}, {13, 21}};
+  const std::vector<std::array<int64_t, 2>> sizes{
+      {200, 336}, {100, 168}, {50, 84}, {25, 42}, {13, 21}};
   const std::vector<std::array<int64_t, 2>> strides{{4, 4}, {8, 8}, {16, 16}, {32, 32}, {64, 64}};
   const std::vector<std::vector<double>> s{{32}, {64}, {128}, {256}, {512}};
   const std::vector<std::vector<double>> r(5, {0.5, 1.0, 2.0});
@@ -139,7 +141,8 @@ TEST_CASE("matcher cuda equals cpu", "[cuda]") {
 }
 
 TEST_CASE("sampler on cuda respects the quotas", "[cuda]") {
-  const at::Tensor labels = at::cat({at::ones({40}), at::zeros({900}), at::full({60}, -1.f)}).to(kCuda);
+  const at::Tensor labels =
+      at::cat({at::ones({40}), at::zeros({900}), at::full({60}, -1.f)}).to(kCuda);
   const auto [pos, neg] = mk::SampleBalanced(labels, 512, 0.25);
   CHECK(pos.sum().item<int64_t>() == 40);
   CHECK(neg.sum().item<int64_t>() == 472);

@@ -37,8 +37,7 @@ at::Tensor BoxIouCpu(const at::Tensor& a_in, const at::Tensor& b_in) {
     }
     at::parallel_for(0, n, std::max<int64_t>(1, 32768 / m), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const scalar_t x1 = pa[4 * i], y1 = pa[4 * i + 1], x2 = pa[4 * i + 2],
-                       y2 = pa[4 * i + 3];
+        const scalar_t x1 = pa[4 * i], y1 = pa[4 * i + 1], x2 = pa[4 * i + 2], y2 = pa[4 * i + 3];
         const scalar_t area = (x2 - x1) * (y2 - y1);
         scalar_t* row = o + i * m;
         for (int64_t j = 0; j < m; ++j) {
@@ -94,10 +93,10 @@ at::Tensor DecodeBoxesCpu(const at::Tensor& codes_in, const at::Tensor& boxes_in
   const char* op = "mrcnn::decode_boxes";
   CheckBoxes(boxes_in, op, "boxes");
   CheckWeights(weights, op);
-  TORCH_CHECK(codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) &&
-                  codes_in.size(1) % 4 == 0,
-              op, ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0),
-              "), got shape ", codes_in.sizes());
+  TORCH_CHECK(
+      codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
+      ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
+      codes_in.sizes());
   const at::Tensor codes = codes_in.contiguous();
   const at::Tensor boxes = boxes_in.to(codes.scalar_type()).contiguous();
   const int64_t n = codes.size(0), k = codes.size(1) / 4;

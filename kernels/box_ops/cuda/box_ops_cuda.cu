@@ -13,18 +13,34 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ inline float Sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline float Add(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline float Mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline float Div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double Sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline double Add(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline double Mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline double Div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float Sub(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ inline float Add(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ inline float Mul(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ inline float Div(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ inline double Sub(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ inline double Add(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ inline double Mul(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ inline double Div(double a, double b) {
+  return __ddiv_rn(a, b);
+}
 
 template <typename T>
-__global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a,
-                             const T* __restrict__ b, T* __restrict__ out) {
+__global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a, const T* __restrict__ b,
+                             T* __restrict__ out) {
   const int64_t total = n * m;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
@@ -40,8 +56,8 @@ __global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a,
 }
 
 template <typename T>
-__global__ void EncodeKernel(int64_t n, const T* __restrict__ ref, const T* __restrict__ prop,
-                             T wx, T wy, T ww, T wh, T* __restrict__ out) {
+__global__ void EncodeKernel(int64_t n, const T* __restrict__ ref, const T* __restrict__ prop, T wx,
+                             T wy, T ww, T wh, T* __restrict__ out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const T* p = prop + 4 * i;
@@ -99,10 +115,10 @@ at::Tensor BoxIouCuda(const at::Tensor& a_in, const at::Tensor& b_in) {
     return out;
   }
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "mrcnn::box_iou", [&] {
-    BoxIouKernel<scalar_t><<<BlocksFor(out.numel()), kThreads, 0,
-                             at::cuda::getCurrentCUDAStream()>>>(
-        a.size(0), b.size(0), a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-        out.data_ptr<scalar_t>());
+    BoxIouKernel<scalar_t>
+        <<<BlocksFor(out.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            a.size(0), b.size(0), a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+            out.data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
@@ -124,12 +140,12 @@ at::Tensor EncodeBoxesCuda(const at::Tensor& reference_in, const at::Tensor& pro
     return out;
   }
   AT_DISPATCH_FLOATING_TYPES(ref.scalar_type(), "box_ops_cuda", [&] {
-    EncodeKernel<scalar_t><<<BlocksFor(ref.size(0)), kThreads, 0,
-                             at::cuda::getCurrentCUDAStream()>>>(
-        ref.size(0), ref.data_ptr<scalar_t>(), prop.data_ptr<scalar_t>(),
-        static_cast<scalar_t>(weights[0]), static_cast<scalar_t>(weights[1]),
-        static_cast<scalar_t>(weights[2]), static_cast<scalar_t>(weights[3]),
-        out.data_ptr<scalar_t>());
+    EncodeKernel<scalar_t>
+        <<<BlocksFor(ref.size(0)), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            ref.size(0), ref.data_ptr<scalar_t>(), prop.data_ptr<scalar_t>(),
+            static_cast<scalar_t>(weights[0]), static_cast<scalar_t>(weights[1]),
+            static_cast<scalar_t>(weights[2]), static_cast<scalar_t>(weights[3]),
+            out.data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
@@ -140,10 +156,10 @@ at::Tensor DecodeBoxesCuda(const at::Tensor& codes_in, const at::Tensor& boxes_i
   const char* op = "mrcnn::decode_boxes";
   CheckBoxes(boxes_in, op, "boxes");
   CheckWeights(weights, op);
-  TORCH_CHECK(codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) &&
-                  codes_in.size(1) % 4 == 0,
-              op, ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0),
-              "), got shape ", codes_in.sizes());
+  TORCH_CHECK(
+      codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
+      ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
+      codes_in.sizes());
   const c10::cuda::CUDAGuard guard(codes_in.device());
   const at::Tensor codes = codes_in.contiguous();
   const at::Tensor boxes = boxes_in.to(codes.device(), codes.scalar_type()).contiguous();

@@ -37,7 +37,8 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
     auto at_padded = [&](int64_t py, int64_t px) -> float {
       py -= padding;
       px -= padding;
-      if (py < 0 || py >= r || px < 0 || px >= r) return 0.f;
+      if (py < 0 || py >= r || px < 0 || px >= r)
+        return 0.f;
       return static_cast<float>(mask[py * r + px]);
     };
     const float top = __fadd_rn(__fmul_rn(tx.l0, at_padded(ty.i0, tx.i0)),
@@ -69,19 +70,22 @@ at::Tensor PasteMasksCuda(const at::Tensor& masks_in, const at::Tensor& boxes_in
   if (total == 0) {
     return out;
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cuda", [&] {
-    const unsigned blocks = static_cast<unsigned>(
-        std::min<int64_t>((total + kThreads - 1) / kThreads, 65536 * 4));
-    PasteKernel<scalar_t><<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
-        image_height, image_width, out.data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cuda", [&] {
+        const unsigned blocks =
+            static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65536 * 4));
+        PasteKernel<scalar_t><<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
+            image_height, image_width, out.data_ptr<scalar_t>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
   return out;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) { m.impl("paste_masks", &PasteMasksCuda); }
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("paste_masks", &PasteMasksCuda);
+}
 
 }  // namespace mrcnn::kernels

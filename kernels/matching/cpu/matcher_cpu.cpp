@@ -90,6 +90,8 @@ at::Tensor MatchProposalsCpu(const at::Tensor& quality_in, double high_threshold
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(mrcnn, CPU, m) { m.impl("match_proposals", &MatchProposalsCpu); }
+TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
+  m.impl("match_proposals", &MatchProposalsCpu);
+}
 
 }  // namespace mrcnn::kernels

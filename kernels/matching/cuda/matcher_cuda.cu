@@ -93,12 +93,11 @@ at::Tensor MatchProposalsCuda(const at::Tensor& quality_in, double high_threshol
           n, q.data_ptr<scalar_t>(), gt_best.data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    MatchKernel<scalar_t><<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
-                            stream>>>(g_count, n, q.data_ptr<scalar_t>(),
-                                      gt_best.data_ptr<scalar_t>(),
-                                      static_cast<scalar_t>(low_threshold),
-                                      static_cast<scalar_t>(high_threshold),
-                                      allow_low_quality_matches, out.data_ptr<int64_t>());
+    MatchKernel<scalar_t>
+        <<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+            g_count, n, q.data_ptr<scalar_t>(), gt_best.data_ptr<scalar_t>(),
+            static_cast<scalar_t>(low_threshold), static_cast<scalar_t>(high_threshold),
+            allow_low_quality_matches, out.data_ptr<int64_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
@@ -106,6 +105,8 @@ at::Tensor MatchProposalsCuda(const at::Tensor& quality_in, double high_threshol
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) { m.impl("match_proposals", &MatchProposalsCuda); }
+TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
+  m.impl("match_proposals", &MatchProposalsCuda);
+}
 
 }  // namespace mrcnn::kernels

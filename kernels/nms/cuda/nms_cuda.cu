@@ -19,7 +19,9 @@ constexpr int kBoxesPerBlock = 64;
 constexpr int kReduceThreads = 1024;
 constexpr int64_t kMaxSharedWords = 6000;  // "removed" words that fit the 48 KiB of shared memory
 
-__host__ __device__ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t CeilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Boxes of block `block` (the last block may be partial).
 __device__ inline int BlockSize(int64_t n, int64_t block) {
@@ -183,8 +185,7 @@ at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::T
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(col_blocks));
   AT_DISPATCH_FLOATING_TYPES(compute_dtype, "nms_cuda", [&] {
     SuppressionMaskKernel<scalar_t><<<grid, kBoxesPerBlock, 0, stream>>>(
-        n, sorted_boxes.data_ptr<scalar_t>(),
-        idxs ? sorted_classes.data_ptr<int64_t>() : nullptr,
+        n, sorted_boxes.data_ptr<scalar_t>(), idxs ? sorted_classes.data_ptr<int64_t>() : nullptr,
         StrictThreshold<scalar_t>(iou_threshold),
         reinterpret_cast<uint64_t*>(mask.data_ptr<int64_t>()));
   });

@@ -48,10 +48,10 @@ RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t poo
   }
   g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
   g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
-  g.grid_h = sampling_ratio > 0 ? sampling_ratio
-                                : static_cast<int64_t>(std::ceil(roi_h / pooled_h));
-  g.grid_w = sampling_ratio > 0 ? sampling_ratio
-                                : static_cast<int64_t>(std::ceil(roi_w / pooled_w));
+  g.grid_h =
+      sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / pooled_h));
+  g.grid_w =
+      sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / pooled_w));
   g.count = std::max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
   return g;
 }
@@ -79,8 +79,10 @@ void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, 
             s = Sample<acc_t>{0, 0, 0, 0, 0, 0, 0, 0};
             continue;
           }
-          if (y <= 0) y = 0;
-          if (x <= 0) x = 0;
+          if (y <= 0)
+            y = 0;
+          if (x <= 0)
+            x = 0;
           int64_t y_low = static_cast<int64_t>(y);
           int64_t x_low = static_cast<int64_t>(x);
           int64_t y_high, x_high;
@@ -125,7 +127,8 @@ void ComputeFootprint(const std::vector<Sample<acc_t>>& samples, int64_t width, 
   fp.rows.clear();
   int64_t x_min = width, x_max = -1;
   for (const auto& s : samples) {
-    if (s.w1 == 0 && s.w2 == 0 && s.w3 == 0 && s.w4 == 0) continue;
+    if (s.w1 == 0 && s.w2 == 0 && s.w3 == 0 && s.w4 == 0)
+      continue;
     fp.rows.push_back(s.p1 / width);
     fp.rows.push_back(s.p3 / width);
     x_min = std::min(x_min, s.p1 % width);
@@ -166,8 +169,8 @@ int64_t LevelOf(const int64_t* levels, int64_t n, int64_t num_levels) {
     return 0;
   }
   const int64_t l = levels[n];
-  TORCH_CHECK(l >= 0 && l < num_levels, "mrcnn::_multi_level_roi_align: roi ", n,
-              " has level ", l, " outside [0, ", num_levels, ")");
+  TORCH_CHECK(l >= 0 && l < num_levels, "mrcnn::_multi_level_roi_align: roi ", n, " has level ", l,
+              " outside [0, ", num_levels, ")");
   return l;
 }
 
@@ -186,8 +189,8 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
       const LevelView<scalar_t>& lv = levels_view[LevelOf(levels, n, num_levels)];
       const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
                                                       pooled_h, pooled_w, sampling_ratio, aligned);
-      TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n,
-                  " has batch index ", g.batch, " outside [0, ", batch, ")");
+      TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n, " has batch index ",
+                  g.batch, " outside [0, ", batch, ")");
       ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
       const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
       const int64_t plane = lv.height * lv.width;
@@ -201,8 +204,8 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
       constexpr int64_t kChannelBlock = 4;
       for (int64_t c0 = 0; c0 < channels; c0 += kChannelBlock) {
         const int64_t cb = std::min(kChannelBlock, channels - c0);
-        for (int64_t c = c0 + kPrefetchChannels; c < std::min(c0 + kPrefetchChannels + cb, channels);
-             ++c) {
+        for (int64_t c = c0 + kPrefetchChannels;
+             c < std::min(c0 + kPrefetchChannels + cb, channels); ++c) {
           PrefetchFootprint(batch_base + c * plane, lv.width, fp, false);
         }
         const scalar_t* in[kChannelBlock];
@@ -216,8 +219,9 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
           for (int64_t k = 0; k < per_bin; ++k, ++s) {
             const Sample<acc_t> t = *s;
             for (int64_t j = 0; j < kChannelBlock; ++j) {
-              v[j] += t.w1 * static_cast<acc_t>(in[j][t.p1]) + t.w2 * static_cast<acc_t>(in[j][t.p2]) +
-                      t.w3 * static_cast<acc_t>(in[j][t.p3]) + t.w4 * static_cast<acc_t>(in[j][t.p4]);
+              v[j] +=
+                  t.w1 * static_cast<acc_t>(in[j][t.p1]) + t.w2 * static_cast<acc_t>(in[j][t.p2]) +
+                  t.w3 * static_cast<acc_t>(in[j][t.p3]) + t.w4 * static_cast<acc_t>(in[j][t.p4]);
             }
           }
           for (int64_t j = 0; j < cb; ++j) {
@@ -305,8 +309,8 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
   CheckRois(rois_in, op);
   CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
   CheckLevelFeatures(features_in, rois_in, op);
-  TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(),
-              " scales for ", features_in.size(), " feature levels");
+  TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(), " scales for ",
+              features_in.size(), " feature levels");
   std::vector<at::Tensor> features;
   for (const auto& f : features_in) {
     features.push_back(f.contiguous());
@@ -324,16 +328,17 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
                 ": levels must hold one entry per roi");
     levels = levels_in.to(at::kLong).contiguous();
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cpu", [&] {
-    std::vector<LevelView<scalar_t>> views;
-    for (size_t l = 0; l < features.size(); ++l) {
-      views.push_back({features[l].data_ptr<scalar_t>(), features[l].size(2), features[l].size(3),
-                       scales[l]});
-    }
-    ForwardKernel<scalar_t>(views, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-                            rois.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
-                            pooled_w, sampling_ratio, aligned, out.data_ptr<scalar_t>());
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cpu", [&] {
+        std::vector<LevelView<scalar_t>> views;
+        for (size_t l = 0; l < features.size(); ++l) {
+          views.push_back({features[l].data_ptr<scalar_t>(), features[l].size(2),
+                           features[l].size(3), scales[l]});
+        }
+        ForwardKernel<scalar_t>(views, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                                rois.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
+                                pooled_w, sampling_ratio, aligned, out.data_ptr<scalar_t>());
+      });
   return out;
 }
 
@@ -362,20 +367,22 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
     grads.push_back(at::zeros(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype)));
   }
   if (num_rois > 0 && channels > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cpu", [&] {
-      using acc_t = at::opmath_type<scalar_t>;
-      std::vector<LevelView<scalar_t>> views;
-      std::vector<acc_t*> grad_ptrs;
-      for (int64_t l = 0; l < num_levels; ++l) {
-        views.push_back({nullptr, feature_shapes[4 * l + 2], feature_shapes[4 * l + 3], scales[l]});
-        grad_ptrs.push_back(grads[l].data_ptr<acc_t>());
-      }
-      const at::Tensor rois_t = rois.to(grad.scalar_type());
-      BackwardKernel<scalar_t>(views, grad_ptrs,
-                               levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-                               rois_t.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
-                               pooled_w, sampling_ratio, aligned, grad);
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cpu", [&] {
+          using acc_t = at::opmath_type<scalar_t>;
+          std::vector<LevelView<scalar_t>> views;
+          std::vector<acc_t*> grad_ptrs;
+          for (int64_t l = 0; l < num_levels; ++l) {
+            views.push_back(
+                {nullptr, feature_shapes[4 * l + 2], feature_shapes[4 * l + 3], scales[l]});
+            grad_ptrs.push_back(grads[l].data_ptr<acc_t>());
+          }
+          const at::Tensor rois_t = rois.to(grad.scalar_type());
+          BackwardKernel<scalar_t>(views, grad_ptrs,
+                                   levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                                   rois_t.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
+                                   pooled_w, sampling_ratio, aligned, grad);
+        });
   }
   for (auto& g : grads) {
     g = g.to(grad.scalar_type());
@@ -389,13 +396,13 @@ at::Tensor RoiAlignCpu(const at::Tensor& input, const at::Tensor& rois, double s
                               sampling_ratio, aligned, "mrcnn::roi_align");
 }
 
-at::Tensor RoiAlignBackwardCpu(const at::Tensor& grad, const at::Tensor& rois,
-                               double spatial_scale, int64_t pooled_h, int64_t pooled_w,
-                               int64_t batch, int64_t channels, int64_t height, int64_t width,
-                               int64_t sampling_ratio, bool aligned) {
+at::Tensor RoiAlignBackwardCpu(const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
+                               int64_t pooled_h, int64_t pooled_w, int64_t batch, int64_t channels,
+                               int64_t height, int64_t width, int64_t sampling_ratio,
+                               bool aligned) {
   const std::vector<int64_t> shape{batch, channels, height, width};
-  return MultiLevelBackwardCpu(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h,
-                               pooled_w, sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
+  return MultiLevelBackwardCpu(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h, pooled_w,
+                               sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
 }
 
 at::Tensor MultiLevelRoiAlignCpu(at::TensorList features, const at::Tensor& rois,
@@ -406,16 +413,12 @@ at::Tensor MultiLevelRoiAlignCpu(at::TensorList features, const at::Tensor& rois
                               sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
 }
 
-std::vector<at::Tensor> MultiLevelRoiAlignBackwardCpu(const at::Tensor& grad,
-                                                      const at::Tensor& rois,
-                                                      const at::Tensor& levels,
-                                                      at::ArrayRef<double> scales,
-                                                      at::IntArrayRef feature_shapes,
-                                                      int64_t pooled_h, int64_t pooled_w,
-                                                      int64_t sampling_ratio, bool aligned) {
-  return MultiLevelBackwardCpu(grad, rois, levels, scales.vec(), feature_shapes, pooled_h,
-                               pooled_w, sampling_ratio, aligned,
-                               "mrcnn::_multi_level_roi_align_backward");
+std::vector<at::Tensor> MultiLevelRoiAlignBackwardCpu(
+    const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
+    at::ArrayRef<double> scales, at::IntArrayRef feature_shapes, int64_t pooled_h, int64_t pooled_w,
+    int64_t sampling_ratio, bool aligned) {
+  return MultiLevelBackwardCpu(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
+                               sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 // element; float accumulation for half/bfloat16; atomics in the backward pass.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/Atomic.cuh>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <ATen/cuda/Atomic.cuh>
 #include <vector>
 
 #include "kernels/roi_align/roi_align_args.h"
@@ -71,8 +71,10 @@ __device__ inline Taps<acc_t> Bilinear(acc_t y, acc_t x, int64_t height, int64_t
   if (y < -1.0 || y > height || x < -1.0 || x > width) {
     return t;
   }
-  if (y <= 0) y = 0;
-  if (x <= 0) x = 0;
+  if (y <= 0)
+    y = 0;
+  if (x <= 0)
+    x = 0;
   int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x);
   int64_t y_high, x_high;
   if (y_low >= height - 1) {
@@ -218,24 +220,25 @@ at::Tensor ForwardCuda(const std::vector<at::Tensor>& features_in, const at::Ten
   if (levels_in.defined()) {
     levels = levels_in.to(rois.device(), at::kLong).contiguous();
   }
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cuda", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    LevelTable<scalar_t, acc_t> table{};
-    table.count = static_cast<int>(features.size());
-    for (size_t l = 0; l < features.size(); ++l) {
-      table.data[l] = features[l].data_ptr<scalar_t>();
-      table.height[l] = features[l].size(2);
-      table.width[l] = features[l].size(3);
-      table.scale[l] = static_cast<acc_t>(scales[l]);
-    }
-    ForwardKernel<scalar_t, acc_t><<<BlocksFor(total), kThreads, 0,
-                                     at::cuda::getCurrentCUDAStream()>>>(
-        total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-        rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
-        static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned,
-        out.data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, rois.scalar_type(), "roi_align_cuda", [&] {
+        using acc_t = at::opmath_type<scalar_t>;
+        LevelTable<scalar_t, acc_t> table{};
+        table.count = static_cast<int>(features.size());
+        for (size_t l = 0; l < features.size(); ++l) {
+          table.data[l] = features[l].data_ptr<scalar_t>();
+          table.height[l] = features[l].size(2);
+          table.width[l] = features[l].size(3);
+          table.scale[l] = static_cast<acc_t>(scales[l]);
+        }
+        ForwardKernel<scalar_t, acc_t>
+            <<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
+                static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned,
+                out.data_ptr<scalar_t>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
   return out;
 }
 
@@ -266,24 +269,26 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
   }
   const int64_t total = grad.numel();
   if (total > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cuda", [&] {
-      using acc_t = at::opmath_type<scalar_t>;
-      LevelTable<scalar_t, acc_t> table{};
-      table.count = static_cast<int>(num_levels);
-      for (int64_t l = 0; l < num_levels; ++l) {
-        table.grad[l] = grads[l].data_ptr<acc_t>();
-        table.height[l] = feature_shapes[4 * l + 2];
-        table.width[l] = feature_shapes[4 * l + 3];
-        table.scale[l] = static_cast<acc_t>(scales[l]);
-      }
-      BackwardKernel<scalar_t, acc_t><<<BlocksFor(total), kThreads, 0,
-                                        at::cuda::getCurrentCUDAStream()>>>(
-          total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-          rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0), grad.stride(1),
-          grad.stride(2), grad.stride(3), batch, channels, static_cast<int>(pooled_h),
-          static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cuda", [&] {
+          using acc_t = at::opmath_type<scalar_t>;
+          LevelTable<scalar_t, acc_t> table{};
+          table.count = static_cast<int>(num_levels);
+          for (int64_t l = 0; l < num_levels; ++l) {
+            table.grad[l] = grads[l].data_ptr<acc_t>();
+            table.height[l] = feature_shapes[4 * l + 2];
+            table.width[l] = feature_shapes[4 * l + 3];
+            table.scale[l] = static_cast<acc_t>(scales[l]);
+          }
+          BackwardKernel<scalar_t, acc_t>
+              <<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+                  rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0),
+                  grad.stride(1), grad.stride(2), grad.stride(3), batch, channels,
+                  static_cast<int>(pooled_h), static_cast<int>(pooled_w),
+                  static_cast<int>(sampling_ratio), aligned);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
   }
   for (auto& g : grads) {
     g = g.to(grad.scalar_type());
@@ -310,17 +315,14 @@ at::Tensor MultiLevelRoiAlignCuda(at::TensorList features, const at::Tensor& roi
                                   const at::Tensor& levels, at::ArrayRef<double> scales,
                                   int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
                                   bool aligned) {
-  return ForwardCuda(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w,
-                     sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
+  return ForwardCuda(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w, sampling_ratio,
+                     aligned, "mrcnn::_multi_level_roi_align");
 }
 
-std::vector<at::Tensor> MultiLevelRoiAlignBackwardCuda(const at::Tensor& grad,
-                                                       const at::Tensor& rois,
-                                                       const at::Tensor& levels,
-                                                       at::ArrayRef<double> scales,
-                                                       at::IntArrayRef feature_shapes,
-                                                       int64_t pooled_h, int64_t pooled_w,
-                                                       int64_t sampling_ratio, bool aligned) {
+std::vector<at::Tensor> MultiLevelRoiAlignBackwardCuda(
+    const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
+    at::ArrayRef<double> scales, at::IntArrayRef feature_shapes, int64_t pooled_h, int64_t pooled_w,
+    int64_t sampling_ratio, bool aligned) {
   return BackwardCuda(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
                       sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
 }
