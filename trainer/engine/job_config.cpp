@@ -124,7 +124,15 @@ std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std
 
 TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, const fs::path& executable) {
   TrainJob job;
-  job.paths = common::MakeJobPaths(common::ResolveBaseDir(args.base_dir, env));
+  // Under the entrypoint the base dir reaches us only through the SM_* paths it exports
+  // (SM_INPUT_DIR = <base>/input), so derive it from them before falling back to /opt/ml.
+  std::optional<std::string> base_dir = args.base_dir;
+  if (!base_dir && !common::Lookup(env, "SAGEMAKER_BASE_DIR")) {
+    if (auto input = common::Lookup(env, "SM_INPUT_DIR"); input && !input->empty()) {
+      base_dir = fs::path(*input).parent_path().string();
+    }
+  }
+  job.paths = common::MakeJobPaths(common::ResolveBaseDir(base_dir, env));
   job.config = TrainConfig::Defaults();
   job.config_sources.push_back("defaults");
   std::optional<std::string> config_file = args.config_file;
