@@ -1,0 +1,73 @@
+"""`trainer visualize` draws the server's answer: mask pixels are tinted, the box outline is
+drawn, pixels away from any detection are untouched, and bad inputs are refused."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from pycocotools import mask as mask_api
+
+BUILD = Path(os.environ.get("MRCNN_BUILD_DIR", Path(__file__).resolve().parents[3] / "build"))
+TRAINER = BUILD / "bin" / "trainer"
+
+
+def _answer(mask: np.ndarray, box, score=0.9):
+    rle = mask_api.encode(np.asfortranarray(mask.astype(np.uint8)))
+    return {"height": mask.shape[0], "width": mask.shape[1],
+            "detections": [{"box": box, "label": "square", "category_id": 2, "score": score,
+                            "mask": {"size": rle["size"], "counts": rle["counts"].decode()}}]}
+
+
+def _run(*args):
+    return subprocess.run([str(TRAINER), "visualize", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture
+def scene(tmp_path):
+    image = np.full((64, 96, 3), 40, np.uint8)
+    image[20:40, 30:60] = (200, 200, 200)
+    Image.fromarray(image).save(tmp_path / "in.png")
+    mask = np.zeros((64, 96), np.uint8)
+    mask[20:40, 30:60] = 1
+    return tmp_path, image, mask
+
+
+def test_masks_and_boxes_are_drawn_and_the_rest_is_untouched(scene):
+    tmp, image, mask = scene
+    (tmp / "det.json").write_text(json.dumps(_answer(mask, [30, 20, 59, 39])))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
+    assert run.returncode == 0, run.stderr
+    out = np.asarray(Image.open(tmp / "out.png").convert("RGB"))
+    assert out.shape == image.shape
+    inside = out[25:35, 35:55].reshape(-1, 3)
+    assert np.all(np.any(inside != (200, 200, 200), axis=1)), "mask pixels must be tinted"
+    assert np.any(out[30, 30] != image[30, 30]), "box outline must be drawn"
+    np.testing.assert_array_equal(out[50:, 70:], image[50:, 70:])
+
+
+def test_score_threshold_skips_weak_detections(scene):
+    tmp, image, mask = scene
+    (tmp / "det.json").write_text(json.dumps(_answer(mask, [30, 20, 59, 39], score=0.2)))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png",
+               "--score-threshold", "0.5")
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp / "out.png").convert("RGB")), image)
+
+
+def test_mask_of_another_size_is_an_error(scene):
+    tmp, _, _ = scene
+    (tmp / "det.json").write_text(json.dumps(_answer(np.zeros((10, 10), np.uint8), [0, 0, 5, 5])))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
+    assert run.returncode != 0
+    assert "does not match the image" in run.stderr
+
+
+def test_not_json_names_the_file(scene):
+    tmp, _, _ = scene
+    (tmp / "det.json").write_text("{nope")
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
+    assert run.returncode != 0
+    assert "det.json" in run.stderr and "not JSON" in run.stderr
