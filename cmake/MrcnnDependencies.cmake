@@ -35,5 +35,9 @@ if(MRCNN_WITH_TORCH)
     set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
   endif()
   find_package(Torch REQUIRED)
+  # The wheel's include dir ships fmt 12 headers, which shadow Debian's fmt 9 in every
+  # translation unit that sees Torch's includes; such a TU then needs fmt 12 symbols that
+  # no library provides. Header-only mode makes those TUs self-contained.
+  set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
   find_package(Python3 COMPONENTS Interpreter)
 endif()

@@ -107,6 +107,10 @@ LaunchPlan MakeLaunchPlan(const TrainOptions& options, const common::EnvMap& env
     for (auto& [key, value] : common::ProcessVariables(plan.world, local_rank))
       child.added_env[key] = value;
     child.added_env.insert_or_assign(std::string("PYTHONUNBUFFERED"), std::string("1"));
+    // The base dir may come from --base-dir, which children cannot see otherwise; the
+    // trainer and the public toolkit both read it from here.
+    child.added_env.insert_or_assign(std::string("SAGEMAKER_BASE_DIR"),
+                                     plan.job.paths.base.string());
     plan.children.push_back(std::move(child));
   }
   return plan;

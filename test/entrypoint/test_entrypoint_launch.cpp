@@ -272,6 +272,7 @@ TEST_CASE("`entrypoint env` prints the resolved job as JSON") {
   CHECK(env["processes"].size() == 3);
   CHECK(env["child_environment"]["RANK"] == "3");
   CHECK(env["child_environment"]["SM_CURRENT_HOST"] == "127.0.0.2");
+  CHECK(env["child_environment"]["SAGEMAKER_BASE_DIR"] == job.base.string());
   CHECK(env["child_environment"]["SM_HPS"] == R"({"lr":0.5})");
   CHECK(env["wait_for_peers"] == true);
 }
