@@ -105,13 +105,20 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
                     fmt::format("the image header declares an empty canvas ({}x{})", header->width,
                                 header->height));
   }
-  if (header->height > limits.max_side || header->width > limits.max_side ||
-      header->height * header->width > limits.max_pixels) {
+  // Sides are checked before their product: a header may declare 2^32-1 per side, and the
+  // product of two such sides overflows int64.
+  if (header->height > limits.max_side || header->width > limits.max_side) {
     throw HttpError(400, "image_too_large",
-                    fmt::format("the image is {}x{} ({} pixels); the limit is {} pixels and {} "
-                                "per side (server flags --max-image-pixels / --max-image-side)",
+                    fmt::format("the image is {}x{}; the limit is {} per side (server flag "
+                                "--max-image-side)",
+                                header->width, header->height, limits.max_side));
+  }
+  if (header->height * header->width > limits.max_pixels) {
+    throw HttpError(400, "image_too_large",
+                    fmt::format("the image is {}x{} ({} pixels); the limit is {} pixels (server "
+                                "flag --max-image-pixels)",
                                 header->width, header->height, header->height * header->width,
-                                limits.max_pixels, limits.max_side));
+                                limits.max_pixels));
   }
   cv::Mat bgr;
   try {

@@ -118,6 +118,18 @@ TEST_CASE("bad images are 400s", "[serving][image]") {
     CHECK(e.status() == 400);
     CHECK(e.code() == "image_too_large");
   }
+  // 2^32-1 per side: the message must not multiply the sides (int64 overflow, found by the
+  // fuzzer; seeds/regression_png_4294967295_sides).
+  for (int i = 16; i < 24; ++i) {
+    bomb[i] = 0xFF;
+  }
+  try {
+    DecodeImage(bomb, {});
+    FAIL("a 4294967295x4294967295 header was decoded");
+  } catch (const HttpError& e) {
+    CHECK(e.code() == "image_too_large");
+    CHECK_THAT(e.what(), Catch::Contains("4294967295x4294967295"));
+  }
 }
 
 TEST_CASE("content types, Accept and custom attributes", "[serving][request]") {
