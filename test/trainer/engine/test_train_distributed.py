@@ -102,7 +102,15 @@ def train(root, shapes, nproc, opts=OPTS, timeout=240):
 
 def losses(root):
     path = root / "output" / "data" / "metrics.jsonl"
-    return [json.loads(l)["total_loss"] for l in path.read_text().splitlines() if "total_loss" in l]
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written while we read
+            continue
+    return [r["total_loss"] for r in records if "total_loss" in r]
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +163,46 @@ def test_two_processes_match_one_process_on_the_combined_batch(runs):
     l1, l2 = losses(one), losses(two)
     assert len(l1) == len(l2) == MAX_ITER
     assert np.allclose(l1, l2, rtol=1e-4), (l1, l2)
+
+
+def test_sigterm_stops_both_ranks_at_the_same_iteration(shapes, tmp_path):
+    """The supervisor forwards SIGTERM to both trainers; they agree on the stop through the
+    per-step all-reduce, rank 0 checkpoints that iteration, both exit 0 with equal weights."""
+    root = tmp_path / "job"
+    opts = OPTS.replace(f"SOLVER.MAX_ITER {MAX_ITER}", "SOLVER.MAX_ITER 200")
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "data").mkdir(parents=True)
+    for channel in ("train", "val"):
+        (root / "input" / "data" / channel).symlink_to(shapes)
+    (root / "input" / "config" / "hyperparameters.json").write_text(
+        json.dumps({"config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "opts": opts}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_"))}
+    env.update(MRCNN_TRAINER=str(TRAINER), MASTER_ADDR="127.0.0.1", MRCNN_DIST_ADDR="127.0.0.1",
+               MRCNN_DUMP_WEIGHTS_DIR=str(root / "dump"))
+    proc = subprocess.Popen([str(ENTRYPOINT), "train", "--base-dir", str(root), "--nproc-per-node", "2",
+                             "--master-port", str(free_port())],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while len(losses(root)) < 2:
+            assert time.time() < deadline, "no 2 iterations within 120 s"
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            time.sleep(0.2)
+        proc.send_signal(15)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == 0, out[-3000:]
+    stops = [l for l in out.splitlines() if "stop requested" in l]
+    assert len(stops) == 1, out[-3000:]
+    stopped_at = int(stops[0].split("saved iteration ")[1].split(",")[0])
+    assert stopped_at < 200
+    assert (root / "checkpoints" / f"checkpoint_{stopped_at:08d}.safetensors").exists()
+    r0 = read_safetensors(root / "dump" / "final_rank0.safetensors")
+    r1 = read_safetensors(root / "dump" / "final_rank1.safetensors")
+    for name in r0:
+        assert np.array_equal(r0[name], r1[name]), name
