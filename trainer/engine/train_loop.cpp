@@ -1,5 +1,6 @@
 #include "trainer/engine/train_loop.h"
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
@@ -7,11 +8,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "common/config_error.h"
 #include "trainer/data/coco_dataset.h"
@@ -19,6 +22,7 @@
 #include "trainer/data/mask_rle.h"
 #include "trainer/engine/channel_layout.h"
 #include "trainer/engine/checkpoint.h"
+#include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/grad_scaler.h"
 #include "trainer/engine/log_format.h"
 #include "trainer/engine/lr_schedule.h"
@@ -304,6 +308,46 @@ void WriteModelDir(model::MaskRcnn& net, const TrainConfig& config,
     throw std::runtime_error("cannot write " + (dir / "classes.json").string());
 }
 
+// The generator of one training image's anchor and RoI sampling: seeded from the run's
+// seed, the iteration, the micro-batch and the image id only, so an image samples the same
+// anchors whichever rank and batch slot it lands in (1 process with batch B and W
+// processes with B/W then compute the same gradients).
+at::Generator ImageSamplingGenerator(const torch::Device& device, uint64_t seed, int64_t iteration,
+                                     int64_t micro, int64_t image_id) {
+  auto mix = [](uint64_t x) {  // splitmix64 finaliser
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  uint64_t h = mix(seed);
+  for (const int64_t v : {iteration, micro, image_id})
+    h = mix(h ^ static_cast<uint64_t>(v));
+  at::Generator base = at::globalContext().defaultGenerator(device);
+  at::Generator g;
+  {
+    std::lock_guard<std::mutex> lock(base.mutex());
+    g = base.clone();
+  }
+  g.set_current_seed(h >> 1);
+  return g;
+}
+
+// MRCNN_DUMP_WEIGHTS_DIR=<dir>: every rank writes its weights before the first and after
+// the last iteration to <dir>/<when>_rank<r>.safetensors (tests compare ranks and process
+// counts with them).
+void DumpWeightsIfAsked(model::MaskRcnn& net, int64_t rank, const std::string& when) {
+  const char* dir = std::getenv("MRCNN_DUMP_WEIGHTS_DIR");
+  if (dir == nullptr || *dir == '\0')
+    return;
+  model::TensorMap weights;
+  for (const auto& [name, value] : model::StateDict(*net))
+    weights[name] = value.detach().to(torch::kCPU).contiguous();
+  fs::create_directories(dir);
+  model::WriteSafetensors(fs::path(dir) / (when + "_rank" + std::to_string(rank) + ".safetensors"),
+                          weights, {{"format", "pt"}});
+}
+
 std::atomic<bool> g_stop{false};
 
 extern "C" void OnStopSignal(int) {
@@ -351,13 +395,6 @@ void InstallStopHandlers() {
 int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   const TrainConfig& config = job.config;
   const RankLog log(world.rank == 0);
-  if (world.world_size > 1) {
-    throw common::ConfigError(
-        "environment", "WORLD_SIZE",
-        "is " + std::to_string(world.world_size) +
-            ": data-parallel training is not implemented in this build; run one process "
-            "(--nproc-per-node 1)");
-  }
   log.Line("[config] sources: " + [&] {
     std::string s;
     for (const auto& src : job.config_sources)
@@ -371,6 +408,42 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
     seed = std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff;
 
   const torch::Device device = ChooseDevice(config.GetString("MODEL.DEVICE"), world.local_rank);
+  // Rendezvous first, so a rank that cannot reach the others fails before loading data.
+  dist::DataParallelOptions dpo;
+  dpo.rank = static_cast<int>(world.rank);
+  dpo.world_size = static_cast<int>(world.world_size);
+  dpo.master_addr = world.master_addr;
+  dpo.master_port = world.master_port;
+  auto millis = [&](const std::string& key) {
+    const double s = config.GetFloat(key);
+    if (!(s > 0))
+      throw common::ConfigError("config", key, "must be > 0 (seconds)");
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  dpo.timeout = millis("DIST.TIMEOUT_SECONDS");
+  dpo.barrier_timeout = millis("DIST.BARRIER_TIMEOUT_SECONDS");
+  const double bucket_mb = config.GetFloat("DIST.BUCKET_SIZE_MB");
+  if (!(bucket_mb > 0))
+    throw common::ConfigError("config", "DIST.BUCKET_SIZE_MB", "must be > 0");
+  dpo.bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
+  if (const char* a = std::getenv("MRCNN_DIST_ADDR"); a != nullptr)
+    dpo.listen_address = a;
+  dist::DataParallel dp(dpo, device);
+  // The processes of one node share its cores: each takes its share of intra-op threads
+  // (torchrun sets OMP_NUM_THREADS=1 for the same reason) unless OMP_NUM_THREADS says
+  // otherwise. Oversubscribed OpenMP spin-waits made 2 CPU ranks ~8x slower per step.
+  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+  if (dp.active() && std::getenv("OMP_NUM_THREADS") == nullptr && local_world != nullptr &&
+      std::atoi(local_world) > 1) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    torch::set_num_threads(std::max(1, cores / std::atoi(local_world)));
+  }
+  if (dp.active()) {
+    // Every rank draws with rank 0's seed (a clock seed differs per process).
+    std::vector<int64_t> shared_seed = {seed};
+    dp.BroadcastFromRoot(shared_seed);
+    seed = shared_seed[0];
+  }
   model::ModelConfig mc = model::ModelConfig::FromYaml(config.ToYamlNode(), "resolved config");
   mc.Validate("resolved config");
   MetricsFile metrics(job.output_dir, world.rank == 0);
@@ -504,10 +577,33 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
                std::to_string(loaded->iteration));
     }
   }
+  if (dp.active()) {
+    // All ranks start from rank 0's state: weights and buffers (identical anyway when the
+    // seed and MODEL.WEIGHTS are, but not when e.g. a checkpoint is visible to rank 0
+    // only), momentum buffers and the resume position.
+    std::vector<int64_t> position = {start_iter, batches_consumed, seed,
+                                     static_cast<int64_t>(sgd.State().size())};
+    const std::vector<int64_t> mine = position;
+    dp.BroadcastFromRoot(position);
+    if (position != mine) {
+      throw std::runtime_error(
+          "rank " + std::to_string(world.rank) + " would resume at iteration " +
+          std::to_string(mine[0]) + " with " + std::to_string(mine[3]) +
+          " momentum buffers, rank 0 at iteration " + std::to_string(position[0]) + " with " +
+          std::to_string(position[3]) + ": every rank must see the same checkpoint directory (" +
+          job.checkpoint_dir.string() + "); pass resume false to start fresh");
+    }
+    std::vector<at::Tensor> state;
+    for (const auto& [name, value] : model::StateDict(*net))
+      state.push_back(value);
+    for (const auto& [name, value] : sgd.State())
+      state.push_back(value);
+    dp.BroadcastFromRoot(state);
+  }
   log.Line("[train] device: " + device.str() + "  seed: " + std::to_string(seed) + "  processes: " +
-           std::to_string(world.world_size) + "  images/iter: " + std::to_string(ims_per_batch) +
-           "  accumulation: " + std::to_string(accumulation) +
-           "  amp: " + (amp ? amp_dtype_name : "off"));
+           std::to_string(world.world_size) + " (gradient all-reduce: " + dp.gradient_backend() +
+           ")  images/iter: " + std::to_string(ims_per_batch) + "  accumulation: " +
+           std::to_string(accumulation) + "  amp: " + (amp ? amp_dtype_name : "off"));
 
   if (job.eval_only) {
     if (!test_source)
@@ -561,6 +657,7 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   for (int64_t i = 0; i < batches_consumed; ++i)
     loader.Next();
 
+  DumpWeightsIfAsked(net, world.rank, "initial");
   net->train();
   LogWindow window;
   const auto run_start = Clock::now();
@@ -580,6 +677,12 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
       data_time += Seconds(d0, Clock::now());
       model::ImageBatch ib = ToImageBatch(*batch, device);
       std::vector<model::ImageTarget> targets = ToTargets(*batch, device);
+      std::vector<at::Generator> generators;
+      for (const int64_t id : batch->image_ids) {
+        generators.push_back(
+            ImageSamplingGenerator(device, static_cast<uint64_t>(seed), iter, micro, id));
+      }
+      net->set_sampling_generators(std::move(generators));
       if (amp) {
         at::autocast::set_autocast_dtype(at::kCUDA, amp_dtype);
         at::autocast::set_autocast_enabled(at::kCUDA, true);
@@ -606,6 +709,10 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
       }
       scaler.Scale(total / static_cast<double>(accumulation)).backward();
     }
+    net->set_sampling_generators({});
+    // Averaged before unscaling: every rank then sees the same gradients, so they agree
+    // on overflow (AMP), clipping and the update.
+    dp.AverageGradients(trainable);
     bool finite = scaler.enabled() ? scaler.Unscale(trainable) : true;
     if (finite && clip) {
       if (clip_type == "norm")
@@ -620,6 +727,23 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
     sgd.ZeroGrad();
     if (cuda)
       torch::cuda::synchronize(device.index());
+    // The losses logged are the mean over the ranks; the stop request (SIGTERM reaches
+    // the ranks at slightly different times) is agreed here, so all save at one iteration.
+    bool stop = g_stop.load();
+    if (dp.active()) {
+      std::vector<double> shared;
+      for (const auto& [k, v] : loss_values)
+        shared.push_back(v);
+      shared.push_back(total_value);
+      shared.push_back(stop ? 1.0 : 0.0);
+      dp.SumInPlace(shared);
+      size_t i = 0;
+      const double w = static_cast<double>(world.world_size);
+      for (auto& [k, v] : loss_values)
+        v = shared[i++] / w;
+      total_value = shared[i++] / w;
+      stop = shared[i] > 0;
+    }
     const double iter_time = Seconds(t0, Clock::now());
 
     for (const auto& [k, v] : loss_values)
@@ -649,9 +773,9 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
       metrics.Write(TrainLogJson(e));
       window.Clear();
     }
-    const bool stop = g_stop.load();
     if (stop || (checkpoint_period > 0 && done % checkpoint_period == 0 && done != max_iter)) {
       save_checkpoint(done);
+      dp.Barrier();  // the others wait while rank 0 writes
     }
     if (stop) {
       log.Line("[train] stop requested: saved iteration " + std::to_string(done) + ", exiting");
@@ -663,7 +787,10 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
         world.rank == 0) {
       LogEval(log, metrics, done, EvaluateChannel(net, *test_source, mc, config, device));
     }
+    if (eval_period > 0 && done % eval_period == 0 && done != max_iter && test_source)
+      dp.Barrier();  // the others wait while rank 0 evaluates
   }
+  DumpWeightsIfAsked(net, world.rank, "final");
   if (stopped)
     return 0;
   if (start_iter < max_iter)
@@ -677,6 +804,7 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
     log.Line("[model] wrote " + job.model_dir.string() +
              " (model.safetensors, config.yaml, classes.json)");
   }
+  dp.Barrier();  // the job ends when rank 0's checkpoint, evaluation and model dir are done
   return 0;
 }
 

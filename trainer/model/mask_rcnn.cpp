@@ -258,7 +258,8 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
       labels.push_back(a.labels.to(torch::kFloat));
       regression_targets.push_back(kernels::EncodeBoxes(matched_gt, anchors, {1.0, 1.0, 1.0, 1.0}));
       auto [pos, neg] =
-          kernels::SampleBalanced(a.labels, config_.rpn_batch_size_per_image, config_.rpn_positive_fraction);
+          kernels::SampleBalanced(a.labels, config_.rpn_batch_size_per_image, config_.rpn_positive_fraction,
+                                  SamplingGenerator(static_cast<size_t>(i)));
       pos_masks.push_back(pos);
       neg_masks.push_back(neg);
     }
@@ -275,6 +276,14 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
     out.losses["loss_rpn_box_reg"] = box_loss;
   }
   return out;
+}
+
+std::optional<at::Generator> MaskRcnnImpl::SamplingGenerator(size_t image) const {
+  if (sampling_generators_.empty())
+    return std::nullopt;
+  TORCH_CHECK(image < sampling_generators_.size(), "MaskRcnn: ", sampling_generators_.size(),
+              " sampling generators for a batch with more images");
+  return sampling_generators_[image];
 }
 
 std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::Tensor>& features,
@@ -299,7 +308,8 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
       proposals[i] = torch::cat({proposals[i], gt});
       Assignment a = Assign(gt, t.labels, proposals[i], config_.box_fg_iou_thresh, config_.box_bg_iou_thresh, false);
       auto [pos, neg] =
-          kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image, config_.box_positive_fraction);
+          kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image, config_.box_positive_fraction,
+                                  SamplingGenerator(i));
       at::Tensor sampled = torch::where(pos.logical_or(neg))[0];
       proposals[i] = proposals[i].index_select(0, sampled);
       labels[i] = a.labels.index_select(0, sampled);

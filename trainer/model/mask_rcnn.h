@@ -82,10 +82,19 @@ class MaskRcnnImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
   DetectionSettings& detection_settings() { return settings_; }
+  // Generators for the RPN and RoI-head samplers, one per image of the next training batch
+  // (image i draws from [i]); empty: the global generator. The trainer seeds them per
+  // image so the sampled anchors and RoIs of an image do not depend on which other images
+  // share its batch, which makes W processes with batch B/W match one with batch B.
+  void set_sampling_generators(std::vector<at::Generator> generators) {
+    sampling_generators_ = std::move(generators);
+  }
 
  private:
   ModelConfig config_;
   DetectionSettings settings_;
+  std::vector<at::Generator> sampling_generators_;
+  std::optional<at::Generator> SamplingGenerator(size_t image) const;
   std::shared_ptr<BackboneBody> body_;
   std::shared_ptr<Neck> neck_;
   std::shared_ptr<RpnHead> rpn_head_;
