@@ -1,5 +1,13 @@
 #include "trainer/engine/distributed/rendezvous.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -45,6 +53,52 @@ class TcpStore : public KeyValueStore {
   RendezvousOptions options_;
 };
 
+// c10d's store server listens on every interface. Rank 0 binds the socket itself to the
+// address MASTER_ADDR resolves to, so a job on loopback (tests, one host) exposes nothing
+// and a multi-host job listens only where its peers connect. Where that address is not
+// one of this host's (a service address in front of the pod, for instance) the bind
+// fails with EADDRNOTAVAIL and the store falls back to c10d's own socket on every
+// interface, said in the log. Returns -1 for that fallback.
+int ListenOnMasterAddress(const RendezvousOptions& o) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(o.master_port);
+  if (const int rc = getaddrinfo(o.master_addr.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    throw std::runtime_error("rendezvous: cannot resolve MASTER_ADDR=" + o.master_addr + ": " +
+                             gai_strerror(rc));
+  }
+  std::string last_error;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
+      freeaddrinfo(found);
+      return fd;
+    }
+    const int err = errno;
+    close(fd);
+    if (err == EADDRNOTAVAIL) {
+      continue;
+    }
+    freeaddrinfo(found);
+    throw std::runtime_error("rendezvous (rank 0): cannot listen on " + Where(o) + ": " +
+                             std::strerror(err) + " (is MASTER_PORT already in use?)");
+  }
+  freeaddrinfo(found);
+  std::cerr << "[dist] MASTER_ADDR=" << o.master_addr
+            << " is not an address of this host; the rendezvous store listens on every "
+               "interface at port "
+            << o.master_port << (last_error.empty() ? "" : " (" + last_error + ")") << "\n";
+  return -1;
+}
+
 }  // namespace
 
 std::unique_ptr<KeyValueStore> Rendezvous(const RendezvousOptions& options) {
@@ -59,6 +113,16 @@ std::unique_ptr<KeyValueStore> Rendezvous(const RendezvousOptions& options) {
   // Rank 0 returns only when every rank has connected: the rendezvous proper.
   o.waitWorkers = true;
   o.timeout = options.timeout;
+  int listen_fd = -1;
+  if (o.isServer) {
+    listen_fd = ListenOnMasterAddress(options);
+    if (listen_fd >= 0) {
+      o.masterListenFd = listen_fd;
+      // The legacy server takes over a bound socket in every torch release we pin; the
+      // libuv one is only needed for thousands of ranks.
+      o.useLibUV = false;
+    }
+  }
   try {
     return std::make_unique<TcpStore>(c10::make_intrusive<c10d::TCPStore>(options.master_addr, o),
                                       options);
