@@ -10,8 +10,9 @@ Same for both sides: weights (a torchvision R50-FPN Mask R-CNN with FrozenBatchN
 to our model dir with scripts/convert_weights.py's helpers), the batch (synthetic images
 with boxes, labels and bitmasks written once to a safetensors file that both read), image
 size, precision, thread count, SGD settings (lr, momentum 0.9, weight decay 1e-4 on every
-parameter). The sides alternate --rounds times; every round starts both from the same
-weights. Ratio = ours images/s / torchvision images/s over all measured iterations.
+parameter). Both start from the same weights; their steps interleave one by one (our side
+is a long-lived train_step_bench process taking one step per request), so both see the same
+background load. Ratio = ours images/s / torchvision images/s over the measured steps.
 
 Images are given at the training size. Our loader resizes and normalises on its worker
 threads before the step, so by default torchvision's in-model resize (a scale-1.0
@@ -20,7 +21,7 @@ normalisation and batching stay in its step.
 
   .venv/bin/python bench/model/bench_train_step.py [--device cpu|cuda] [--amp off|fp16|bf16]
       [--size HxW] [--batch B] [--objects G] [--num-classes K] [--iters N] [--warmup W]
-      [--rounds R] [--threads T] [--phases] [--tv-resize]
+      [--threads T] [--phases] [--tv-resize]
 Defaults: CPU 512x512 batch 2 fp32; CUDA 800x1333 batch 8 fp16 (the issue's GPU setting).
 """
 import argparse
@@ -101,41 +102,43 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def time_torchvision(model, initial_state, data, args):
-    """One round: W warm-up + N measured steps from `initial_state`; per-step ms, first losses, phases."""
-    device = args.device
-    model.load_state_dict(initial_state)
-    model.to(device).train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
-    use_amp = device == "cuda" and dtype is not None
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp and dtype == torch.float16)
-    # The loader's output on torchvision's side: float RGB in [0, 1] CPU tensors and targets.
-    images = [data[f"image.{i}"].permute(2, 0, 1).float().div(255) for i in range(args.batch)]
-    targets = [{"boxes": data[f"boxes.{i}"], "labels": data[f"labels.{i}"], "masks": data[f"masks.{i}"]}
-               for i in range(args.batch)]
-    ms, first, phases = [], None, {}
+class TorchvisionStep:
+    """torchvision's training step (references/detection/engine.py's train_one_epoch body)
+    on a fixed batch, one call per step."""
 
-    def mark(name, last):
-        if not args.phases:
-            return last
-        sync(device)
-        now = time.perf_counter()
-        phases[name] = phases.get(name, 0.0) + (now - last) * 1000
-        return now
+    def __init__(self, model, data, args):
+        self.args = args
+        self.model = model.to(args.device).train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
+        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
+        self.use_amp = args.device == "cuda" and self.dtype is not None
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp and self.dtype == torch.float16)
+        # The loader's output on torchvision's side: float RGB in [0, 1] CPU tensors and targets.
+        self.images = [data[f"image.{i}"].permute(2, 0, 1).float().div(255) for i in range(args.batch)]
+        self.targets = [{"boxes": data[f"boxes.{i}"], "labels": data[f"labels.{i}"], "masks": data[f"masks.{i}"]}
+                        for i in range(args.batch)]
 
-    for it in range(args.warmup + args.iters):
-        if it == args.warmup:
-            phases.clear()
+    def __call__(self):
+        """Returns (ms, losses, phases_ms)."""
+        device, model, phases = self.args.device, self.model, {}
+
+        def mark(name, last):
+            if not self.args.phases:
+                return last
+            sync(device)
+            now = time.perf_counter()
+            phases[name] = (now - last) * 1000
+            return now
+
         sync(device)
         start = time.perf_counter()
         last = start
-        imgs = [img.to(device, non_blocking=True) for img in images]
-        tgts = [{k: v.to(device) for k, v in t.items()} for t in targets]
-        with torch.autocast("cuda", dtype=dtype, enabled=use_amp):
-            if args.phases:
-                # GeneralizedRCNN.forward, stage by stage (same calls, timed).
+        imgs = [img.to(device, non_blocking=True) for img in self.images]
+        tgts = [{k: v.to(device) for k, v in t.items()} for t in self.targets]
+        with torch.autocast("cuda", dtype=self.dtype, enabled=self.use_amp):
+            if self.args.phases:
+                # GeneralizedRCNN.forward in train mode, stage by stage (same calls, timed).
                 il, tgts = model.transform(imgs, tgts)
                 last = mark("transform", last)
                 features = model.backbone(il.tensors)
@@ -149,22 +152,41 @@ def time_torchvision(model, initial_state, data, args):
                 loss_dict = model(imgs, tgts)
         losses = sum(loss for loss in loss_dict.values())
         values = {k: v.item() for k, v in loss_dict.items()}
-        total = losses.item()
-        if not math.isfinite(total):
-            raise SystemExit(f"torchvision loss became {total}: lower --lr")
+        values["total"] = losses.item()
+        if not math.isfinite(values["total"]):
+            raise SystemExit(f"torchvision loss became {values['total']}: lower --lr")
         last = mark("loss_sum_item", last)
-        optimizer.zero_grad()
-        scaler.scale(losses).backward()
+        self.optimizer.zero_grad()
+        self.scaler.scale(losses).backward()
         last = mark("backward", last)
-        scaler.step(optimizer)
-        scaler.update()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         last = mark("optimizer", last)
         sync(device)
-        if it == 0:
-            first = {**values, "total": total}
-        if it >= args.warmup:
-            ms.append((time.perf_counter() - start) * 1000)
-    return ms, first, {k: v / args.iters for k, v in phases.items()}
+        return (time.perf_counter() - start) * 1000, values, phases
+
+
+class OursStep:
+    """train_step_bench --steps-from-stdin: one step per request."""
+
+    def __init__(self, cmd):
+        self.proc = subprocess.Popen(cmd + ["--steps-from-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise SystemExit(f"train_step_bench did not start (exit {self.proc.wait()})")
+
+    def __call__(self):
+        self.proc.stdin.write("step\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"train_step_bench failed (exit {self.proc.wait()})")
+        r = json.loads(line)
+        return r["ms"], r["losses"], r["phases_ms"]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 def main():
@@ -175,9 +197,8 @@ def main():
     p.add_argument("--batch", type=int, default=None, help="default 2 on CPU, 8 on CUDA")
     p.add_argument("--objects", type=int, default=8, help="instances per image")
     p.add_argument("--num-classes", type=int, default=90, help="foreground classes")
-    p.add_argument("--iters", type=int, default=3, help="measured steps per round and side")
-    p.add_argument("--warmup", type=int, default=1, help="unmeasured steps per round and side")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--iters", type=int, default=6, help="measured steps per side")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured steps per side")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--lr", type=float, default=0.0025)
     p.add_argument("--seed", type=int, default=0)
@@ -198,7 +219,6 @@ def main():
 
     torch.manual_seed(args.seed)
     model = torchvision_model(args.num_classes, height, width, resize=args.tv_resize)
-    initial_state = {k: v.clone() for k, v in model.state_dict().items()}
     machine = f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     if cuda:
         machine = torch.cuda.get_device_name()
@@ -206,11 +226,10 @@ def main():
           f"torch {torch.__version__}, torchvision {torchvision.__version__}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"# batch {args.batch} x {height}x{width}, {args.objects} instances/image, {args.num_classes} classes, "
-          f"SGD lr {args.lr} momentum 0.9 wd 1e-4; {args.rounds} rounds x ({args.warmup} warm-up + "
-          f"{args.iters} measured) steps per side; torchvision resize in step: {args.tv_resize}", flush=True)
+          f"SGD lr {args.lr} momentum 0.9 wd 1e-4; {args.warmup} warm-up + {args.iters} measured steps "
+          f"per side, interleaved; torchvision resize in step: {args.tv_resize}", flush=True)
 
-    ours_ms, tv_ms = [], []
-    ours_phases, tv_phases = [], []
+    ours_ms, tv_ms, ours_phases, tv_phases = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / "model"
         config = convert_weights.torchvision_config(
@@ -222,48 +241,56 @@ def main():
         batch_file = pathlib.Path(tmp) / "batch.safetensors"
         save_file(data, str(batch_file))
         cmd = [str(binary), "--model-dir", str(model_dir), "--input", str(batch_file), "--batch", str(args.batch),
-               "--iters", str(args.iters), "--warmup", str(args.warmup), "--threads", str(args.threads),
-               "--device", args.device, "--amp", args.amp, "--lr", str(args.lr), "--seed", str(args.seed)]
+               "--threads", str(args.threads), "--device", args.device, "--amp", args.amp, "--lr", str(args.lr),
+               "--seed", str(args.seed)]
         if args.phases:
             cmd.append("--phases")
-        for r in range(args.rounds):
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise SystemExit(f"train_step_bench failed:\n{res.stderr}")
-            ours = json.loads(res.stdout.strip().splitlines()[-1])
-            ms, tv_first, phases = time_torchvision(model, initial_state, data, args)
-            ours_ms += ours["ms"]
-            tv_ms += ms
-            ours_phases.append(ours["phases_ms"])
-            tv_phases.append(phases)
-            print(f"round {r + 1}: ours {' '.join(f'{v:.0f}' for v in ours['ms'])} ms/step, "
-                  f"torchvision {' '.join(f'{v:.0f}' for v in ms)} ms/step; load average {os.getloadavg()[0]:.2f}",
-                  flush=True)
-            if r == 0:
-                keys = sorted(set(ours["first_losses"]) | set(tv_first))
-                print("first-step losses (sampling is random, so close, not equal): " + ", ".join(
-                    f"{k} {ours['first_losses'].get(k, float('nan')):.4f}/{tv_first.get(k, float('nan')):.4f}"
-                    for k in keys))
+        ours = OursStep(cmd)
+        theirs = TorchvisionStep(model, data, args)
+        try:
+            # Steps interleave one by one, and the order flips every step, so both sides see
+            # the same background load on a shared machine.
+            for it in range(args.warmup + args.iters):
+                sides = [("ours", ours), ("torchvision", theirs)]
+                if it % 2:
+                    sides.reverse()
+                result = {name: side() for name, side in sides}
+                (o_ms, o_loss, o_ph), (t_ms, t_loss, t_ph) = result["ours"], result["torchvision"]
+                if it == 0:
+                    keys = sorted(set(o_loss) | set(t_loss))
+                    print("first-step losses ours/torchvision (sampling is random, so close, not equal): " +
+                          ", ".join(f"{k} {o_loss.get(k, math.nan):.4f}/{t_loss.get(k, math.nan):.4f}" for k in keys))
+                measured = it >= args.warmup
+                if measured:
+                    ours_ms.append(o_ms)
+                    tv_ms.append(t_ms)
+                    ours_phases.append(o_ph)
+                    tv_phases.append(t_ph)
+                print(f"step {it + 1}{'' if measured else ' (warm-up)'}: ours {o_ms:.0f} ms, torchvision "
+                      f"{t_ms:.0f} ms; load average {os.getloadavg()[0]:.2f}", flush=True)
+        finally:
+            ours.close()
 
     def summary(ms):
         mean = statistics.fmean(ms)
-        return mean, statistics.median(ms), 1000 * args.batch / mean
+        return mean, statistics.median(ms), min(ms), 1000 * args.batch / mean
 
-    o_mean, o_med, o_ips = summary(ours_ms)
-    t_mean, t_med, t_ips = summary(tv_ms)
-    print("| side | ms/step mean | ms/step median | images/s |")
-    print("|---|---|---|---|")
-    print(f"| ours (C++) | {o_mean:.1f} | {o_med:.1f} | {o_ips:.3f} |")
-    print(f"| torchvision | {t_mean:.1f} | {t_med:.1f} | {t_ips:.3f} |")
-    print(f"ratio ours/torchvision images/s: {o_ips / t_ips:.2f}x (median-based {t_med / o_med:.2f}x)")
+    o_mean, o_med, o_min, o_ips = summary(ours_ms)
+    t_mean, t_med, t_min, t_ips = summary(tv_ms)
+    print("| side | ms/step mean | median | min | images/s (mean) |")
+    print("|---|---|---|---|---|")
+    print(f"| ours (C++) | {o_mean:.1f} | {o_med:.1f} | {o_min:.1f} | {o_ips:.3f} |")
+    print(f"| torchvision | {t_mean:.1f} | {t_med:.1f} | {t_min:.1f} | {t_ips:.3f} |")
+    print(f"ratio ours/torchvision images/s: {o_ips / t_ips:.2f}x from means, {t_med / o_med:.2f}x from medians, "
+          f"{t_min / o_min:.2f}x from the fastest steps")
     if args.phases:
         names = ["transform", "backbone_fpn", "rpn", "roi_heads", "loss_sum_item", "backward", "optimizer"]
-        print("| phase | ours ms | torchvision ms |")
+        print("| phase (mean over measured steps) | ours ms | torchvision ms |")
         print("|---|---|---|")
         for n in names:
-            o = [ph[n] for ph in ours_phases if n in ph]
-            t = [ph[n] for ph in tv_phases if n in ph]
-            print(f"| {n} | {statistics.fmean(o) if o else 0:.1f} | {statistics.fmean(t) if t else 0:.1f} |")
+            o = [ph.get(n, 0.0) for ph in ours_phases]
+            t = [ph.get(n, 0.0) for ph in tv_phases]
+            print(f"| {n} | {statistics.fmean(o):.1f} | {statistics.fmean(t):.1f} |")
     print(json.dumps({"ours_ms": ours_ms, "torchvision_ms": tv_ms, "ours_images_per_s": o_ips,
                       "torchvision_images_per_s": t_ips, "ratio": o_ips / t_ips,
                       "ours_phases_ms": ours_phases, "torchvision_phases_ms": tv_phases}))

@@ -7,12 +7,14 @@
 //   train_step_bench --model-dir DIR --input BATCH.safetensors [--batch B] [--iters N]
 //                    [--warmup W] [--threads T] [--device cpu|cuda] [--amp off|fp16|bf16]
 //                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
+//                    [--steps-from-stdin]
 // BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
 // labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
 // their size (the loader's resize happens before the step, on its worker threads).
 // Prints one JSON line: per-iteration milliseconds, images/s, the first step's losses and,
 // with --phases, the mean time of each part of the step (synchronised on CUDA, which
-// slows the step a little there).
+// slows the step a little there). With --steps-from-stdin it prints "ready" once loaded,
+// then runs one step per line read and prints that step's time, losses and phases.
 //
 // The step is the body of RunTrainJob's iteration loop (trainer/engine/train_loop.cpp)
 // with accumulation 1, no clipping and a constant learning rate, calling the same model
@@ -26,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -184,11 +187,11 @@ int main(int argc, char** argv) {
     Phases phases;
     phases.enabled = Flag(argc, argv, "--phases");
     phases.cuda = cuda;
-    std::vector<double> ms;
-    std::map<std::string, double> first_losses;
-    for (int it = 0; it < warmup + iters; ++it) {
-      if (it == warmup)
-        phases.ms.clear();
+    int step_number = 0;
+    // One training step; returns its wall time in ms and leaves its losses in `loss_values`.
+    std::map<std::string, double> loss_values;
+    auto step = [&]() -> double {
+      ++step_number;
       if (cuda)
         torch::cuda::synchronize();
       const auto t0 = Clock::now();
@@ -219,15 +222,16 @@ int main(int argc, char** argv) {
       }
       phases.Mark("roi_heads");
       at::Tensor total = torch::zeros({}, ib.tensors.options().dtype(torch::kFloat));
-      std::map<std::string, double> loss_values;
+      loss_values.clear();
       for (auto& [k, v] : losses) {
         total = total + v.to(torch::kFloat);
         loss_values[k] = v.item<double>();
       }
       const double total_value = total.item<double>();
+      loss_values["total"] = total_value;
       if (!std::isfinite(total_value) && !scaler.enabled())
         throw std::runtime_error("loss became " + std::to_string(total_value) + " at step " +
-                                 std::to_string(it + 1) + ": lower --lr");
+                                 std::to_string(step_number) + ": lower --lr");
       phases.Mark("loss_sum_item");
       scaler.Scale(total).backward();
       phases.Mark("backward");
@@ -241,11 +245,36 @@ int main(int argc, char** argv) {
       if (cuda)
         torch::cuda::synchronize(device.index());
       // ---- end of the step ----
-      const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (it == 0) {
-        first_losses = loss_values;
-        first_losses["total"] = total_value;
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+
+    if (Flag(argc, argv, "--steps-from-stdin")) {
+      // The driver interleaves our steps with torchvision's one by one, so both sides see
+      // the same background load on a shared machine: one step per input line, one JSON
+      // line per step.
+      std::printf("ready\n");
+      std::fflush(stdout);
+      std::string line;
+      while (std::getline(std::cin, line)) {
+        phases.ms.clear();
+        nlohmann::json out;
+        out["ms"] = step();
+        out["losses"] = loss_values;
+        out["phases_ms"] = phases.ms;
+        std::printf("%s\n", out.dump().c_str());
+        std::fflush(stdout);
       }
+      return 0;
+    }
+
+    std::vector<double> ms;
+    std::map<std::string, double> first_losses;
+    for (int it = 0; it < warmup + iters; ++it) {
+      if (it == warmup)
+        phases.ms.clear();
+      const double elapsed = step();
+      if (it == 0)
+        first_losses = loss_values;
       if (it >= warmup)
         ms.push_back(elapsed);
     }
