@@ -200,7 +200,8 @@ def main():
     p.add_argument("--iters", type=int, default=6, help="measured steps per side")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured steps per side")
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--lr", type=float, default=0.0025)
+    p.add_argument("--lr", type=float, default=1e-4,
+                   help="small: random weights without pretrained statistics give large losses that a larger lr turns to NaN within a few steps; the work per step does not depend on it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--phases", action="store_true", help="time each part of the step on both sides")
     p.add_argument("--tv-resize", action="store_true", help="keep torchvision's in-step resize (scale 1.0)")

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     const int threads = std::stoi(Arg(argc, argv, "--threads", "0"));
     const std::string device_name = Arg(argc, argv, "--device", "cpu");
     const std::string amp_name = Arg(argc, argv, "--amp", "off");
-    const double lr = std::stod(Arg(argc, argv, "--lr", "0.0025"));
+    const double lr = std::stod(Arg(argc, argv, "--lr", "1e-4"));
     if (threads > 0)
       torch::set_num_threads(threads);
     if (iters < 1 || warmup < 0)
