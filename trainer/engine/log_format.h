@@ -5,10 +5,9 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mrcnn::engine {
 
@@ -18,15 +17,17 @@ struct TrainLogEntry {
   std::map<std::string, double> losses;  // loss_classifier, loss_box_reg, ...
   double total_loss = 0;
   double lr = 0;
-  double iter_time = 0;   // seconds per iteration (averaged over the log period)
-  double data_time = 0;   // seconds per iteration spent waiting for data
+  double iter_time = 0;       // seconds per iteration (averaged over the log period)
+  double data_time = 0;       // seconds per iteration spent waiting for data
   double images_per_sec = 0;  // over all processes
   double eta_seconds = 0;
-  double max_mem_mb = 0;  // peak accelerator memory (0 on CPU)
+  // MiB since the process started: CUDA peak allocated by the caching allocator
+  // (max_memory_allocated); on CPU the process's peak resident set size.
+  double max_mem_mb = 0;
 };
 
 // "[train] iter: 20/1000  total_loss: 1.2345  loss_box_reg: ...  lr: 0.00502  iter_time: 0.5123
-//  data_time: 0.0100  images/s: 15.61  eta: 0:08:22  max_mem: 0MB"
+//  data_time: 0.0100  images/s: 15.61  eta: 0:08:22  max_mem: 2817MB"
 std::string FormatTrainLine(const TrainLogEntry& entry);
 // The same values as one metrics.jsonl record.
 nlohmann::json TrainLogJson(const TrainLogEntry& entry);

@@ -103,6 +103,11 @@ def reference(shapes, tmp_path_factory):
         assert (root / "model" / name).is_file()
     assert "[eval] iter: 12  bbox/AP:" in out and "[eval] iter: 12  segm/AP:" in out
     assert checkpoints(root) == [f"checkpoint_{i:08d}.safetensors" for i in (4, 8, 12)]
+    # max_mem on CPU is the process's peak RSS: LibTorch alone is over 100 MiB, and a peak
+    # never falls.
+    mem = [json.loads(l)["max_mem_mb"] for l in (root / "output" / "data" / "metrics.jsonl").read_text().splitlines()
+           if "total_loss" in l]
+    assert mem[0] > 100 and mem == sorted(mem), mem
     return root, records
 
 

@@ -1,0 +1,303 @@
+// Times one training step of our Mask R-CNN: forward in train mode (backbone, FPN, RPN with
+// its anchor matching and sampling, ROI heads with proposal matching, sampling and mask
+// targets), the loss sum, backward, and the engine's SGD step, on a fixed batch read from a
+// safetensors file. Driven by bench_train_step.py, which times torchvision's training step
+// on the same images, targets and weights in the same run and prints the ratio.
+//
+//   train_step_bench --model-dir DIR --input BATCH.safetensors [--batch B] [--iters N]
+//                    [--warmup W] [--threads T] [--device cpu|cuda] [--amp off|fp16|bf16]
+//                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
+//                    [--steps-from-stdin]
+// BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
+// labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
+// their size (the loader's resize happens before the step, on its worker threads).
+// Prints one JSON line: per-iteration milliseconds, images/s, the first step's losses and,
+// with --phases, the mean time of each part of the step (synchronised on CUDA, which
+// slows the step a little there). With --steps-from-stdin it prints "ready" once loaded,
+// then runs one step per line read and prints that step's time, losses and phases.
+//
+// The step is the body of RunTrainJob's iteration loop (trainer/engine/train_loop.cpp)
+// with accumulation 1, no clipping and a constant learning rate, calling the same model
+// stages, GradScaler and Sgd. That body is inline in the loop, so it is mirrored here
+// line for line; keep the two in step when either changes.
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainer/engine/grad_scaler.h"
+#include "trainer/engine/sgd.h"
+#include "trainer/model/config.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/safetensors.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace model = mrcnn::model;
+namespace engine = mrcnn::engine;
+
+std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0)
+      return argv[i + 1];
+  }
+  if (fallback == nullptr)
+    throw std::runtime_error(std::string("missing argument ") + name);
+  return fallback;
+}
+
+bool Flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0)
+      return true;
+  }
+  return false;
+}
+
+// The data loader's collation (trainer/data/batch.cpp): RGB in [0, 1] normalised with the
+// model's pixel statistics, zero-padded bottom/right to a multiple of size_divisibility.
+// Done once before timing, as the loader's workers do it off the training thread.
+at::Tensor Collate(const std::vector<at::Tensor>& images_hwc, const model::ModelConfig& mc,
+                   std::vector<std::array<int64_t, 2>>& sizes) {
+  int64_t max_h = 0, max_w = 0;
+  for (const auto& img : images_hwc) {
+    sizes.push_back({img.size(0), img.size(1)});
+    max_h = std::max(max_h, img.size(0));
+    max_w = std::max(max_w, img.size(1));
+  }
+  const int64_t d = mc.size_divisibility;
+  if (d > 1) {
+    max_h = (max_h + d - 1) / d * d;
+    max_w = (max_w + d - 1) / d * d;
+  }
+  at::Tensor batch = torch::zeros({static_cast<int64_t>(images_hwc.size()), 3, max_h, max_w});
+  const auto mean = torch::tensor(std::vector<double>(mc.pixel_mean.begin(), mc.pixel_mean.end()))
+                        .to(torch::kFloat)
+                        .view({3, 1, 1});
+  const auto stdev = torch::tensor(std::vector<double>(mc.pixel_std.begin(), mc.pixel_std.end()))
+                         .to(torch::kFloat)
+                         .view({3, 1, 1});
+  for (size_t i = 0; i < images_hwc.size(); ++i) {
+    const auto chw = images_hwc[i].permute({2, 0, 1}).to(torch::kFloat);
+    batch[static_cast<int64_t>(i)]
+        .narrow(1, 0, chw.size(1))
+        .narrow(2, 0, chw.size(2))
+        .copy_((chw - mean) / stdev);
+  }
+  return batch;
+}
+
+struct Phases {
+  std::map<std::string, double> ms;
+  bool enabled = false;
+  bool cuda = false;
+  Clock::time_point last;
+  void Start() {
+    if (enabled)
+      last = Now();
+  }
+  void Mark(const char* name) {
+    if (!enabled)
+      return;
+    const auto now = Now();
+    ms[name] += std::chrono::duration<double, std::milli>(now - last).count();
+    last = now;
+  }
+  Clock::time_point Now() const {
+    if (cuda)
+      torch::cuda::synchronize();
+    return Clock::now();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::filesystem::path model_dir = Arg(argc, argv, "--model-dir", nullptr);
+    const int64_t batch_size = std::stoll(Arg(argc, argv, "--batch", "2"));
+    const int iters = std::stoi(Arg(argc, argv, "--iters", "5"));
+    const int warmup = std::stoi(Arg(argc, argv, "--warmup", "1"));
+    const int threads = std::stoi(Arg(argc, argv, "--threads", "0"));
+    const std::string device_name = Arg(argc, argv, "--device", "cpu");
+    const std::string amp_name = Arg(argc, argv, "--amp", "off");
+    const double lr = std::stod(Arg(argc, argv, "--lr", "1e-4"));
+    if (threads > 0)
+      torch::set_num_threads(threads);
+    if (iters < 1 || warmup < 0)
+      throw std::runtime_error("--iters must be >= 1 and --warmup >= 0");
+    if (amp_name != "off" && amp_name != "fp16" && amp_name != "bf16")
+      throw std::runtime_error("--amp must be off, fp16 or bf16");
+    const torch::Device device(device_name);
+    const bool cuda = device.is_cuda();
+    // As the loop: autocast only on CUDA; fp16 with dynamic loss scaling, bf16 without.
+    const bool amp = cuda && amp_name != "off";
+    const at::ScalarType amp_dtype = amp_name == "bf16" ? at::kBFloat16 : at::kHalf;
+    engine::GradScaler scaler(amp && amp_dtype == at::kHalf);
+
+    torch::manual_seed(std::stoull(Arg(argc, argv, "--seed", "0")));
+    model::ModelConfig mc = model::ModelConfig::FromYamlFile(model_dir / "config.yaml");
+    mc.Validate((model_dir / "config.yaml").string());
+    model::MaskRcnn net(mc);
+    model::LoadStateDict(*net, model::ReadSafetensors(model_dir / "model.safetensors"),
+                         (model_dir / "model.safetensors").string());
+    net->to(device);
+    net->train();
+
+    engine::SgdOptions so;
+    so.momentum = std::stod(Arg(argc, argv, "--momentum", "0.9"));
+    so.weight_decay = std::stod(Arg(argc, argv, "--weight-decay", "1e-4"));
+    // torch.optim.SGD applies one weight decay to every parameter (the peer's setting); the
+    // engine's norm group only holds trainable norm layers, which FrozenBN has none of.
+    so.weight_decay_bias = so.weight_decay;
+    so.weight_decay_norm = so.weight_decay;
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (const auto& p : net->named_parameters())
+      named.emplace_back(p.key(), p.value());
+    engine::Sgd sgd(named, so);
+    std::vector<at::Tensor> trainable;
+    for (const auto& e : sgd.entries())
+      trainable.push_back(e.param);
+
+    // The batch as the loader hands it over: CPU tensors, moved in the step.
+    const model::TensorMap input = model::ReadSafetensors(Arg(argc, argv, "--input", nullptr));
+    std::vector<at::Tensor> images;
+    std::vector<model::ImageTarget> cpu_targets;
+    for (int64_t i = 0; i < batch_size; ++i) {
+      const std::string k = std::to_string(i);
+      images.push_back(input.at("image." + k));
+      cpu_targets.push_back({input.at("boxes." + k).to(torch::kFloat),
+                             input.at("labels." + k).to(torch::kLong),
+                             mc.mask_on ? input.at("masks." + k) : at::Tensor()});
+    }
+    std::vector<std::array<int64_t, 2>> sizes;
+    const at::Tensor cpu_images = Collate(images, mc, sizes);
+
+    Phases phases;
+    phases.enabled = Flag(argc, argv, "--phases");
+    phases.cuda = cuda;
+    int step_number = 0;
+    // One training step; returns its wall time in ms and leaves its losses in `loss_values`.
+    std::map<std::string, double> loss_values;
+    auto step = [&]() -> double {
+      ++step_number;
+      if (cuda)
+        torch::cuda::synchronize();
+      const auto t0 = Clock::now();
+      phases.Start();
+      // ---- RunTrainJob's step (accumulation 1) ----
+      model::ImageBatch ib;
+      ib.tensors = cpu_images.to(device, /*non_blocking=*/true);
+      ib.image_sizes = sizes;
+      ib.original_sizes = sizes;
+      std::vector<model::ImageTarget> targets;
+      for (const auto& t : cpu_targets)
+        targets.push_back({t.boxes.to(device), t.labels.to(device),
+                           t.masks.defined() ? t.masks.to(device) : t.masks});
+      if (amp) {
+        at::autocast::set_autocast_dtype(at::kCUDA, amp_dtype);
+        at::autocast::set_autocast_enabled(at::kCUDA, true);
+      }
+      auto features = net->Features(ib.tensors);
+      phases.Mark("backbone_fpn");
+      auto rpn = net->Rpn(ib, features, &targets);
+      phases.Mark("rpn");
+      auto losses = net->RoiHeads(features, rpn.proposals, ib.image_sizes, &targets, nullptr);
+      for (auto& [k, v] : rpn.losses)
+        losses[k] = v;
+      if (amp) {
+        at::autocast::set_autocast_enabled(at::kCUDA, false);
+        at::autocast::clear_cache();
+      }
+      phases.Mark("roi_heads");
+      at::Tensor total = torch::zeros({}, ib.tensors.options().dtype(torch::kFloat));
+      loss_values.clear();
+      for (auto& [k, v] : losses) {
+        total = total + v.to(torch::kFloat);
+        loss_values[k] = v.item<double>();
+      }
+      const double total_value = total.item<double>();
+      loss_values["total"] = total_value;
+      if (!std::isfinite(total_value) && !scaler.enabled())
+        throw std::runtime_error("loss became " + std::to_string(total_value) + " at step " +
+                                 std::to_string(step_number) + ": lower --lr");
+      phases.Mark("loss_sum_item");
+      scaler.Scale(total).backward();
+      phases.Mark("backward");
+      const bool finite = scaler.enabled() ? scaler.Unscale(trainable) : true;
+      if (finite)
+        sgd.Step(lr);
+      if (scaler.enabled())
+        scaler.Update(!finite);
+      sgd.ZeroGrad();
+      phases.Mark("optimizer");
+      if (cuda)
+        torch::cuda::synchronize(device.index());
+      // ---- end of the step ----
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
+
+    if (Flag(argc, argv, "--steps-from-stdin")) {
+      // The driver interleaves our steps with torchvision's one by one, so both sides see
+      // the same background load on a shared machine: one step per input line, one JSON
+      // line per step.
+      std::printf("ready\n");
+      std::fflush(stdout);
+      std::string line;
+      while (std::getline(std::cin, line)) {
+        phases.ms.clear();
+        nlohmann::json out;
+        out["ms"] = step();
+        out["losses"] = loss_values;
+        out["phases_ms"] = phases.ms;
+        std::printf("%s\n", out.dump().c_str());
+        std::fflush(stdout);
+      }
+      return 0;
+    }
+
+    std::vector<double> ms;
+    std::map<std::string, double> first_losses;
+    for (int it = 0; it < warmup + iters; ++it) {
+      if (it == warmup)
+        phases.ms.clear();
+      const double elapsed = step();
+      if (it == 0)
+        first_losses = loss_values;
+      if (it >= warmup)
+        ms.push_back(elapsed);
+    }
+
+    double sum = 0;
+    for (double v : ms)
+      sum += v;
+    const double mean = sum / static_cast<double>(ms.size());
+    nlohmann::json out;
+    out["ms"] = ms;
+    out["mean_ms"] = mean;
+    out["min_ms"] = *std::min_element(ms.begin(), ms.end());
+    out["images_per_s"] = 1000.0 * static_cast<double>(batch_size) / mean;
+    out["threads"] = at::get_num_threads();
+    out["first_losses"] = first_losses;
+    nlohmann::json phase_ms = nlohmann::json::object();
+    for (const auto& [k, v] : phases.ms)
+      phase_ms[k] = v / iters;
+    out["phases_ms"] = phase_ms;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_bench: %s\n", e.what());
+    return 1;
+  }
+}
