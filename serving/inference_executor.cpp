@@ -10,10 +10,12 @@ using Clock = std::chrono::steady_clock;
 
 InferenceExecutor::InferenceExecutor(Loader loader, BatchingPolicy policy,
                                      std::function<void(std::exception_ptr)> on_loaded)
-    : policy_(policy) {
-  worker_ = std::thread([this, loader = std::move(loader), on_loaded = std::move(on_loaded)]() {
-    Run(loader, on_loaded);
-  });
+    : policy_(policy), loader_(std::move(loader)), on_loaded_(std::move(on_loaded)) {
+  const int workers = std::max(policy_.workers, 1);
+  workers_.reserve(static_cast<size_t>(workers));
+  for (int i = 0; i < workers; ++i) {
+    workers_.emplace_back([this] { Run(); });
+  }
 }
 
 InferenceExecutor::~InferenceExecutor() {
@@ -54,33 +56,55 @@ void InferenceExecutor::Stop() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (worker_.joinable()) {
-    worker_.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) {
+      worker.join();
+    }
   }
 }
 
-void InferenceExecutor::Run(Loader loader, std::function<void(std::exception_ptr)> on_loaded) {
+void InferenceExecutor::Run() {
+  std::unique_ptr<Predictor> predictor;
   try {
-    predictor_ = loader();
+    predictor = loader_();
   } catch (...) {
-    on_loaded(std::current_exception());
+    bool first_failure = false;
+    {
+      std::lock_guard lock(mutex_);
+      first_failure = !load_failed_;
+      load_failed_ = true;
+    }
+    if (first_failure) {
+      on_loaded_(std::current_exception());
+    }
     return;
   }
+  bool all_loaded = false;
   {
     std::lock_guard lock(mutex_);
-    ready_ = true;
+    ++loaded_;
+    // policy_, not workers_: the constructor may still be filling workers_.
+    all_loaded = loaded_ == std::max(policy_.workers, 1) && !load_failed_;
+    ready_ = ready_ || all_loaded;
   }
-  on_loaded(nullptr);
+  if (all_loaded) {
+    on_loaded_(nullptr);
+  }
 
   std::unique_lock lock(mutex_);
   while (true) {
+    ++idle_workers_;
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --idle_workers_;
     if (stopping_) {
       break;
     }
     std::vector<Queued> batch = CollectBatch(lock);
+    if (!queue_.empty()) {
+      wake_.notify_all();  // what this worker left is for the idle ones
+    }
     lock.unlock();
-    RunBatch(batch);
+    RunBatch(*predictor, batch);
     lock.lock();
   }
   std::deque<Queued> abandoned;
@@ -99,15 +123,28 @@ std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
   int images = 0;
   const auto window_end = queue_.front().arrived + policy_.max_wait;
   while (true) {
+    // With other workers free, take only this worker's share of what is queued and do not
+    // wait for more: on a CPU two workers running one image each finish both sooner than
+    // one running a batch of two while the other idles. With no other worker free (always
+    // so with one worker) the batch fills up to max_batch_images within max_wait.
+    const int max_images = std::max(policy_.max_batch_images, 1);
+    int limit = max_images;
+    if (idle_workers_ > 0) {
+      int queued_images = images;
+      for (const Queued& queued : queue_) {
+        queued_images += static_cast<int>(queued.job.images.size());
+      }
+      limit = std::clamp((queued_images + idle_workers_) / (idle_workers_ + 1), 1, max_images);
+    }
     while (!queue_.empty()) {
       const int next = static_cast<int>(queue_.front().job.images.size());
-      if (!batch.empty() && images + next > policy_.max_batch_images) {
+      if (!batch.empty() && images + next > limit) {
         return batch;  // the next request starts the next batch
       }
       images += next;
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
-      if (images >= policy_.max_batch_images) {
+      if (images >= limit) {
         return batch;
       }
     }
@@ -121,7 +158,7 @@ std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
   }
 }
 
-void InferenceExecutor::RunBatch(std::vector<Queued>& batch) {
+void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batch) {
   // Requests past their deadline are answered without running them.
   const auto now = Clock::now();
   std::vector<Queued*> live;
@@ -155,7 +192,7 @@ void InferenceExecutor::RunBatch(std::vector<Queued>& batch) {
     const size_t chunk = static_cast<size_t>(std::max(policy_.max_batch_images, 1));
     for (size_t begin = 0; begin < views.size(); begin += chunk) {
       const size_t count = std::min(chunk, views.size() - begin);
-      auto part = predictor_->Predict(std::span(views).subspan(begin, count), loosest);
+      auto part = predictor.Predict(std::span(views).subspan(begin, count), loosest);
       if (part.size() != count) {
         throw std::runtime_error("the predictor returned " + std::to_string(part.size()) +
                                  " results for " + std::to_string(count) + " images");

@@ -1,12 +1,18 @@
 #pragma once
-// The only thread that touches the model. Requests wait in a bounded queue; the worker
-// takes the oldest one and keeps collecting until the batch holds max_batch_images images
-// or max_wait has passed since that oldest request arrived, then runs one Predict over
-// the whole batch (the real win on a GPU) with the loosest options of its requests and
-// filters each request's share down to its own options (exact, see predictor.h).
+// The only threads that touch the model: `workers` threads, each with its own predictor
+// instance (predictors are not thread-safe). Requests wait in one bounded queue; a free
+// worker takes the oldest one and keeps collecting until the batch holds max_batch_images
+// images (or its fair share of the queue, when other workers are free too) or max_wait has
+// passed since that oldest request arrived, then runs one Predict over the whole batch (the
+// real win on a GPU) with the loosest options of its requests and filters each request's
+// share down to its own options (exact, see predictor.h).
 //
-// Loading and warm-up happen on the worker thread too, so the HTTP side is listening and
-// answering /ping with 503 while a large model loads.
+// Several workers are for CPUs: one torch forward with N intra-op threads synchronises its
+// threads at every op (thousands per image) and scales poorly, worst when the cores are
+// shared; W single-threaded workers keep every core on useful work (bench/RESULTS.md).
+//
+// Loading and warm-up happen on the worker threads too, so the HTTP side is listening and
+// answering /ping with 503 while a large model loads; ready once every worker has loaded.
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -25,6 +31,7 @@ struct BatchingPolicy {
   int max_batch_images = 4;
   std::chrono::microseconds max_wait{std::chrono::milliseconds(5)};
   size_t queue_capacity = 64;  // requests waiting (not yet running)
+  int workers = 1;             // model instances running batches concurrently
 };
 
 struct InferenceOutcome {
@@ -44,8 +51,9 @@ struct InferenceJob {
 
 class InferenceExecutor {
  public:
-  // Loads the predictor (and warms it up) on the worker thread. on_loaded is called there
-  // once, with nullptr on success or the exception that made loading fail.
+  // Calls loader once on each worker thread (concurrently) to load and warm up that
+  // worker's predictor. on_loaded is called once, on a worker thread: with nullptr when
+  // every worker has loaded, or with the first exception that made loading fail.
   using Loader = std::function<std::unique_ptr<Predictor>()>;
   InferenceExecutor(Loader loader, BatchingPolicy policy,
                     std::function<void(std::exception_ptr)> on_loaded);
@@ -67,18 +75,22 @@ class InferenceExecutor {
     InferenceJob job;
     std::chrono::steady_clock::time_point arrived;
   };
-  void Run(Loader loader, std::function<void(std::exception_ptr)> on_loaded);
+  void Run();
   std::vector<Queued> CollectBatch(std::unique_lock<std::mutex>& lock);
-  void RunBatch(std::vector<Queued>& batch);
+  void RunBatch(Predictor& predictor, std::vector<Queued>& batch);
 
   const BatchingPolicy policy_;
-  std::unique_ptr<Predictor> predictor_;
+  Loader loader_;
+  std::function<void(std::exception_ptr)> on_loaded_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;
+  int loaded_ = 0;  // workers whose predictor is loaded
+  bool load_failed_ = false;
+  int idle_workers_ = 0;  // waiting for work: they share a burst of requests with the collector
   bool ready_ = false;
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace mrcnn::serving

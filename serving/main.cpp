@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "common/config_error.h"
 #include "common/env_map.h"
@@ -39,11 +40,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string kind = ResolvePredictorKind(config);
+  ResolveWorkers(config, kind, static_cast<int>(std::thread::hardware_concurrency()));
   LogLine(
-      "predictor {} from {}, batches of up to {} images / {} us, queue {}, payload limit {} "
-      "bytes",
-      kind, config.model_dir.string(), config.batching.max_batch_images,
-      config.batching.max_wait.count(), config.batching.queue_capacity, config.max_payload_bytes);
+      "predictor {} from {}, {} worker(s) of {} intra-op thread(s), batches of up to {} images "
+      "/ {} us, queue {}, payload limit {} bytes",
+      kind, config.model_dir.string(), config.workers, config.num_threads,
+      config.batching.max_batch_images, config.batching.max_wait.count(),
+      config.batching.queue_capacity, config.max_payload_bytes);
 
   InferenceExecutor executor(MakePredictorLoader(config), config.batching,
                              [](std::exception_ptr error) {

@@ -11,7 +11,7 @@ namespace mrcnn::serving {
 // statistics_predictor.json; "model" otherwise.
 std::string ResolvePredictorKind(const ServerConfig& config);
 
-// Runs on the executor's thread. Throws when the model cannot be loaded or the warm-up
+// Runs on each executor worker's thread. Throws when the model cannot be loaded or the warm-up
 // inference fails, or when "model" is asked of a server built without the model library.
 InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config);
 

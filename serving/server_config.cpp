@@ -46,6 +46,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
       static_cast<int>(EnvInteger(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 0, 0, 100000));
   config.request_deadline =
       std::chrono::seconds(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", 60, 1, 3600));
+  config.workers = static_cast<int>(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
   config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
   config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
   config.batching.max_batch_images =
@@ -79,7 +80,12 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
   app.add_option("--precision", config.precision, "fp32, fp16 or bf16 (MRCNN_SERVING_PRECISION)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app.add_option("--num-threads", config.num_threads, "torch intra-op threads (0 = default)")
+  app.add_option("--num-threads", config.num_threads,
+                 "torch intra-op threads per worker (0 = cores / workers on a CPU)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--workers", config.workers,
+                 "model instances serving concurrently (SAGEMAKER_MODEL_SERVER_WORKERS; 0 = "
+                 "min(cores, 4) for the model on a CPU, else 1)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--io-threads", config.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   app.add_option("--cpu-threads", config.cpu_threads, "decode/encode threads")
@@ -162,6 +168,18 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
     config.max_detections_cap = config.default_options.max_detections;
   }
   return config;
+}
+
+void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores) {
+  cores = std::max(cores, 1);
+  const bool model_on_cpu = kind == "model" && config.device == "cpu";
+  if (config.workers <= 0) {
+    config.workers = model_on_cpu ? std::min(cores, 4) : 1;
+  }
+  config.batching.workers = config.workers;
+  if (config.num_threads <= 0 && model_on_cpu) {
+    config.num_threads = std::max(1, cores / config.workers);
+  }
 }
 
 }  // namespace mrcnn::serving

@@ -6,7 +6,8 @@
 //   SAGEMAKER_BATCH_STRATEGY            SINGLE_RECORD | MULTI_RECORD, for /execution-parameters
 //   SAGEMAKER_MAX_CONCURRENT_TRANSFORMS for /execution-parameters (default: the batch size)
 //   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds (default 60)
-//   SAGEMAKER_MODEL_SERVER_WORKERS      accepted for compatibility; one model instance serves
+//   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
+//                                       ResolveWorkers below)
 //   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
 //   MRCNN_SERVING_BATCH_WAIT_MS         the same as the flags, for `docker run -e`
 #include <chrono>
@@ -29,7 +30,8 @@ struct ServerConfig {
   std::string predictor = "auto";  // auto | model | statistics (a test facility)
   std::string device = "cpu";
   std::string precision = "fp32";
-  int num_threads = 0;
+  int num_threads = 0;  // torch intra-op threads per worker; 0: ResolveWorkers decides
+  int workers = 0;      // model instances; 0: ResolveWorkers decides
 
   int io_threads = 2;
   int cpu_threads = 2;  // request decoding and response encoding
@@ -60,5 +62,13 @@ struct CommandLineExit {
 
 // Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);
+
+// Fills in what config leaves at 0: config.batching.workers from config.workers and
+// config.num_threads. The model on a CPU gets min(cores, 4) workers with cores / workers
+// intra-op threads each (one forward's threads meet at a barrier after every op, so W
+// narrow workers beat one wide one on throughput; four bounds the memory, ~1 GB each at
+// 640x480). A GPU gets one worker (batching is its parallelism), the statistics predictor
+// one too.
+void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores);
 
 }  // namespace mrcnn::serving

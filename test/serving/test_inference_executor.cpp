@@ -1,3 +1,4 @@
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <mutex>
@@ -271,4 +272,57 @@ TEST_CASE("a failing load is reported and the executor never becomes ready",
   InferenceJob job;
   job.done = [](InferenceOutcome&&) {};
   CHECK(executor.TrySubmit(std::move(job)) == InferenceExecutor::SubmitResult::kNotReady);
+}
+
+TEST_CASE("several workers run requests side by side, each with its own predictor",
+          "[serving][executor]") {
+  std::vector<int> sizes;
+  std::mutex mutex;
+  std::atomic<int> loads{0};
+  std::promise<void> loaded;
+  InferenceExecutor executor(
+      [&]() {
+        ++loads;
+        return std::make_unique<RecordingPredictor>(sizes, mutex, 300ms);
+      },
+      BatchingPolicy{4, std::chrono::milliseconds(50), 64, 2},
+      [&](std::exception_ptr error) {
+        CHECK_FALSE(error);
+        loaded.set_value();  // a second call would throw: exactly once
+      });
+  loaded.get_future().get();
+  CHECK(loads.load() == 2);
+  CHECK(executor.Ready());
+
+  // Two requests at once with both workers free: one each (not a batch of two on one
+  // worker while the other idles), so both answer after one predictor delay.
+  const auto began = std::chrono::steady_clock::now();
+  auto first = Submit(executor, {Canvas(4, 4)}, {});
+  auto second = Submit(executor, {Canvas(4, 4)}, {});
+  CHECK(first.get().status == InferenceOutcome::Status::kOk);
+  CHECK(second.get().status == InferenceOutcome::Status::kOk);
+  CHECK(std::chrono::steady_clock::now() - began < 550ms);
+  std::lock_guard lock(mutex);
+  CHECK(sizes == std::vector<int>{1, 1});
+}
+
+TEST_CASE("a failing worker load is reported once and the executor never becomes ready",
+          "[serving][executor]") {
+  std::atomic<int> reports{0};
+  std::promise<void> reported;
+  ImageStatisticsConfig config;
+  config.fail_load = true;
+  {
+    InferenceExecutor executor([&]() { return std::make_unique<ImageStatisticsPredictor>(config); },
+                               BatchingPolicy{4, std::chrono::milliseconds(5), 64, 3},
+                               [&](std::exception_ptr error) {
+                                 CHECK(error);
+                                 if (reports++ == 0) {
+                                   reported.set_value();
+                                 }
+                               });
+    reported.get_future().get();
+    CHECK_FALSE(executor.Ready());
+  }  // joins every worker: all loads have finished
+  CHECK(reports.load() == 1);
 }

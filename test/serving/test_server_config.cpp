@@ -51,3 +51,41 @@ TEST_CASE("SageMaker's environment configures the server, flags override it", "[
   CHECK_THROWS_AS(Parse({"--header-timeout-s", "0"}, {}), mrcnn::common::ConfigError);
   CHECK_THROWS_AS(Parse({"--no-such-flag"}, {}), CommandLineExit);
 }
+
+TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, else one worker",
+          "[serving][config]") {
+  ServerConfig model_cpu = Parse({"--predictor", "model"}, {});
+  CHECK(model_cpu.workers == 0);  // decided once the predictor kind is known
+  ResolveWorkers(model_cpu, "model", 2);
+  CHECK(model_cpu.workers == 2);
+  CHECK(model_cpu.batching.workers == 2);
+  CHECK(model_cpu.num_threads == 1);
+
+  ServerConfig many_cores = Parse({}, {});
+  ResolveWorkers(many_cores, "model", 16);
+  CHECK(many_cores.workers == 4);  // memory bound: ~1 GB per worker
+  CHECK(many_cores.num_threads == 4);
+
+  ServerConfig gpu = Parse({"--device", "cuda"}, {});
+  ResolveWorkers(gpu, "model", 16);
+  CHECK(gpu.batching.workers == 1);
+  CHECK(gpu.num_threads == 0);  // torch's default
+
+  ServerConfig statistics = Parse({}, {});
+  ResolveWorkers(statistics, "statistics", 16);
+  CHECK(statistics.batching.workers == 1);
+
+  ServerConfig from_env = Parse({}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "3"}});
+  ResolveWorkers(from_env, "model", 2);
+  CHECK(from_env.batching.workers == 3);
+  CHECK(from_env.num_threads == 1);
+
+  ServerConfig flagged =
+      Parse({"--workers", "1", "--num-threads", "2"}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "3"}});
+  ResolveWorkers(flagged, "model", 2);
+  CHECK(flagged.batching.workers == 1);
+  CHECK(flagged.num_threads == 2);
+
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "many"}}),
+                  mrcnn::common::ConfigError);
+}
