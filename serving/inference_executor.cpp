@@ -83,6 +83,10 @@ void InferenceExecutor::Run() {
   {
     std::lock_guard lock(mutex_);
     ++loaded_;
+    // Idle from here on, in the same step that may make the executor ready: otherwise the
+    // first requests could meet a worker that has not yet counted itself free and take
+    // them all as one batch (the fair share below reads idle_workers_).
+    ++idle_workers_;
     // policy_, not workers_: the constructor may still be filling workers_.
     all_loaded = loaded_ == std::max(policy_.workers, 1) && !load_failed_;
     ready_ = ready_ || all_loaded;
@@ -93,7 +97,6 @@ void InferenceExecutor::Run() {
 
   std::unique_lock lock(mutex_);
   while (true) {
-    ++idle_workers_;
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     --idle_workers_;
     if (stopping_) {
@@ -106,6 +109,7 @@ void InferenceExecutor::Run() {
     lock.unlock();
     RunBatch(*predictor, batch);
     lock.lock();
+    ++idle_workers_;
   }
   std::deque<Queued> abandoned;
   abandoned.swap(queue_);

@@ -1,5 +1,6 @@
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -274,16 +275,51 @@ TEST_CASE("a failing load is reported and the executor never becomes ready",
   CHECK(executor.TrySubmit(std::move(job)) == InferenceExecutor::SubmitResult::kNotReady);
 }
 
+// Predicts only once `expected` predictions are in flight at the same time (or gives up
+// after a generous bound): proves concurrency without timing the test.
+class RendezvousPredictor final : public Predictor {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    int in_flight = 0;
+    int expected = 0;
+    std::vector<int> sizes;
+    bool all_met = true;
+  };
+  explicit RendezvousPredictor(Shared& shared) : shared_(shared) {}
+  std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
+                                       const PredictOptions&) override {
+    std::unique_lock lock(shared_.mutex);
+    shared_.sizes.push_back(static_cast<int>(images.size()));
+    ++shared_.in_flight;
+    shared_.arrived.notify_all();
+    if (!shared_.arrived.wait_for(lock, std::chrono::seconds(20),
+                                  [&] { return shared_.in_flight >= shared_.expected; })) {
+      shared_.all_met = false;
+    }
+    std::vector<ImageDetections> out;
+    for (const auto& image : images) {
+      out.push_back(ImageDetections{image.height, image.width, {}});
+    }
+    return out;
+  }
+  std::string Describe() const override { return "rendezvous"; }
+
+ private:
+  Shared& shared_;
+};
+
 TEST_CASE("several workers run requests side by side, each with its own predictor",
           "[serving][executor]") {
-  std::vector<int> sizes;
-  std::mutex mutex;
+  RendezvousPredictor::Shared shared;
+  shared.expected = 2;
   std::atomic<int> loads{0};
   std::promise<void> loaded;
   InferenceExecutor executor(
       [&]() {
         ++loads;
-        return std::make_unique<RecordingPredictor>(sizes, mutex, 300ms);
+        return std::make_unique<RendezvousPredictor>(shared);
       },
       BatchingPolicy{4, std::chrono::milliseconds(50), 64, 2},
       [&](std::exception_ptr error) {
@@ -295,15 +331,15 @@ TEST_CASE("several workers run requests side by side, each with its own predicto
   CHECK(executor.Ready());
 
   // Two requests at once with both workers free: one each (not a batch of two on one
-  // worker while the other idles), so both answer after one predictor delay.
-  const auto began = std::chrono::steady_clock::now();
+  // worker while the other idles). Each prediction waits until the other is in flight, so
+  // this passes only if the two run at the same time.
   auto first = Submit(executor, {Canvas(4, 4)}, {});
   auto second = Submit(executor, {Canvas(4, 4)}, {});
   CHECK(first.get().status == InferenceOutcome::Status::kOk);
   CHECK(second.get().status == InferenceOutcome::Status::kOk);
-  CHECK(std::chrono::steady_clock::now() - began < 550ms);
-  std::lock_guard lock(mutex);
-  CHECK(sizes == std::vector<int>{1, 1});
+  std::lock_guard lock(shared.mutex);
+  CHECK(shared.all_met);
+  CHECK(shared.sizes == std::vector<int>{1, 1});
 }
 
 TEST_CASE("a failing worker load is reported once and the executor never becomes ready",
