@@ -176,3 +176,35 @@ def test_resume_false_starts_fresh(shapes, reference, tmp_path):
     assert code == 0, out[-3000:]
     assert "resumed from" not in out
     assert train_records(root) == ref
+
+
+def eval_records(root):
+    path = root / "output" / "data" / "metrics.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if "total_loss" not in r]
+
+
+def test_eval_only_evaluates_the_given_weights_and_writes_no_model(shapes, reference, tmp_path):
+    ref_root, _ = reference
+    root = make_job(tmp_path / "job", shapes, **{"eval-only": "true"})
+    (root / "input" / "data" / "weights").symlink_to(ref_root / "model")
+    code, out = finish(start(root))
+    assert code == 0, out[-3000:]
+    assert "[train] iter:" not in out
+    assert not (root / "model" / "model.safetensors").exists()
+    assert not checkpoints(root) if (root / "checkpoints").exists() else True
+    # The same weights on the same validation images: the reference's final AP, exactly.
+    got = eval_records(root)
+    want = [r for r in eval_records(ref_root) if r["iteration"] == MAX_ITER]
+    assert len(got) == 2 and len(want) == 2, (got, want)
+    for g, w in zip(got, want):
+        assert {k: v for k, v in g.items() if k != "iteration"} == {k: v for k, v in w.items() if k != "iteration"}
+
+
+def test_eval_only_without_a_val_channel_names_the_fix(shapes, reference, tmp_path):
+    ref_root, _ = reference
+    root = make_job(tmp_path / "job", shapes, **{"eval-only": "true"})
+    (root / "input" / "data" / "val").unlink()
+    (root / "input" / "data" / "weights").symlink_to(ref_root / "model")
+    code, out = finish(start(root))
+    assert code != 0
+    assert "eval-only" in out and ("val" in out or "DATASETS.TEST" in out), out[-2000:]
