@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Training step throughput: our C++ Mask R-CNN training step (build*/bin/train_step_bench:
-the engine loop's step — train-mode forward with RPN/ROI matching and sampling, loss sum,
-backward, the engine's SGD) vs torchvision's Mask R-CNN training step (the step of
-torchvision's references/detection/engine.py: model(images, targets), sum of losses,
-zero_grad, backward, SGD step), in one run.
+the trainer's own step, engine::TrainStep — train-mode forward with RPN/ROI matching and
+sampling, loss sum, backward, the engine's SGD) vs torchvision's Mask R-CNN training step
+(the step of torchvision's references/detection/engine.py: model(images, targets), sum of
+losses, zero_grad, backward, SGD step), in one run.
 
 Same for both sides: weights (a torchvision R50-FPN Mask R-CNN with FrozenBatchNorm2d and
 3 trainable backbone layers — what maskrcnn_resnet50_fpn builds for fine-tuning — written

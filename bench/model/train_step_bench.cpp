@@ -16,16 +16,13 @@
 // slows the step a little there). With --steps-from-stdin it prints "ready" once loaded,
 // then runs one step per line read and prints that step's time, losses and phases.
 //
-// The step is the body of RunTrainJob's iteration loop (trainer/engine/train_loop.cpp)
-// with accumulation 1, no clipping and a constant learning rate, calling the same model
-// stages, GradScaler and Sgd. That body is inline in the loop, so it is mirrored here
-// line for line; keep the two in step when either changes.
-#include <ATen/autocast_mode.h>
+// The step is RunTrainJob's own (engine::TrainStep, trainer/engine/train_step.h) with
+// accumulation 1, one process, no clipping and a constant learning rate. --phases times
+// its parts through TrainStep's phase hook, so the breakdown is of that same code.
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -37,6 +34,7 @@
 
 #include "trainer/engine/grad_scaler.h"
 #include "trainer/engine/sgd.h"
+#include "trainer/engine/train_step.h"
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
@@ -166,9 +164,12 @@ int main(int argc, char** argv) {
     for (const auto& p : net->named_parameters())
       named.emplace_back(p.key(), p.value());
     engine::Sgd sgd(named, so);
-    std::vector<at::Tensor> trainable;
-    for (const auto& e : sgd.entries())
-      trainable.push_back(e.param);
+    engine::TrainStepOptions step_options;
+    if (amp)
+      step_options.amp_dtype = amp_dtype;
+    step_options.nonfinite_advice = "lower --lr";
+    engine::TrainStep train_step(*net, sgd, scaler, /*dp=*/nullptr, device,
+                                 std::move(step_options));
 
     // The batch as the loader hands it over: CPU tensors, moved in the step.
     const model::TensorMap input = model::ReadSafetensors(Arg(argc, argv, "--input", nullptr));
@@ -187,6 +188,8 @@ int main(int argc, char** argv) {
     Phases phases;
     phases.enabled = Flag(argc, argv, "--phases");
     phases.cuda = cuda;
+    if (phases.enabled)
+      train_step.set_phase_hook([&phases](const char* name) { phases.Mark(name); });
     int step_number = 0;
     // One training step; returns its wall time in ms and leaves its losses in `loss_values`.
     std::map<std::string, double> loss_values;
@@ -196,7 +199,8 @@ int main(int argc, char** argv) {
         torch::cuda::synchronize();
       const auto t0 = Clock::now();
       phases.Start();
-      // ---- RunTrainJob's step (accumulation 1) ----
+      // Moving the batch to the device is part of the trainer's step too (ToImageBatch,
+      // ToTargets); it falls into the first phase.
       model::ImageBatch ib;
       ib.tensors = cpu_images.to(device, /*non_blocking=*/true);
       ib.image_sizes = sizes;
@@ -205,46 +209,13 @@ int main(int argc, char** argv) {
       for (const auto& t : cpu_targets)
         targets.push_back({t.boxes.to(device), t.labels.to(device),
                            t.masks.defined() ? t.masks.to(device) : t.masks});
-      if (amp) {
-        at::autocast::set_autocast_dtype(at::kCUDA, amp_dtype);
-        at::autocast::set_autocast_enabled(at::kCUDA, true);
-      }
-      auto features = net->Features(ib.tensors);
-      phases.Mark("backbone_fpn");
-      auto rpn = net->Rpn(ib, features, &targets);
-      phases.Mark("rpn");
-      auto losses = net->RoiHeads(features, rpn.proposals, ib.image_sizes, &targets, nullptr);
-      for (auto& [k, v] : rpn.losses)
-        losses[k] = v;
-      if (amp) {
-        at::autocast::set_autocast_enabled(at::kCUDA, false);
-        at::autocast::clear_cache();
-      }
-      phases.Mark("roi_heads");
-      at::Tensor total = torch::zeros({}, ib.tensors.options().dtype(torch::kFloat));
-      loss_values.clear();
-      for (auto& [k, v] : losses) {
-        total = total + v.to(torch::kFloat);
-        loss_values[k] = v.item<double>();
-      }
-      const double total_value = total.item<double>();
-      loss_values["total"] = total_value;
-      if (!std::isfinite(total_value) && !scaler.enabled())
-        throw std::runtime_error("loss became " + std::to_string(total_value) + " at step " +
-                                 std::to_string(step_number) + ": lower --lr");
-      phases.Mark("loss_sum_item");
-      scaler.Scale(total).backward();
-      phases.Mark("backward");
-      const bool finite = scaler.enabled() ? scaler.Unscale(trainable) : true;
-      if (finite)
-        sgd.Step(lr);
-      if (scaler.enabled())
-        scaler.Update(!finite);
-      sgd.ZeroGrad();
-      phases.Mark("optimizer");
-      if (cuda)
-        torch::cuda::synchronize(device.index());
-      // ---- end of the step ----
+      // No sampling generators: the samplers draw from the global generator (seeded by
+      // --seed), as they did before the step was shared.
+      const engine::MicroBatchLosses losses =
+          train_step.ForwardBackward(ib, targets, {}, /*accumulation=*/1, step_number);
+      train_step.Finish(lr);
+      loss_values = losses.losses;
+      loss_values["total"] = losses.total;
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
 

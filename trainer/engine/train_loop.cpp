@@ -1,7 +1,6 @@
 #include "trainer/engine/train_loop.h"
 
 #include <ATen/Context.h>
-#include <ATen/autocast_mode.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
@@ -30,6 +29,7 @@
 #include "trainer/engine/lr_schedule.h"
 #include "trainer/engine/rng_state.h"
 #include "trainer/engine/sgd.h"
+#include "trainer/engine/train_step.h"
 #include "trainer/eval/coco_eval.h"
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
@@ -514,9 +514,6 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   for (const auto& p : net->named_parameters())
     named.emplace_back(p.key(), p.value());
   Sgd sgd(named, SgdOptions::FromConfig(config));
-  std::vector<at::Tensor> trainable;
-  for (const auto& e : sgd.entries())
-    trainable.push_back(e.param);
 
   const LrSchedule schedule = LrSchedule::FromConfig(config);
   const int64_t max_iter = config.GetInt("SOLVER.MAX_ITER");
@@ -549,8 +546,14 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
     throw common::ConfigError("config", "SOLVER.CLIP_GRADIENTS.CLIP_TYPE",
                               "must be norm or value, got \"" + clip_type + "\"");
   }
-  const double clip_value = config.GetFloat("SOLVER.CLIP_GRADIENTS.CLIP_VALUE");
-  const double clip_norm_type = config.GetFloat("SOLVER.CLIP_GRADIENTS.NORM_TYPE");
+  TrainStepOptions step_options;
+  if (amp)
+    step_options.amp_dtype = amp_dtype;
+  step_options.clip = clip;
+  step_options.clip_type = clip_type;
+  step_options.clip_value = config.GetFloat("SOLVER.CLIP_GRADIENTS.CLIP_VALUE");
+  step_options.clip_norm_type = config.GetFloat("SOLVER.CLIP_GRADIENTS.NORM_TYPE");
+  step_options.nonfinite_advice = "lower SOLVER.BASE_LR or enable gradient clipping";
   const int64_t log_period = std::max<int64_t>(1, config.GetInt("SOLVER.LOG_PERIOD"));
   const int64_t checkpoint_period = config.GetInt("SOLVER.CHECKPOINT_PERIOD");
   const int64_t eval_period = config.GetInt("TEST.EVAL_PERIOD");
@@ -681,6 +684,7 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
 
   DumpWeightsIfAsked(net, world.rank, "initial");
   net->train();
+  TrainStep step(*net, sgd, scaler, &dp, device, std::move(step_options));
   LogWindow window;
   const auto run_start = Clock::now();
   const int64_t run_start_iter = start_iter;
@@ -704,51 +708,13 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
         generators.push_back(
             ImageSamplingGenerator(device, static_cast<uint64_t>(seed), iter, micro, id));
       }
-      net->set_sampling_generators(std::move(generators));
-      if (amp) {
-        at::autocast::set_autocast_dtype(at::kCUDA, amp_dtype);
-        at::autocast::set_autocast_enabled(at::kCUDA, true);
-      }
-      auto features = net->Features(ib.tensors);
-      auto rpn = net->Rpn(ib, features, &targets);
-      auto losses = net->RoiHeads(features, rpn.proposals, ib.image_sizes, &targets, nullptr);
-      for (auto& [k, v] : rpn.losses)
-        losses[k] = v;
-      if (amp) {
-        at::autocast::set_autocast_enabled(at::kCUDA, false);
-        at::autocast::clear_cache();
-      }
-      at::Tensor total = torch::zeros({}, ib.tensors.options().dtype(torch::kFloat));
-      for (auto& [k, v] : losses) {
-        total = total + v.to(torch::kFloat);
-        loss_values[k] += v.item<double>() / static_cast<double>(accumulation);
-      }
-      total_value += total.item<double>() / static_cast<double>(accumulation);
-      if (!std::isfinite(total.item<double>()) && !scaler.enabled()) {
-        throw std::runtime_error("loss became " + std::to_string(total.item<double>()) +
-                                 " at iteration " + std::to_string(iter + 1) +
-                                 ": lower SOLVER.BASE_LR or enable gradient clipping");
-      }
-      scaler.Scale(total / static_cast<double>(accumulation)).backward();
+      const MicroBatchLosses step_losses =
+          step.ForwardBackward(ib, targets, std::move(generators), accumulation, iter + 1);
+      for (const auto& [k, v] : step_losses.losses)
+        loss_values[k] += v / static_cast<double>(accumulation);
+      total_value += step_losses.total / static_cast<double>(accumulation);
     }
-    net->set_sampling_generators({});
-    // Averaged before unscaling: every rank then sees the same gradients, so they agree
-    // on overflow (AMP), clipping and the update.
-    dp.AverageGradients(trainable);
-    bool finite = scaler.enabled() ? scaler.Unscale(trainable) : true;
-    if (finite && clip) {
-      if (clip_type == "norm")
-        torch::nn::utils::clip_grad_norm_(trainable, clip_value, clip_norm_type);
-      else
-        torch::nn::utils::clip_grad_value_(trainable, clip_value);
-    }
-    if (finite)
-      sgd.Step(lr);
-    if (scaler.enabled())
-      scaler.Update(!finite);
-    sgd.ZeroGrad();
-    if (cuda)
-      torch::cuda::synchronize(device.index());
+    step.Finish(lr);
     // The losses logged are the mean over the ranks; the stop request (SIGTERM reaches
     // the ranks at slightly different times) is agreed here, so all save at one iteration.
     bool stop = g_stop.load();

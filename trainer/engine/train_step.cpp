@@ -1,0 +1,94 @@
+#include "trainer/engine/train_step.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+#include "trainer/engine/distributed/data_parallel.h"
+#include "trainer/engine/grad_scaler.h"
+#include "trainer/engine/sgd.h"
+#include "trainer/model/mask_rcnn.h"
+
+namespace mrcnn::engine {
+
+TrainStep::TrainStep(model::MaskRcnnImpl& net, Sgd& sgd, GradScaler& scaler, dist::DataParallel* dp,
+                     const c10::Device& device, TrainStepOptions options)
+    : net_(net),
+      sgd_(sgd),
+      scaler_(scaler),
+      dp_(dp),
+      device_(device),
+      options_(std::move(options)) {
+  for (const auto& e : sgd_.entries())
+    trainable_.push_back(e.param);
+}
+
+MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
+                                            const std::vector<model::ImageTarget>& targets,
+                                            std::vector<at::Generator> generators,
+                                            int64_t accumulation, int64_t iteration) {
+  net_.set_sampling_generators(std::move(generators));
+  const bool amp = options_.amp_dtype.has_value();
+  if (amp) {
+    at::autocast::set_autocast_dtype(at::kCUDA, *options_.amp_dtype);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+  }
+  auto features = net_.Features(batch.tensors);
+  Phase("backbone_fpn");
+  auto rpn = net_.Rpn(batch, features, &targets);
+  Phase("rpn");
+  auto losses = net_.RoiHeads(features, rpn.proposals, batch.image_sizes, &targets, nullptr);
+  for (auto& [k, v] : rpn.losses)
+    losses[k] = v;
+  if (amp) {
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::clear_cache();
+  }
+  Phase("roi_heads");
+  MicroBatchLosses out;
+  // Summed in float32 in the map's (name) order: the resume tests compare loss sequences
+  // bit for bit, so this order is part of the step's behaviour.
+  at::Tensor total = torch::zeros({}, batch.tensors.options().dtype(torch::kFloat));
+  for (auto& [k, v] : losses) {
+    total = total + v.to(torch::kFloat);
+    out.losses[k] = v.item<double>();
+  }
+  out.total = total.item<double>();
+  if (!std::isfinite(out.total) && !scaler_.enabled()) {
+    throw std::runtime_error("loss became " + std::to_string(out.total) + " at iteration " +
+                             std::to_string(iteration) + ": " + options_.nonfinite_advice);
+  }
+  Phase("loss_sum_item");
+  scaler_.Scale(total / static_cast<double>(accumulation)).backward();
+  Phase("backward");
+  return out;
+}
+
+bool TrainStep::Finish(double lr) {
+  net_.set_sampling_generators({});
+  // Averaged before unscaling: every rank then sees the same gradients, so they agree on
+  // overflow (AMP), clipping and the update.
+  if (dp_ != nullptr)
+    dp_->AverageGradients(trainable_);
+  const bool finite = scaler_.enabled() ? scaler_.Unscale(trainable_) : true;
+  if (finite && options_.clip) {
+    if (options_.clip_type == "norm")
+      torch::nn::utils::clip_grad_norm_(trainable_, options_.clip_value, options_.clip_norm_type);
+    else
+      torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
+  }
+  if (finite)
+    sgd_.Step(lr);
+  if (scaler_.enabled())
+    scaler_.Update(!finite);
+  sgd_.ZeroGrad();
+  Phase("optimizer");
+  if (device_.is_cuda())
+    torch::cuda::synchronize(device_.index());
+  return finite;
+}
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,95 @@
+#pragma once
+// One training iteration: forward and backward of each micro-batch (autocast on CUDA, loss
+// sum, loss scaling), then gradient averaging across processes, unscaling, clipping and the
+// SGD step. RunTrainJob (train_loop.cpp) and bench/model/train_step_bench.cpp both run it,
+// so the benchmark times exactly the trainer's step instead of a copy that could drift.
+// Header is Torch-light (ATen core types only).
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mrcnn::model {
+class MaskRcnnImpl;
+struct ImageBatch;
+struct ImageTarget;
+}  // namespace mrcnn::model
+
+namespace mrcnn::engine {
+
+namespace dist {
+class DataParallel;
+}
+class GradScaler;
+class Sgd;
+
+struct TrainStepOptions {
+  // Autocast dtype for the forward pass (CUDA only); nullopt: float32.
+  std::optional<at::ScalarType> amp_dtype;
+  // SOLVER.CLIP_GRADIENTS: type "norm" (clip_grad_norm_ with norm_type) or "value".
+  bool clip = false;
+  std::string clip_type = "norm";
+  double clip_value = 0.0;
+  double clip_norm_type = 2.0;
+  // Appended to the error thrown for a non-finite loss, to say what the caller can change.
+  std::string nonfinite_advice;
+};
+
+// The loss values of one micro-batch, as computed (not divided by the accumulation).
+struct MicroBatchLosses {
+  std::map<std::string, double> losses;
+  double total = 0.0;
+};
+
+class TrainStep {
+ public:
+  // The step keeps references: all of them must outlive it. `dp` may be null (one process,
+  // no averaging). The parameters stepped are `sgd`'s entries.
+  TrainStep(model::MaskRcnnImpl& net, Sgd& sgd, GradScaler& scaler, dist::DataParallel* dp,
+            const c10::Device& device, TrainStepOptions options);
+
+  // Forward and backward of one of the iteration's `accumulation` micro-batches: adds the
+  // gradients of (sum of losses) / accumulation to the parameters' .grad(). `generators`
+  // are the per-image sampling generators (see MaskRcnnImpl::set_sampling_generators;
+  // empty: the global generator). Throws when the loss is not finite and there is no loss
+  // scaling to skip the step; `iteration` (1-based) only names the step in that message.
+  MicroBatchLosses ForwardBackward(const model::ImageBatch& batch,
+                                   const std::vector<model::ImageTarget>& targets,
+                                   std::vector<at::Generator> generators, int64_t accumulation,
+                                   int64_t iteration);
+
+  // Ends the iteration: averages gradients across processes, unscales (AMP), clips, steps
+  // with learning rate `lr` unless a gradient overflowed, updates the loss scale, zeroes
+  // the gradients and waits for the device. Returns whether the update was applied.
+  bool Finish(double lr);
+
+  // Called with a phase name as each part of the step ends ("backbone_fpn", "rpn",
+  // "roi_heads", "loss_sum_item", "backward", "optimizer"), for the benchmark's per-phase
+  // timing; empty (the default) in training.
+  using PhaseHook = std::function<void(const char* phase)>;
+  void set_phase_hook(PhaseHook hook) { phase_hook_ = std::move(hook); }
+
+ private:
+  void Phase(const char* name) const {
+    if (phase_hook_)
+      phase_hook_(name);
+  }
+
+  model::MaskRcnnImpl& net_;
+  Sgd& sgd_;
+  GradScaler& scaler_;
+  dist::DataParallel* dp_;
+  c10::Device device_;
+  TrainStepOptions options_;
+  std::vector<at::Tensor> trainable_;
+  PhaseHook phase_hook_;
+};
+
+}  // namespace mrcnn::engine
