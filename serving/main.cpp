@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/allocator_tuning.h"
 #include "common/config_error.h"
 #include "common/env_map.h"
 #include "serving/http_server.h"
@@ -30,6 +31,9 @@ void WritePortFile(const std::filesystem::path& file, uint16_t port) {
 
 int main(int argc, char** argv) {
   using namespace mrcnn::serving;
+  if (const std::string note = mrcnn::common::KeepFreedMemoryForReuse(); !note.empty()) {
+    LogLine("{}", note);
+  }
   ServerConfig config;
   try {
     config = ParseServerConfig(argc, argv, mrcnn::common::CurrentEnvironment());

@@ -6,13 +6,18 @@
 #include <exception>
 #include <map>
 
+#include "common/allocator_tuning.h"
 #include "trainer/commands/command_registry.h"
 
 int main(int argc, char** argv) {
+  if (const std::string note = mrcnn::common::KeepFreedMemoryForReuse(); !note.empty()) {
+    std::fprintf(stderr, "%s\n", note.c_str());
+  }
   CLI::App app{"Mask R-CNN trainer: training, evaluation, inference and dataset tools"};
   app.require_subcommand(1);
   std::vector<mrcnn::trainer::CommandSpec> specs = mrcnn::trainer::RegisteredCommands();
-  std::sort(specs.begin(), specs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(specs.begin(), specs.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<CLI::App*, mrcnn::trainer::CommandAction> actions;
   for (const auto& spec : specs) {
     CLI::App* sub = app.add_subcommand(spec.name, spec.description);
@@ -25,7 +30,8 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, action] : actions) {
-      if (sub->parsed()) return action();
+      if (sub->parsed())
+        return action();
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "trainer: error: %s\n", e.what());

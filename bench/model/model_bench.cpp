@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/allocator_tuning.h"
 #include "trainer/model/inference.h"
 #include "trainer/model/safetensors.h"
 
@@ -19,9 +20,11 @@ namespace {
 
 std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+    if (std::strcmp(argv[i], name) == 0)
+      return argv[i + 1];
   }
-  if (fallback == nullptr) throw std::runtime_error(std::string("missing argument ") + name);
+  if (fallback == nullptr)
+    throw std::runtime_error(std::string("missing argument ") + name);
   return fallback;
 }
 
@@ -29,6 +32,7 @@ std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
 
 int main(int argc, char** argv) {
   using namespace mrcnn::model;
+  mrcnn::common::KeepFreedMemoryForReuse();  // as the server and the trainer run
   try {
     InferenceOptions options;
     options.device = Arg(argc, argv, "--device", "cpu");
@@ -52,18 +56,21 @@ int main(int argc, char** argv) {
       auto start = std::chrono::steady_clock::now();
       auto out = model->Predict(views, predict);
       const double elapsed =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (i >= warmup) ms.push_back(elapsed);
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (i >= warmup)
+        ms.push_back(elapsed);
       detections = 0;
-      for (const auto& r : out) detections += r.detections.size();
+      for (const auto& r : out)
+        detections += r.detections.size();
     }
     double sum = 0, best = ms.front();
     for (double v : ms) {
       sum += v;
       best = std::min(best, v);
     }
-    std::printf("{\"mean_ms\": %.3f, \"min_ms\": %.3f, \"detections\": %zu}\n", sum / static_cast<double>(ms.size()),
-                best, detections);
+    std::printf("{\"mean_ms\": %.3f, \"min_ms\": %.3f, \"detections\": %zu}\n",
+                sum / static_cast<double>(ms.size()), best, detections);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_bench: %s\n", e.what());

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/allocator_tuning.h"
 #include "trainer/engine/grad_scaler.h"
 #include "trainer/engine/sgd.h"
 #include "trainer/engine/train_step.h"
@@ -122,6 +123,7 @@ struct Phases {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mrcnn::common::KeepFreedMemoryForReuse();  // as the trainer runs
   try {
     const std::filesystem::path model_dir = Arg(argc, argv, "--model-dir", nullptr);
     const int64_t batch_size = std::stoll(Arg(argc, argv, "--batch", "2"));

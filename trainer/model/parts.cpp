@@ -27,7 +27,9 @@ at::Tensor FrozenBatchNorm2d::forward(const at::Tensor& x) {
   auto rm = running_mean_.reshape({1, -1, 1, 1});
   auto scale = w * (rv + eps_).rsqrt();
   auto shift = b - rm * scale;
-  return x * scale + shift;
+  // In place on the fresh product: the same two operations in the same order (bit-equal
+  // to x * scale + shift) with one full-size temporary fewer per layer.
+  return (x * scale).add_(shift);
 }
 
 GroupNorm2d::GroupNorm2d(int64_t channels, int64_t groups) : groups_(groups) {
@@ -35,12 +37,15 @@ GroupNorm2d::GroupNorm2d(int64_t channels, int64_t groups) : groups_(groups) {
   bias_ = register_parameter("bias", torch::zeros({channels}));
 }
 
-at::Tensor GroupNorm2d::forward(const at::Tensor& x) { return at::group_norm(x, groups_, weight_, bias_, 1e-5); }
+at::Tensor GroupNorm2d::forward(const at::Tensor& x) {
+  return at::group_norm(x, groups_, weight_, bias_, 1e-5);
+}
 
 namespace {
 
 std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels) {
-  if (config.norm == "GN") return std::make_shared<GroupNorm2d>(channels, 32);
+  if (config.norm == "GN")
+    return std::make_shared<GroupNorm2d>(channels, 32);
   return std::make_shared<FrozenBatchNorm2d>(channels, config.frozen_bn_eps);
 }
 
@@ -51,14 +56,16 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padd
 
 void KaimingNormalFanOut(const nn::Conv2d& conv) {
   nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
-  if (conv->bias.defined()) nn::init::zeros_(conv->bias);
+  if (conv->bias.defined())
+    nn::init::zeros_(conv->bias);
 }
 
 // ResNet residual block. Bottleneck (expansion 4) puts the stride on the 3x3 conv
 // (torchvision's "ResNet v1.5"); the basic block (expansion 1) is used by ResNet-18.
 class ResidualBlock : public nn::Module {
  public:
-  ResidualBlock(const ModelConfig& config, bool bottleneck, int64_t in, int64_t width, int64_t stride)
+  ResidualBlock(const ModelConfig& config, bool bottleneck, int64_t in, int64_t width,
+                int64_t stride)
       : bottleneck_(bottleneck) {
     const int64_t out = bottleneck ? width * 4 : width;
     if (bottleneck) {
@@ -82,20 +89,24 @@ class ResidualBlock : public nn::Module {
       downsample_->push_back(down_norm_);
     }
     for (auto* conv : {&conv1_, &conv2_, &conv3_, &down_conv_}) {
-      if (!conv->is_empty()) KaimingNormalFanOut(*conv);
+      if (!conv->is_empty())
+        KaimingNormalFanOut(*conv);
     }
   }
 
   at::Tensor Forward(const at::Tensor& x) {
-    at::Tensor out = torch::relu(bn1_->forward(conv1_->forward(x)));
+    // ReLU and the residual add run in place on fresh temporaries, as torchvision's
+    // Bottleneck does (inplace=True): none of them is saved for backward, and every
+    // avoided allocation is a full activation map.
+    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
     if (bottleneck_) {
-      out = torch::relu(bn2_->forward(conv2_->forward(out)));
+      out = bn2_->forward(conv2_->forward(out)).relu_();
       out = bn3_->forward(conv3_->forward(out));
     } else {
       out = bn2_->forward(conv2_->forward(out));
     }
     at::Tensor identity = downsample_.is_empty() ? x : down_norm_->forward(down_conv_->forward(x));
-    return torch::relu(out + identity);
+    return out.add_(identity).relu_();
   }
 
  private:
@@ -117,7 +128,8 @@ class ResNetBody : public BackboneBody {
       auto layer = register_module("layer" + std::to_string(stage + 1), nn::ModuleList());
       std::vector<std::shared_ptr<ResidualBlock>> stage_blocks;
       for (int64_t b = 0; b < blocks[stage]; ++b) {
-        auto block = std::make_shared<ResidualBlock>(config, bottleneck, in, width, (b == 0 && stage > 0) ? 2 : 1);
+        auto block = std::make_shared<ResidualBlock>(config, bottleneck, in, width,
+                                                     (b == 0 && stage > 0) ? 2 : 1);
         layer->push_back(block);
         stage_blocks.push_back(block);
         in = bottleneck ? width * 4 : width;
@@ -128,11 +140,12 @@ class ResNetBody : public BackboneBody {
   }
 
   std::vector<at::Tensor> Forward(const at::Tensor& images) override {
-    at::Tensor x = torch::relu(bn1_->forward(conv1_->forward(images)));
+    at::Tensor x = bn1_->forward(conv1_->forward(images)).relu_();
     x = torch::max_pool2d(x, 3, 2, 1);
     std::vector<at::Tensor> outs;
     for (auto& stage : stages_) {
-      for (auto& block : stage) x = block->Forward(x);
+      for (auto& block : stage)
+        x = block->Forward(x);
       outs.push_back(x);
     }
     return outs;
@@ -147,7 +160,8 @@ class ResNetBody : public BackboneBody {
 };
 
 std::vector<int64_t> ResNetChannels(const std::string& name) {
-  if (name == "resnet18") return {64, 128, 256, 512};
+  if (name == "resnet18")
+    return {64, 128, 256, 512};
   return {256, 512, 1024, 2048};
 }
 
@@ -181,8 +195,8 @@ class Fpn : public Neck {
     results[n - 1] = layer_[n - 1]->forward(last_inner);
     for (size_t i = n - 1; i-- > 0;) {
       at::Tensor lateral = inner_[i]->forward(x[i]);
-      at::Tensor top_down =
-          at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)}, std::nullopt, std::nullopt);
+      at::Tensor top_down = at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)},
+                                                   std::nullopt, std::nullopt);
       last_inner = lateral + top_down;
       results[i] = layer_[i]->forward(last_inner);
     }
@@ -220,7 +234,7 @@ class StandardRpnHead : public RpnHead {
       const std::vector<at::Tensor>& features) override {
     std::vector<at::Tensor> logits, deltas;
     for (const auto& f : features) {
-      at::Tensor t = torch::relu(conv_->forward(f));
+      at::Tensor t = conv_->forward(f).relu_();
       logits.push_back(cls_logits_->forward(t));
       deltas.push_back(bbox_pred_->forward(t));
     }
@@ -240,7 +254,7 @@ class TwoMlpHead : public BoxHead {
   }
   at::Tensor Forward(const at::Tensor& pooled) override {
     at::Tensor x = pooled.flatten(1);
-    return torch::relu(fc7_->forward(torch::relu(fc6_->forward(x))));
+    return fc7_->forward(fc6_->forward(x).relu_()).relu_();
   }
   int64_t RepresentationSize() const override { return representation_; }
 
@@ -264,7 +278,8 @@ class FourConvMaskHead : public MaskHead {
   }
   at::Tensor Forward(const at::Tensor& pooled) override {
     at::Tensor x = pooled;
-    for (auto& conv : convs_) x = torch::relu(conv->forward(x));
+    for (auto& conv : convs_)
+      x = conv->forward(x).relu_();
     return x;
   }
   int64_t OutChannels() const override { return dim_; }
@@ -275,14 +290,16 @@ class FourConvMaskHead : public MaskHead {
 };
 
 int64_t AnchorsPerLocation(const ModelConfig& config) {
-  return static_cast<int64_t>(config.anchor_sizes.front().size() * config.anchor_aspect_ratios.front().size());
+  return static_cast<int64_t>(config.anchor_sizes.front().size() *
+                              config.anchor_aspect_ratios.front().size());
 }
 
 }  // namespace
 
 FastRcnnPredictor::FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background) {
   cls_score_ = register_module("cls_score", nn::Linear(in_features, num_classes_with_background));
-  bbox_pred_ = register_module("bbox_pred", nn::Linear(in_features, num_classes_with_background * 4));
+  bbox_pred_ =
+      register_module("bbox_pred", nn::Linear(in_features, num_classes_with_background * 4));
 }
 
 std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x) {
@@ -290,38 +307,47 @@ std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x
   return {cls_score_->forward(flat), bbox_pred_->forward(flat)};
 }
 
-MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t num_classes_with_background) {
+MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced,
+                                     int64_t num_classes_with_background) {
   conv5_mask_ = register_module(
-      "conv5_mask", nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in_channels, dim_reduced, 2).stride(2)));
-  mask_fcn_logits_ = register_module("mask_fcn_logits", Conv(dim_reduced, num_classes_with_background, 1, 1, 0, true));
+      "conv5_mask",
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in_channels, dim_reduced, 2).stride(2)));
+  mask_fcn_logits_ = register_module("mask_fcn_logits",
+                                     Conv(dim_reduced, num_classes_with_background, 1, 1, 0, true));
   nn::init::kaiming_normal_(conv5_mask_->weight, 0.0, torch::kFanOut, torch::kReLU);
   nn::init::zeros_(conv5_mask_->bias);
   KaimingNormalFanOut(mask_fcn_logits_);
 }
 
 at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
-  return mask_fcn_logits_->forward(torch::relu(conv5_mask_->forward(x)));
+  return mask_fcn_logits_->forward(conv5_mask_->forward(x).relu_());
 }
 
 void FreezeBackboneLayers(BackboneBody& body, int trainable_layers) {
   static const char* kOrder[] = {"layer4", "layer3", "layer2", "layer1", "conv1"};
   std::vector<std::string> train;
-  for (int i = 0; i < trainable_layers && i < 5; ++i) train.emplace_back(kOrder[i]);
-  if (trainable_layers == 5) train.emplace_back("bn1");
+  for (int i = 0; i < trainable_layers && i < 5; ++i)
+    train.emplace_back(kOrder[i]);
+  if (trainable_layers == 5)
+    train.emplace_back("bn1");
   for (auto& item : body.named_parameters(true)) {
     bool trainable = false;
-    for (const auto& prefix : train) trainable |= item.key().rfind(prefix, 0) == 0;
-    if (!trainable) item.value().set_requires_grad(false);
+    for (const auto& prefix : train)
+      trainable |= item.key().rfind(prefix, 0) == 0;
+    if (!trainable)
+      item.value().set_requires_grad(false);
   }
 }
 
 Registry<BackboneBody>& BackboneRegistry() {
   static Registry<BackboneBody> registry("backbone", "MODEL.BACKBONE.NAME");
   static bool populated = [] {
-    registry.Add("resnet18",
-                 [](const ModelConfig& c) { return std::make_shared<ResNetBody>(c, false, std::vector<int64_t>{2, 2, 2, 2}); });
-    registry.Add("resnet50",
-                 [](const ModelConfig& c) { return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 6, 3}); });
+    registry.Add("resnet18", [](const ModelConfig& c) {
+      return std::make_shared<ResNetBody>(c, false, std::vector<int64_t>{2, 2, 2, 2});
+    });
+    registry.Add("resnet50", [](const ModelConfig& c) {
+      return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 6, 3});
+    });
     registry.Add("resnet101", [](const ModelConfig& c) {
       return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 23, 3});
     });
@@ -371,8 +397,9 @@ Registry<BoxHead>& BoxHeadRegistry() {
 Registry<MaskHead>& MaskHeadRegistry() {
   static Registry<MaskHead> registry("mask head", "MODEL.ROI_MASK_HEAD.NAME");
   static bool populated = [] {
-    registry.Add("four_conv",
-                 [](const ModelConfig& c) { return std::make_shared<FourConvMaskHead>(c.fpn_out_channels, c.mask_conv_dim); });
+    registry.Add("four_conv", [](const ModelConfig& c) {
+      return std::make_shared<FourConvMaskHead>(c.fpn_out_channels, c.mask_conv_dim);
+    });
     return true;
   }();
   (void)populated;
