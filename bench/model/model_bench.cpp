@@ -12,23 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
 #include "trainer/model/inference.h"
 #include "trainer/model/safetensors.h"
 
-namespace {
-
-std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0)
-      return argv[i + 1];
-  }
-  if (fallback == nullptr)
-    throw std::runtime_error(std::string("missing argument ") + name);
-  return fallback;
-}
-
-}  // namespace
+using mrcnn::bench::Arg;
 
 int main(int argc, char** argv) {
   using namespace mrcnn::model;

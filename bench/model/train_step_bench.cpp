@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
 #include "trainer/engine/grad_scaler.h"
 #include "trainer/engine/sgd.h"
@@ -42,27 +43,12 @@
 
 namespace {
 
+using mrcnn::bench::Arg;
+using mrcnn::bench::Flag;
+
 using Clock = std::chrono::steady_clock;
 namespace model = mrcnn::model;
 namespace engine = mrcnn::engine;
-
-std::string Arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0)
-      return argv[i + 1];
-  }
-  if (fallback == nullptr)
-    throw std::runtime_error(std::string("missing argument ") + name);
-  return fallback;
-}
-
-bool Flag(int argc, char** argv, const char* name) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0)
-      return true;
-  }
-  return false;
-}
 
 // The data loader's collation (trainer/data/batch.cpp): RGB in [0, 1] normalised with the
 // model's pixel statistics, zero-padded bottom/right to a multiple of size_divisibility.

@@ -20,10 +20,8 @@ import time
 
 import numpy as np
 import pytest
+from engine_test_job import ENTRYPOINT, TRAINER, make_shapes
 
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
-ENTRYPOINT = BUILD / "bin" / "entrypoint"
-TRAINER = BUILD / "bin" / "trainer"
 MAX_ITER = 4
 
 OPTS = " ".join([
@@ -60,13 +58,7 @@ def read_safetensors(path):
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    for exe in (ENTRYPOINT, TRAINER):
-        if not exe.exists():
-            pytest.fail(f"{exe} is not built (set MRCNN_BUILD_DIR)")
-    out = tmp_path_factory.mktemp("shapes")
-    subprocess.run([str(TRAINER), "make-shapes", "--output", str(out), "--train", "8", "--val", "2",
-                    "--size", "64", "--seed", "5"], check=True, capture_output=True)
-    return out
+    return make_shapes(tmp_path_factory.mktemp("shapes"), train=8, val=2, seed=5)
 
 
 def train(root, shapes, nproc, opts=OPTS, timeout=240):

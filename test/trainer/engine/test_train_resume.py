@@ -10,10 +10,8 @@ import subprocess
 import time
 
 import pytest
+from engine_test_job import ENTRYPOINT, TRAINER, make_shapes
 
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
-ENTRYPOINT = BUILD / "bin" / "entrypoint"
-TRAINER = BUILD / "bin" / "trainer"
 MAX_ITER = 12
 
 OPTS = " ".join([
@@ -28,13 +26,7 @@ OPTS = " ".join([
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory):
-    for exe in (ENTRYPOINT, TRAINER):
-        if not exe.exists():
-            pytest.fail(f"{exe} is not built (set MRCNN_BUILD_DIR)")
-    out = tmp_path_factory.mktemp("shapes")
-    subprocess.run([str(TRAINER), "make-shapes", "--output", str(out), "--train", "16", "--val", "4",
-                    "--size", "64", "--seed", "3"], check=True, capture_output=True)
-    return out
+    return make_shapes(tmp_path_factory.mktemp("shapes"), train=16, val=4, seed=3)
 
 
 def make_job(root: pathlib.Path, shapes: pathlib.Path, **hyper):

@@ -1,0 +1,22 @@
+"""What the engine's integration tests share: the built binaries they run and the tiny
+synthetic shapes dataset they train on. Not a test module (pytest collects test_*.py)."""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", REPO / "build"))
+ENTRYPOINT = BUILD / "bin" / "entrypoint"
+TRAINER = BUILD / "bin" / "trainer"
+
+
+def make_shapes(out: pathlib.Path, train: int, val: int, seed: int) -> pathlib.Path:
+    """A 64 px shapes dataset in `out`; fails the test when the binaries are not built."""
+    for exe in (ENTRYPOINT, TRAINER):
+        if not exe.exists():
+            pytest.fail(f"{exe} is not built (set MRCNN_BUILD_DIR)")
+    subprocess.run([str(TRAINER), "make-shapes", "--output", str(out), "--train", str(train), "--val", str(val),
+                    "--size", "64", "--seed", str(seed)], check=True, capture_output=True)
+    return out
