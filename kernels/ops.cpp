@@ -122,6 +122,29 @@ at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
   return op.call(masks, boxes, image_height, image_width, padding);
 }
 
+at::Tensor WinogradConv3x3Weight(const at::Tensor& weight, int64_t tile) {
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, int64_t)>("mrcnn::conv3x3_winograd_weight");
+  return op.call(weight, tile);
+}
+
+at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& transformed_weight,
+                           const std::optional<at::Tensor>& bias, bool relu, int64_t tile) {
+  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                     const std::optional<at::Tensor>&, bool, int64_t)>(
+      "mrcnn::conv3x3_winograd");
+  return op.call(input, transformed_weight, bias, relu, tile);
+}
+
+at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes,
+                            int64_t image_height, int64_t image_width, int64_t padding,
+                            double threshold) {
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, int64_t, double)>(
+          "mrcnn::paste_masks_binary");
+  return op.call(masks, boxes, image_height, image_width, padding, threshold);
+}
+
 int64_t RegisteredOpCount() {
   int64_t count = 0;
   for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {

@@ -112,6 +112,21 @@ std::pair<at::Tensor, at::Tensor> SampleBalanced(
 at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
                       int64_t image_width, int64_t padding = 1);
 
+// PasteMasks(...) >= threshold (compared in the mask dtype) as N×1×H×W uint8 0/1, without
+// the full-size float map: a quarter of the memory traffic.
+at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes,
+                            int64_t image_height, int64_t image_width, int64_t padding,
+                            double threshold);
+
+// 3×3 convolution, stride 1, padding 1, no dilation or groups, float32 CPU only, by
+// Winograd F(tile×tile, 3×3) with tile 2 or 4: WinogradConv3x3Weight turns a K×C×3×3
+// weight into the alpha²×K×C form (alpha = tile + 2) once; WinogradConv3x3 then computes
+// relu?(conv2d(input, weight, bias, 1, 1)) for N×C×H×W input. No autograd: inference only.
+// Results differ from a direct convolution by float rounding only (see winograd_tiles.h).
+at::Tensor WinogradConv3x3Weight(const at::Tensor& weight, int64_t tile);
+at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& transformed_weight,
+                           const std::optional<at::Tensor>& bias, bool relu, int64_t tile);
+
 // Makes sure the library (and so its op registrations) is loaded by a program that
 // links it; returns the number of registered mrcnn ops. Calling it is optional for
 // code that already calls any function above.

@@ -252,6 +252,10 @@ TORCH_LIBRARY(mrcnn, m) {
       "int[] feature_shapes, int pooled_height, int pooled_width, int sampling_ratio, "
       "bool aligned) -> Tensor[]");
   m.def("box_iou(Tensor boxes1, Tensor boxes2) -> Tensor");
+  m.def("conv3x3_winograd_weight(Tensor weight, int tile) -> Tensor");
+  m.def(
+      "conv3x3_winograd(Tensor input, Tensor transformed_weight, Tensor? bias, bool relu, "
+      "int tile) -> Tensor");
   m.def("encode_boxes(Tensor reference_boxes, Tensor proposals, float[] weights) -> Tensor");
   m.def("decode_boxes(Tensor rel_codes, Tensor boxes, float[] weights, float clamp) -> Tensor");
   m.def(
@@ -266,6 +270,9 @@ TORCH_LIBRARY(mrcnn, m) {
   m.def(
       "paste_masks(Tensor masks, Tensor boxes, int image_height, int image_width, "
       "int padding=1) -> Tensor");
+  m.def(
+      "paste_masks_binary(Tensor masks, Tensor boxes, int image_height, int image_width, "
+      "int padding, float threshold) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, CompositeImplicitAutograd, m) {

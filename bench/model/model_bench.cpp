@@ -4,8 +4,11 @@
 //
 //   model_bench --model-dir DIR --input IMAGES.safetensors [--batch B] [--iters N]
 //               [--warmup W] [--threads T] [--device cpu|cuda] [--precision fp32|fp16|bf16]
-//               [--score-threshold S]
-// IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line.
+//               [--score-threshold S] [--profile TRACE.json]
+// IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line. --profile records the timed
+// iterations with the torch profiler (CPU ops) into a Chrome trace.
+#include <torch/csrc/autograd/profiler_kineto.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -39,9 +42,17 @@ int main(int argc, char** argv) {
       const at::Tensor& t = input.at("image." + std::to_string(i));
       views.push_back({t.data_ptr<uint8_t>(), t.size(0), t.size(1)});
     }
+    const std::string profile = Arg(argc, argv, "--profile", "");
     size_t detections = 0;
     std::vector<double> ms;
     for (int i = 0; i < warmup + iters; ++i) {
+      if (i == warmup && !profile.empty()) {
+        namespace prof = torch::profiler::impl;
+        const prof::ProfilerConfig config(prof::ProfilerState::KINETO,
+                                          /*report_input_shapes=*/true, /*profile_memory=*/false);
+        torch::autograd::profiler::prepareProfiler(config, {prof::ActivityType::CPU});
+        torch::autograd::profiler::enableProfiler(config, {prof::ActivityType::CPU});
+      }
       auto start = std::chrono::steady_clock::now();
       auto out = model->Predict(views, predict);
       const double elapsed =
@@ -53,6 +64,8 @@ int main(int argc, char** argv) {
       for (const auto& r : out)
         detections += r.detections.size();
     }
+    if (!profile.empty())
+      torch::autograd::profiler::disableProfiler()->save(profile);
     double sum = 0, best = ms.front();
     for (double v : ms) {
       sum += v;

@@ -59,7 +59,7 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
 }  // namespace
 
 TEST_CASE("library registers every mrcnn op", "[kernels]") {
-  CHECK(mk::RegisteredOpCount() == 15);
+  CHECK(mk::RegisteredOpCount() == 18);
 }
 
 TEST_CASE("nms edge cases", "[kernels][nms]") {
@@ -326,4 +326,71 @@ TEST_CASE("mask paste", "[kernels][mask_paste]") {
   CHECK(out[0][0][5][5].item<float>() == 0.f);
   CHECK(mk::PasteMasks(at::empty({0, 1, 28, 28}), at::empty({0, 4}), 10, 10).sizes() ==
         at::IntArrayRef({0, 1, 10, 10}));
+}
+
+TEST_CASE("mask paste binary equals paste then threshold", "[kernels][mask_paste]") {
+  at::manual_seed(5);
+  const at::Tensor masks = at::rand({12, 1, 28, 28});
+  // Boxes inside, across the border and outside a 90×130 image, one degenerate.
+  const at::Tensor boxes =
+      Boxes({10, 10, 60,  50, -20, -5, 40, 30, 100, 60, 200, 140, 30, 30, 30,  30,
+             0,  0,  130, 90, 5,   70, 8,  89, 50,  1,  51,  2,   -9, -9, -1,  -1,
+             64, 44, 66,  46, 0,   0,  1,  1,  120, 80, 129, 89,  2,  3,  127, 88});
+  for (double threshold : {0.5, 0.25, 0.0}) {
+    const at::Tensor binary = mk::PasteMasksBinary(masks, boxes, 90, 130, 1, threshold);
+    REQUIRE(binary.scalar_type() == at::kByte);
+    const at::Tensor expected =
+        mk::PasteMasks(masks, boxes, 90, 130, 1).ge(threshold).to(at::kByte);
+    CHECK(at::equal(binary, expected));
+  }
+  CHECK(
+      mk::PasteMasksBinary(at::empty({0, 1, 28, 28}), at::empty({0, 4}), 10, 10, 1, 0.5).sizes() ==
+      at::IntArrayRef({0, 1, 10, 10}));
+  CHECK_THROWS_WITH(mk::PasteMasksBinary(masks, boxes.narrow(0, 0, 3), 10, 10, 1, 0.5),
+                    Catch::Contains("one box per mask"));
+}
+
+TEST_CASE("winograd 3x3 convolution equals direct convolution", "[kernels][conv_winograd]") {
+  at::manual_seed(11);
+  struct Case {
+    int64_t n, c, k, h, w;
+  };
+  // Sizes that are and are not multiples of the tile, single rows and columns, more
+  // images than fit one chunk, and channel counts that are not multiples of 8.
+  for (const Case& cs : {Case{1, 3, 5, 1, 1}, Case{2, 7, 9, 5, 3}, Case{1, 16, 8, 17, 31},
+                         Case{40, 24, 12, 14, 14}, Case{1, 8, 8, 130, 9}, Case{3, 5, 6, 4, 8}}) {
+    const at::Tensor x = at::randn({cs.n, cs.c, cs.h, cs.w});
+    const at::Tensor w = at::randn({cs.k, cs.c, 3, 3}) * 0.2;
+    const at::Tensor b = at::randn({cs.k});
+    const at::Tensor reference =
+        at::conv2d(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble), 1, 1);
+    const double scale = reference.abs().max().item<double>();
+    for (int64_t tile : {2, 4}) {
+      const at::Tensor u = mk::WinogradConv3x3Weight(w, tile);
+      CHECK(u.sizes() == at::IntArrayRef({(tile + 2) * (tile + 2), cs.k, cs.c}));
+      const at::Tensor y = mk::WinogradConv3x3(x, u, b, false, tile);
+      REQUIRE(y.sizes() == reference.sizes());
+      const double tolerance = tile == 2 ? 2e-6 : 3e-5;
+      CAPTURE(cs.n, cs.c, cs.k, cs.h, cs.w, tile);
+      CHECK((y.to(at::kDouble) - reference).abs().max().item<double>() <= tolerance * scale);
+      const at::Tensor relu = mk::WinogradConv3x3(x, u, b, true, tile);
+      CHECK(at::equal(relu, y.clamp_min(0)));
+      const at::Tensor no_bias = mk::WinogradConv3x3(x, u, std::nullopt, false, tile);
+      CHECK((no_bias + b.view({1, -1, 1, 1}) - y).abs().max().item<float>() <= 1e-5 * scale);
+    }
+  }
+  const at::Tensor x = at::randn({2, 4, 6, 6});
+  const at::Tensor u = mk::WinogradConv3x3Weight(at::randn({3, 4, 3, 3}), 4);
+  CHECK(mk::WinogradConv3x3(at::empty({0, 4, 6, 6}), u, std::nullopt, false, 4).sizes() ==
+        at::IntArrayRef({0, 3, 6, 6}));
+  CHECK_THROWS_WITH(mk::WinogradConv3x3(x, u, std::nullopt, false, 2),
+                    Catch::Contains("conv3x3_winograd_weight(weight, 2)"));
+  CHECK_THROWS_WITH(mk::WinogradConv3x3(x, u, std::nullopt, false, 3),
+                    Catch::Contains("tile must be"));
+  CHECK_THROWS_WITH(mk::WinogradConv3x3(x.to(at::kDouble), u, std::nullopt, false, 4),
+                    Catch::Contains("float32"));
+  CHECK_THROWS_WITH(mk::WinogradConv3x3Weight(at::randn({3, 4, 5, 5}), 4),
+                    Catch::Contains("K×C×3×3"));
+  CHECK_THROWS_WITH(mk::WinogradConv3x3(x, u, at::zeros({7}), false, 4),
+                    Catch::Contains("bias must have 3"));
 }

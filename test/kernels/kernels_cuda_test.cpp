@@ -155,4 +155,11 @@ TEST_CASE("mask paste cuda equals cpu", "[cuda]") {
   const at::Tensor boxes = RandomBoxes(30, 500, 300) - 50;
   CHECK(at::allclose(mk::PasteMasks(masks.to(kCuda), boxes.to(kCuda), 480, 640).cpu(),
                      mk::PasteMasks(masks, boxes, 480, 640), 1e-6, 1e-6));
+  // Thresholded: equal except where a value sits within rounding of the threshold.
+  const at::Tensor gpu =
+      mk::PasteMasksBinary(masks.to(kCuda), boxes.to(kCuda), 480, 640, 1, 0.5).cpu();
+  const at::Tensor cpu = mk::PasteMasksBinary(masks, boxes, 480, 640, 1, 0.5);
+  REQUIRE(gpu.scalar_type() == at::kByte);
+  const at::Tensor near = (mk::PasteMasks(masks, boxes, 480, 640) - 0.5).abs() <= 1e-6;
+  CHECK(at::equal(gpu.masked_fill(near, 0), cpu.masked_fill(near, 0)));
 }

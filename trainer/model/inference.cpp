@@ -111,6 +111,7 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
   s.score_thresh = options.score_threshold;
   s.detections_per_image = options.max_detections;
   s.masks = options.masks && state_->model->config().mask_on;
+  s.mask_threshold = options.mask_threshold;
 
   MaskRcnnOutput out;
   if (state_->autocast_dtype != at::kFloat) {
@@ -136,7 +137,7 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
     at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
     at::Tensor masks;
-    if (s.masks && r.masks.defined()) masks = r.masks.ge(options.mask_threshold).to(torch::kByte).to(torch::kCPU).contiguous();
+    if (s.masks && r.masks.defined()) masks = r.masks.to(torch::kCPU).contiguous();  // uint8 0/1
     const int64_t n = boxes.size(0);
     const float* b = boxes.data_ptr<float>();
     for (int64_t k = 0; k < n; ++k) {

@@ -390,7 +390,16 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
       at::Tensor mask_pooled = kernels::MultiLevelRoiAlign(maps, rois, scales, config_.mask_pooler_resolution,
                                                            config_.mask_pooler_resolution,
                                                            config_.mask_pooler_sampling_ratio, false);
-      mask_logits = mask_predictor_->Forward(mask_head_->Forward(mask_pooled)).to(torch::kFloat);
+      at::Tensor mask_features = mask_head_->Forward(mask_pooled);
+      if (training) {
+        mask_logits = mask_predictor_->Forward(mask_features).to(torch::kFloat);
+      } else {
+        // Inference needs only each detection's own class: N×M×M logits.
+        std::vector<at::Tensor> detection_labels;
+        for (const auto& r : *detections)
+          detection_labels.push_back(r.labels);
+        mask_logits = mask_predictor_->LabelLogits(mask_features, torch::cat(detection_labels)).to(torch::kFloat);
+      }
     }
     if (training) {
       std::vector<at::Tensor> mask_labels, mask_targets;
@@ -425,9 +434,7 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
           r.masks = torch::zeros({0, 1, m, m}, r.boxes.options());
           continue;
         }
-        at::Tensor logits = mask_logits.narrow(0, offset, n);
-        at::Tensor idx = torch::arange(n, r.labels.options());
-        r.masks = logits.index({idx, r.labels}).sigmoid().unsqueeze(1);
+        r.masks = mask_logits.narrow(0, offset, n).sigmoid().unsqueeze(1);
         offset += n;
       }
     }
@@ -445,8 +452,13 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch, std::vector<ImageResult>
     auto ratio = torch::tensor({rw, rh, rw, rh}, r.boxes.options());
     r.boxes = r.boxes * ratio;
     if (r.masks.defined()) {
-      r.masks = r.masks.size(0) == 0 ? torch::zeros({0, 1, original[0], original[1]}, r.masks.options())
-                                     : kernels::PasteMasks(r.masks, r.boxes, original[0], original[1], 1);
+      const bool binary = settings_.mask_threshold >= 0;
+      r.masks = r.masks.size(0) == 0 ? torch::zeros({0, 1, original[0], original[1]},
+                                                    binary ? r.masks.options().dtype(torch::kByte) : r.masks.options())
+                                     : binary
+                                         ? kernels::PasteMasksBinary(r.masks, r.boxes, original[0], original[1], 1,
+                                                                     settings_.mask_threshold)
+                                         : kernels::PasteMasks(r.masks, r.boxes, original[0], original[1], 1);
     }
   }
 }

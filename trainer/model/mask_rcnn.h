@@ -54,6 +54,8 @@ struct DetectionSettings {
   double score_thresh = 0.05;
   int detections_per_image = 100;
   bool masks = true;
+  // >= 0: masks come back pasted as uint8 0/1 (mask >= threshold); < 0: as probabilities.
+  double mask_threshold = -1.0;
 };
 
 class MaskRcnnImpl : public torch::nn::Module {

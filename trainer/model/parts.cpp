@@ -3,10 +3,13 @@
 // defaults and initialisation follow torchvision 0.26.
 #include "trainer/model/parts.h"
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
+#include "trainer/model/fast_conv.h"
 #include "trainer/model/registry.h"
 
 namespace mrcnn::model {
@@ -72,6 +75,7 @@ class ResidualBlock : public nn::Module {
       conv1_ = register_module("conv1", Conv(in, width, 1, 1, 0, false));
       bn1_ = register_module("bn1", MakeNorm(config, width));
       conv2_ = register_module("conv2", Conv(width, width, 3, stride, 1, false));
+      conv2_fast_ = FastConv3x3(conv2_);
       bn2_ = register_module("bn2", MakeNorm(config, width));
       conv3_ = register_module("conv3", Conv(width, out, 1, 1, 0, false));
       bn3_ = register_module("bn3", MakeNorm(config, out));
@@ -79,6 +83,7 @@ class ResidualBlock : public nn::Module {
       conv1_ = register_module("conv1", Conv(in, width, 3, stride, 1, false));
       bn1_ = register_module("bn1", MakeNorm(config, width));
       conv2_ = register_module("conv2", Conv(width, width, 3, 1, 1, false));
+      conv2_fast_ = FastConv3x3(conv2_);
       bn2_ = register_module("bn2", MakeNorm(config, width));
     }
     if (stride != 1 || in != out) {
@@ -100,10 +105,10 @@ class ResidualBlock : public nn::Module {
     // avoided allocation is a full activation map.
     at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
     if (bottleneck_) {
-      out = bn2_->forward(conv2_->forward(out)).relu_();
+      out = bn2_->forward(conv2_fast_.Forward(out)).relu_();
       out = bn3_->forward(conv3_->forward(out));
     } else {
-      out = bn2_->forward(conv2_->forward(out));
+      out = bn2_->forward(conv2_fast_.Forward(out));
     }
     at::Tensor identity = downsample_.is_empty() ? x : down_norm_->forward(down_conv_->forward(x));
     return out.add_(identity).relu_();
@@ -112,6 +117,7 @@ class ResidualBlock : public nn::Module {
  private:
   bool bottleneck_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
+  FastConv3x3 conv2_fast_;
   std::shared_ptr<NormLayer> bn1_, bn2_, bn3_, down_norm_;
   nn::ModuleList downsample_{nullptr};
 };
@@ -183,7 +189,7 @@ class Fpn : public Neck {
       inner_blocks_->push_back(nn::Sequential(inner));
       layer_blocks_->push_back(nn::Sequential(layer));
       inner_.push_back(inner);
-      layer_.push_back(layer);
+      layer_.push_back(FastConv3x3(layer));
     }
   }
 
@@ -192,13 +198,13 @@ class Fpn : public Neck {
     TORCH_CHECK(n == inner_.size(), "FPN expects ", inner_.size(), " inputs, got ", n);
     std::vector<at::Tensor> results(n);
     at::Tensor last_inner = inner_[n - 1]->forward(x[n - 1]);
-    results[n - 1] = layer_[n - 1]->forward(last_inner);
+    results[n - 1] = layer_[n - 1].Forward(last_inner);
     for (size_t i = n - 1; i-- > 0;) {
       at::Tensor lateral = inner_[i]->forward(x[i]);
       at::Tensor top_down = at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)},
                                                    std::nullopt, std::nullopt);
       last_inner = lateral + top_down;
-      results[i] = layer_[i]->forward(last_inner);
+      results[i] = layer_[i].Forward(last_inner);
     }
     results.push_back(torch::max_pool2d(results.back(), 1, 2, 0));
     return results;
@@ -209,7 +215,8 @@ class Fpn : public Neck {
  private:
   int64_t out_channels_;
   nn::ModuleList inner_blocks_{nullptr}, layer_blocks_{nullptr};
-  std::vector<nn::Conv2d> inner_, layer_;
+  std::vector<nn::Conv2d> inner_;
+  std::vector<FastConv3x3> layer_;
 };
 
 // torchvision RPNHead with one conv layer: 3x3 conv + ReLU shared over levels, then
@@ -229,12 +236,13 @@ class StandardRpnHead : public RpnHead {
       nn::init::normal_((*conv)->weight, 0.0, 0.01);
       nn::init::zeros_((*conv)->bias);
     }
+    conv_fast_ = FastConv3x3(conv_);
   }
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Forward(
       const std::vector<at::Tensor>& features) override {
     std::vector<at::Tensor> logits, deltas;
     for (const auto& f : features) {
-      at::Tensor t = conv_->forward(f).relu_();
+      at::Tensor t = conv_fast_.Forward(f, /*relu=*/true);
       logits.push_back(cls_logits_->forward(t));
       deltas.push_back(bbox_pred_->forward(t));
     }
@@ -243,6 +251,7 @@ class StandardRpnHead : public RpnHead {
 
  private:
   nn::Conv2d conv_{nullptr}, cls_logits_{nullptr}, bbox_pred_{nullptr};
+  FastConv3x3 conv_fast_;
 };
 
 // torchvision TwoMLPHead: flatten, fc6 + ReLU, fc7 + ReLU.
@@ -272,21 +281,21 @@ class FourConvMaskHead : public MaskHead {
       auto conv = Conv(in, dim, 3, 1, 1, true);
       KaimingNormalFanOut(conv);
       register_module(std::to_string(i), nn::Sequential(conv, nn::ReLU()));
-      convs_.push_back(conv);
+      convs_.push_back(FastConv3x3(conv));
       in = dim;
     }
   }
   at::Tensor Forward(const at::Tensor& pooled) override {
     at::Tensor x = pooled;
     for (auto& conv : convs_)
-      x = conv->forward(x).relu_();
+      x = conv.Forward(x, /*relu=*/true);
     return x;
   }
   int64_t OutChannels() const override { return dim_; }
 
  private:
   int64_t dim_;
-  std::vector<nn::Conv2d> convs_;
+  std::vector<FastConv3x3> convs_;
 };
 
 int64_t AnchorsPerLocation(const ModelConfig& config) {
@@ -321,6 +330,34 @@ MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced,
 
 at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
   return mask_fcn_logits_->forward(conv5_mask_->forward(x).relu_());
+}
+
+at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor& labels) {
+  const at::Tensor& deconv_w = conv5_mask_->weight;  // C×K×2×2
+  const bool gemm_path = CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
+                         x.dim() == 4 && x.scalar_type() == at::kFloat &&
+                         deconv_w.scalar_type() == at::kFloat &&
+                         !at::autocast::is_autocast_enabled(at::kCPU);
+  if (!gemm_path) {
+    at::Tensor idx = torch::arange(x.size(0), labels.options());
+    return Forward(x).index({idx, labels});
+  }
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t k = deconv_w.size(1);
+  // Deconvolution with kernel 2 and stride 2 has no overlap: output pixel (2i+a, 2j+b)
+  // of channel k is Σ_c w[c,k,a,b]·x[c,i,j]. Rows (k, a, b) of one GEMM give, per RoI,
+  // a K × (2·2·H·W) matrix: ReLU(deconv) in (a, b, i, j) order, ready for the 1×1 logits.
+  // bmm with the weight broadcast writes (k, a, b) × (i, j) per RoI in place; matmul
+  // would fold the RoIs into one GEMM and transpose its result with an extra copy.
+  const at::Tensor weight = deconv_w.permute({1, 2, 3, 0}).reshape({4 * k, c});
+  at::Tensor z = at::bmm(weight.unsqueeze(0).expand({n, 4 * k, c}), x.reshape({n, c, h * w}))
+                     .view({n, k, 4 * h * w});
+  z.add_(conv5_mask_->bias.view({1, k, 1})).relu_();
+  const at::Tensor logit_w = mask_fcn_logits_->weight.flatten(1).index_select(0, labels);
+  const at::Tensor logit_b = mask_fcn_logits_->bias.index_select(0, labels);
+  at::Tensor out = at::baddbmm(logit_b.view({n, 1, 1}), logit_w.unsqueeze(1), z);
+  // (a, b, i, j) -> (i, a, j, b): the 2H×2W map.
+  return out.view({n, 2, 2, h, w}).permute({0, 3, 1, 4, 2}).reshape({n, 2 * h, 2 * w});
 }
 
 void FreezeBackboneLayers(BackboneBody& body, int trainable_layers) {

@@ -94,7 +94,13 @@ class FastRcnnPredictor : public torch::nn::Module {
 class MaskRcnnPredictor : public torch::nn::Module {
  public:
   MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t num_classes_with_background);
+  // N×classes×2R×2R logits for N×C×R×R mask features.
   at::Tensor Forward(const at::Tensor& x);
+  // N×2R×2R logits of class labels[i] for RoI i only (inference). On CPU in float32
+  // without gradients the deconvolution runs as one GEMM per RoI whose output feeds the
+  // label's 1×1 logits directly, skipping the interleaved 2R×2R feature map and the
+  // logits of the other classes; elsewhere it is Forward(x) indexed by labels.
+  at::Tensor LabelLogits(const at::Tensor& x, const at::Tensor& labels);
 
  private:
   torch::nn::ConvTranspose2d conv5_mask_{nullptr};

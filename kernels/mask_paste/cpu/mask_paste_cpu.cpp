@@ -12,9 +12,58 @@
 namespace mrcnn::kernels {
 namespace {
 
-at::Tensor PasteMasksCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
-                         int64_t image_height, int64_t image_width, int64_t padding) {
-  const char* op = "mrcnn::paste_masks";
+// Pastes every mask into out (N×H×W of out_t, zero-filled by the caller), writing
+// Store(value) for each pixel inside its box.
+template <typename scalar_t, typename out_t, typename StoreFn>
+void PasteRows(const scalar_t* pm, const float* pb, int64_t n, int64_t r, int64_t padding,
+               float scale, int64_t image_height, int64_t image_width, out_t* po, StoreFn store) {
+  const int64_t padded = r + 2 * padding;
+  at::parallel_for(0, n * image_height, 16, [&](int64_t begin, int64_t end) {
+    std::vector<LinearTap> x_taps;
+    int64_t taps_for = -1;
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t i = row / image_height, y = row % image_height;
+      const float* b = pb + 4 * i;
+      const PasteBox box = ComputePasteBox(b[0], b[1], b[2], b[3], scale);
+      if (y < std::max<int64_t>(box.y0, 0) || y >= std::min(box.y1 + 1, image_height)) {
+        continue;
+      }
+      const int64_t x_begin = std::max<int64_t>(box.x0, 0);
+      const int64_t x_end = std::min(box.x1 + 1, image_width);
+      if (x_begin >= x_end) {
+        continue;
+      }
+      if (taps_for != i) {
+        // Only the visible columns: huge boxes must not allocate their full width.
+        x_taps.resize(x_end - x_begin);
+        for (int64_t x = x_begin; x < x_end; ++x) {
+          x_taps[x - x_begin] = ComputeLinearTap(x - box.x0, padded, box.w);
+        }
+        taps_for = i;
+      }
+      const LinearTap ty = ComputeLinearTap(y - box.y0, padded, box.h);
+      const scalar_t* mask = pm + i * r * r;
+      // Padded-mask pixel (py, px); the padding ring is zero.
+      auto at_padded = [&](int64_t py, int64_t px) -> float {
+        py -= padding;
+        px -= padding;
+        if (py < 0 || py >= r || px < 0 || px >= r)
+          return 0.f;
+        return static_cast<float>(mask[py * r + px]);
+      };
+      out_t* orow = po + row * image_width;
+      for (int64_t x = x_begin; x < x_end; ++x) {
+        const LinearTap& tx = x_taps[x - x_begin];
+        const float top = tx.l0 * at_padded(ty.i0, tx.i0) + tx.l1 * at_padded(ty.i0, tx.i1);
+        const float bottom = tx.l0 * at_padded(ty.i1, tx.i0) + tx.l1 * at_padded(ty.i1, tx.i1);
+        orow[x] = store(static_cast<scalar_t>(ty.l0 * top + ty.l1 * bottom));
+      }
+    }
+  });
+}
+
+void CheckPasteArgs(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                    int64_t image_height, int64_t image_width, int64_t padding) {
   TORCH_CHECK(masks_in.dim() == 4 && masks_in.size(1) == 1 && masks_in.size(2) == masks_in.size(3),
               op, ": masks must be N×1×R×R, got shape ", masks_in.sizes());
   TORCH_CHECK(boxes_in.dim() == 2 && boxes_in.size(1) == 4 && boxes_in.size(0) == masks_in.size(0),
@@ -22,62 +71,52 @@ at::Tensor PasteMasksCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
   TORCH_CHECK(image_height >= 0 && image_width >= 0 && padding >= 0, op,
               ": image size and padding must be non-negative");
   TORCH_CHECK(masks_in.size(2) > 0, op, ": masks must have a positive resolution");
+}
+
+at::Tensor PasteMasksCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                         int64_t image_height, int64_t image_width, int64_t padding) {
+  CheckPasteArgs("mrcnn::paste_masks", masks_in, boxes_in, image_height, image_width, padding);
   const at::Tensor masks = masks_in.contiguous();
   const at::Tensor boxes = boxes_in.to(at::kFloat).contiguous();
-  const int64_t n = masks.size(0), r = masks.size(2), padded = r + 2 * padding;
-  const float scale = static_cast<float>(static_cast<double>(padded) / static_cast<double>(r));
+  const int64_t n = masks.size(0), r = masks.size(2);
+  const float scale =
+      static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
   at::Tensor out = at::zeros({n, 1, image_height, image_width}, masks.options());
-  if (n == 0 || image_height == 0 || image_width == 0) {
+  if (out.numel() == 0) {
     return out;
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cpu", [&] {
-        const scalar_t* pm = masks.data_ptr<scalar_t>();
-        const float* pb = boxes.data_ptr<float>();
-        scalar_t* po = out.data_ptr<scalar_t>();
-        at::parallel_for(0, n * image_height, 16, [&](int64_t begin, int64_t end) {
-          std::vector<LinearTap> x_taps;
-          int64_t taps_for = -1;
-          for (int64_t row = begin; row < end; ++row) {
-            const int64_t i = row / image_height, y = row % image_height;
-            const float* b = pb + 4 * i;
-            const PasteBox box = ComputePasteBox(b[0], b[1], b[2], b[3], scale);
-            if (y < std::max<int64_t>(box.y0, 0) || y >= std::min(box.y1 + 1, image_height)) {
-              continue;
-            }
-            const int64_t x_begin = std::max<int64_t>(box.x0, 0);
-            const int64_t x_end = std::min(box.x1 + 1, image_width);
-            if (x_begin >= x_end) {
-              continue;
-            }
-            if (taps_for != i) {
-              // Only the visible columns: huge boxes must not allocate their full width.
-              x_taps.resize(x_end - x_begin);
-              for (int64_t x = x_begin; x < x_end; ++x) {
-                x_taps[x - x_begin] = ComputeLinearTap(x - box.x0, padded, box.w);
-              }
-              taps_for = i;
-            }
-            const LinearTap ty = ComputeLinearTap(y - box.y0, padded, box.h);
-            const scalar_t* mask = pm + i * r * r;
-            // Padded-mask pixel (py, px); the padding ring is zero.
-            auto at_padded = [&](int64_t py, int64_t px) -> float {
-              py -= padding;
-              px -= padding;
-              if (py < 0 || py >= r || px < 0 || px >= r)
-                return 0.f;
-              return static_cast<float>(mask[py * r + px]);
-            };
-            scalar_t* orow = po + row * image_width;
-            for (int64_t x = x_begin; x < x_end; ++x) {
-              const LinearTap& tx = x_taps[x - x_begin];
-              const float top = tx.l0 * at_padded(ty.i0, tx.i0) + tx.l1 * at_padded(ty.i0, tx.i1);
-              const float bottom =
-                  tx.l0 * at_padded(ty.i1, tx.i0) + tx.l1 * at_padded(ty.i1, tx.i1);
-              orow[x] = static_cast<scalar_t>(ty.l0 * top + ty.l1 * bottom);
-            }
-          }
-        });
+        PasteRows(masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), n, r, padding, scale,
+                  image_height, image_width, out.data_ptr<scalar_t>(),
+                  [](scalar_t v) { return v; });
+      });
+  return out;
+}
+
+at::Tensor PasteMasksBinaryCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                               int64_t image_height, int64_t image_width, int64_t padding,
+                               double threshold) {
+  CheckPasteArgs("mrcnn::paste_masks_binary", masks_in, boxes_in, image_height, image_width,
+                 padding);
+  const at::Tensor masks = masks_in.contiguous();
+  const at::Tensor boxes = boxes_in.to(at::kFloat).contiguous();
+  const int64_t n = masks.size(0), r = masks.size(2);
+  const float scale =
+      static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
+  at::Tensor out = at::empty({n, 1, image_height, image_width}, masks.options().dtype(at::kByte));
+  if (out.numel() == 0) {
+    return out;
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_binary_cpu", [&] {
+        // As paste_masks(...) >= threshold: the comparison in the mask dtype, and pixels
+        // outside every box are the comparison of 0.
+        const scalar_t t = static_cast<scalar_t>(threshold);
+        out.fill_(static_cast<scalar_t>(0) >= t ? 1 : 0);
+        PasteRows(masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), n, r, padding, scale,
+                  image_height, image_width, out.data_ptr<uint8_t>(),
+                  [t](scalar_t v) { return static_cast<uint8_t>(v >= t ? 1 : 0); });
       });
   return out;
 }
@@ -86,6 +125,7 @@ at::Tensor PasteMasksCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
 
 TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
   m.impl("paste_masks", &PasteMasksCpu);
+  m.impl("paste_masks_binary", &PasteMasksBinaryCpu);
 }
 
 }  // namespace mrcnn::kernels

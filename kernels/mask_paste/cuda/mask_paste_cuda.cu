@@ -12,11 +12,28 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Output writers: the interpolated value itself, or 1/0 for value >= threshold compared in
+// the mask dtype (paste_masks(...) >= threshold without the full-size float map).
 template <typename scalar_t>
+struct StoreValue {
+  using out_t = scalar_t;
+  __device__ out_t operator()(scalar_t v) const { return v; }
+};
+
+template <typename scalar_t>
+struct StoreBinary {
+  using out_t = uint8_t;
+  scalar_t threshold;
+  __device__ out_t operator()(scalar_t v) const {
+    return static_cast<float>(v) >= static_cast<float>(threshold) ? 1 : 0;
+  }
+};
+
+template <typename scalar_t, typename Store>
 __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
                             const float* __restrict__ boxes, int64_t r, int64_t padding,
                             float scale, int64_t height, int64_t width,
-                            scalar_t* __restrict__ out) {
+                            typename Store::out_t* __restrict__ out, Store store) {
   const int64_t padded = r + 2 * padding;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
@@ -28,7 +45,7 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
     const bool inside = y >= max(box.y0, int64_t(0)) && y < min(box.y1 + 1, height) &&
                         x >= max(box.x0, int64_t(0)) && x < min(box.x1 + 1, width);
     if (!inside) {
-      out[idx] = scalar_t(0);
+      out[idx] = store(scalar_t(0));
       continue;
     }
     const LinearTap ty = ComputeLinearTap(y - box.y0, padded, box.h);
@@ -45,13 +62,13 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
                                 __fmul_rn(tx.l1, at_padded(ty.i0, tx.i1)));
     const float bottom = __fadd_rn(__fmul_rn(tx.l0, at_padded(ty.i1, tx.i0)),
                                    __fmul_rn(tx.l1, at_padded(ty.i1, tx.i1)));
-    out[idx] = static_cast<scalar_t>(__fadd_rn(__fmul_rn(ty.l0, top), __fmul_rn(ty.l1, bottom)));
+    out[idx] =
+        store(static_cast<scalar_t>(__fadd_rn(__fmul_rn(ty.l0, top), __fmul_rn(ty.l1, bottom))));
   }
 }
 
-at::Tensor PasteMasksCuda(const at::Tensor& masks_in, const at::Tensor& boxes_in,
-                          int64_t image_height, int64_t image_width, int64_t padding) {
-  const char* op = "mrcnn::paste_masks";
+void CheckPasteArgs(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                    int64_t image_height, int64_t image_width, int64_t padding) {
   TORCH_CHECK(masks_in.dim() == 4 && masks_in.size(1) == 1 && masks_in.size(2) == masks_in.size(3),
               op, ": masks must be N×1×R×R, got shape ", masks_in.sizes());
   TORCH_CHECK(boxes_in.dim() == 2 && boxes_in.size(1) == 4 && boxes_in.size(0) == masks_in.size(0),
@@ -59,13 +76,21 @@ at::Tensor PasteMasksCuda(const at::Tensor& masks_in, const at::Tensor& boxes_in
   TORCH_CHECK(image_height >= 0 && image_width >= 0 && padding >= 0, op,
               ": image size and padding must be non-negative");
   TORCH_CHECK(masks_in.size(2) > 0, op, ": masks must have a positive resolution");
+}
+
+// binary: uint8 output of value >= threshold; otherwise the values in the mask dtype.
+at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                 int64_t image_height, int64_t image_width, int64_t padding, bool binary,
+                 double threshold) {
+  CheckPasteArgs(op, masks_in, boxes_in, image_height, image_width, padding);
   const c10::cuda::CUDAGuard guard(masks_in.device());
   const at::Tensor masks = masks_in.contiguous();
   const at::Tensor boxes = boxes_in.to(masks.device(), at::kFloat).contiguous();
   const int64_t n = masks.size(0), r = masks.size(2);
   const float scale =
       static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
-  at::Tensor out = at::empty({n, 1, image_height, image_width}, masks.options());
+  at::Tensor out = at::empty({n, 1, image_height, image_width},
+                             binary ? masks.options().dtype(at::kByte) : masks.options());
   const int64_t total = out.numel();
   if (total == 0) {
     return out;
@@ -74,18 +99,39 @@ at::Tensor PasteMasksCuda(const at::Tensor& masks_in, const at::Tensor& boxes_in
       at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cuda", [&] {
         const unsigned blocks =
             static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65536 * 4));
-        PasteKernel<scalar_t><<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
-            image_height, image_width, out.data_ptr<scalar_t>());
+        auto stream = at::cuda::getCurrentCUDAStream();
+        if (binary) {
+          const StoreBinary<scalar_t> store{static_cast<scalar_t>(threshold)};
+          PasteKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
+              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
+              image_height, image_width, out.data_ptr<uint8_t>(), store);
+        } else {
+          PasteKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
+              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
+              image_height, image_width, out.data_ptr<scalar_t>(), StoreValue<scalar_t>{});
+        }
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
   return out;
+}
+
+at::Tensor PasteMasksCuda(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
+                          int64_t image_width, int64_t padding) {
+  return Paste("mrcnn::paste_masks", masks, boxes, image_height, image_width, padding, false, 0.0);
+}
+
+at::Tensor PasteMasksBinaryCuda(const at::Tensor& masks, const at::Tensor& boxes,
+                                int64_t image_height, int64_t image_width, int64_t padding,
+                                double threshold) {
+  return Paste("mrcnn::paste_masks_binary", masks, boxes, image_height, image_width, padding, true,
+               threshold);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
   m.impl("paste_masks", &PasteMasksCuda);
+  m.impl("paste_masks_binary", &PasteMasksBinaryCuda);
 }
 
 }  // namespace mrcnn::kernels

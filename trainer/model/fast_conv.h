@@ -1,0 +1,40 @@
+#pragma once
+// Inference-time fast path for 3×3 stride-1 convolutions on CPU.
+//
+// FastConv3x3 wraps a registered torch::nn::Conv2d (its parameters, names and training
+// behaviour are untouched). Forward runs the module's own convolution whenever a gradient
+// may be needed, on CUDA, under autocast, for any other dtype, or when MRCNN_CPU_WINOGRAD=0;
+// otherwise, for float32 on CPU with no gradient recorded, it runs the Winograd F(4×4,3×3)
+// kernel (kernels/ops.h WinogradConv3x3) with the filter transformed once and kept until
+// the weight changes (its version counter or storage). Results equal the direct
+// convolution up to float rounding (~1e-5 of the output's magnitude).
+#include <ATen/core/Tensor.h>
+#include <torch/nn/modules/conv.h>
+
+#include <cstdint>
+
+namespace mrcnn::model {
+
+class FastConv3x3 {
+ public:
+  FastConv3x3() = default;
+  explicit FastConv3x3(torch::nn::Conv2d conv);
+
+  // conv(x), followed by ReLU when relu is true (fused into the fast path).
+  at::Tensor Forward(const at::Tensor& x, bool relu = false);
+  const torch::nn::Conv2d& conv() const { return conv_; }
+
+ private:
+  bool Eligible(const at::Tensor& x) const;
+
+  torch::nn::Conv2d conv_{nullptr};
+  bool shape_ok_ = false;
+  at::Tensor transformed_;
+  const void* transformed_from_ = nullptr;
+  int64_t transformed_version_ = -1;
+};
+
+// False when MRCNN_CPU_WINOGRAD=0 (read once): every FastConv3x3 then runs the module.
+bool CpuWinogradEnabled();
+
+}  // namespace mrcnn::model
