@@ -48,7 +48,7 @@ inline constexpr FloatTile<M> kTile{};
 
 // acc + c·x with c known at compile time: zero terms vanish, ±1 become add/subtract.
 template <float C>
-inline float AddTerm(float acc, float x) {
+[[gnu::always_inline]] inline float AddTerm(float acc, float x) {
   if constexpr (C == 0.f)
     return acc;
   else if constexpr (C == 1.f)
@@ -62,8 +62,8 @@ inline float AddTerm(float acc, float x) {
 // out[p] = Σ_s Bt[row][s] · in[s][p] over a contiguous run of tiles. Starting from -0.0f
 // lets the compiler drop the initial add (x + -0.0f == x exactly).
 template <int M, int Row, int... S>
-inline void CombineBt(std::integer_sequence<int, S...>, const float* const* in, float* out,
-                      int64_t length) {
+[[gnu::always_inline]] inline void CombineBt(std::integer_sequence<int, S...>,
+                                             const float* const* in, float* out, int64_t length) {
   for (int64_t p = 0; p < length; ++p) {
     float acc = -0.0f;
     ((acc = AddTerm<kTile<M>.bt[Row][S]>(acc, in[S][p])), ...);
@@ -72,8 +72,8 @@ inline void CombineBt(std::integer_sequence<int, S...>, const float* const* in, 
 }
 
 template <int M, int Row, int... S>
-inline void CombineAt(std::integer_sequence<int, S...>, const float* const* in, float* out,
-                      int64_t length) {
+[[gnu::always_inline]] inline void CombineAt(std::integer_sequence<int, S...>,
+                                             const float* const* in, float* out, int64_t length) {
   for (int64_t p = 0; p < length; ++p) {
     float acc = -0.0f;
     ((acc = AddTerm<kTile<M>.at[Row][S]>(acc, in[S][p])), ...);
@@ -82,14 +82,16 @@ inline void CombineAt(std::integer_sequence<int, S...>, const float* const* in, 
 }
 
 template <int M, int... Row>
-inline void AllRowsBt(std::integer_sequence<int, Row...>, const float* const* in, float* const* out,
-                      int64_t length) {
+[[gnu::always_inline]] inline void AllRowsBt(std::integer_sequence<int, Row...>,
+                                             const float* const* in, float* const* out,
+                                             int64_t length) {
   (CombineBt<M, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
 }
 
 template <int M, int... Row>
-inline void AllRowsAt(std::integer_sequence<int, Row...>, const float* const* in, float* const* out,
-                      int64_t length) {
+[[gnu::always_inline]] inline void AllRowsAt(std::integer_sequence<int, Row...>,
+                                             const float* const* in, float* const* out,
+                                             int64_t length) {
   (CombineAt<M, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
 }
 
@@ -116,6 +118,170 @@ std::vector<Segment> SegmentsOf(const Geometry& g, int64_t row0, int64_t rows) {
   return segments;
 }
 
+// The per-channel work of TransformInput for channels [c0, c1), with scratch buffers.
+template <int M>
+[[gnu::always_inline]] inline void InputChannels(const float* x, const Geometry& g,
+                                                 const std::vector<Segment>& segments,
+                                                 int64_t chunk_tiles, float* v, int64_t c0,
+                                                 int64_t c1, float* band, float* taps,
+                                                 float* horizontal) {
+  constexpr int A = M + 2;
+  const int64_t band_w = g.tiles_w * M + 2;
+  for (int64_t c = c0; c < c1; ++c) {
+    for (const auto& seg : segments) {
+      const float* plane = x + (seg.image * g.c + c) * g.h * g.w;
+      const int64_t band_rows = seg.rows * M + 2;
+      for (int64_t b = 0; b < band_rows; ++b) {
+        float* dst = band + b * band_w;
+        const int64_t y = seg.tile_row0 * M - 1 + b;
+        if (y < 0 || y >= g.h) {
+          std::fill(dst, dst + band_w, 0.f);
+          continue;
+        }
+        dst[0] = 0.f;
+        std::copy(plane + y * g.w, plane + (y + 1) * g.w, dst + 1);
+        std::fill(dst + 1 + g.w, dst + band_w, 0.f);
+      }
+      for (int a = 0; a < A; ++a)
+        for (int s = 0; s < A; ++s) {
+          float* out = taps + (a * A + s) * chunk_tiles + seg.offset;
+          for (int64_t i = 0; i < seg.rows; ++i) {
+            const float* src = band + (i * M + a) * band_w + s;
+            for (int64_t j = 0; j < g.tiles_w; ++j)
+              out[i * g.tiles_w + j] = src[j * M];
+          }
+        }
+    }
+    // d·B: row a of every tile, combined across its columns s.
+    for (int a = 0; a < A; ++a) {
+      const float* in[A];
+      float* out[A];
+      for (int s = 0; s < A; ++s) {
+        in[s] = taps + (a * A + s) * chunk_tiles;
+        out[s] = horizontal + (a * A + s) * chunk_tiles;
+      }
+      AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
+    }
+    // Bᵀ·(d·B): column s of every tile, combined across its rows a, into v.
+    for (int s = 0; s < A; ++s) {
+      const float* in[A];
+      float* out[A];
+      for (int a = 0; a < A; ++a) {
+        in[a] = horizontal + (a * A + s) * chunk_tiles;
+        out[a] = v + ((a * A + s) * g.c + c) * chunk_tiles;
+      }
+      AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
+    }
+  }
+}
+
+// The per-channel work of TransformOutput for channels [k0, k1), with scratch buffers.
+template <int M>
+[[gnu::always_inline]] inline void OutputChannels(const float* m, const float* bias, bool relu,
+                                                  const Geometry& g,
+                                                  const std::vector<Segment>& segments,
+                                                  int64_t chunk_tiles, float* y, int64_t k0,
+                                                  int64_t k1, float* horizontal, float* tiles) {
+  constexpr int A = M + 2;
+  for (int64_t k = k0; k < k1; ++k) {
+    const float b = bias ? bias[k] : 0.f;
+    // m·A: row a of every tile, combined across its columns.
+    for (int a = 0; a < A; ++a) {
+      const float* in[A];
+      float* out[M];
+      for (int s = 0; s < A; ++s)
+        in[s] = m + ((a * A + s) * g.k + k) * chunk_tiles;
+      for (int col = 0; col < M; ++col)
+        out[col] = horizontal + (a * M + col) * chunk_tiles;
+      AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
+    }
+    // Aᵀ·(m·A): column col of every tile, combined across its rows.
+    for (int col = 0; col < M; ++col) {
+      const float* in[A];
+      float* out[M];
+      for (int a = 0; a < A; ++a)
+        in[a] = horizontal + (a * M + col) * chunk_tiles;
+      for (int row = 0; row < M; ++row)
+        out[row] = tiles + (row * M + col) * chunk_tiles;
+      AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
+    }
+    // Bias and ReLU over the contiguous tiles (branch-free, vectorised; NaN stays NaN
+    // as in torch.relu), then a plain scatter into the output rows.
+    float* t = tiles;
+    const int64_t count = M * M * chunk_tiles;
+    if (relu) {
+      for (int64_t p = 0; p < count; ++p) {
+        const float value = t[p] + b;
+        t[p] = value < 0.f ? 0.f : value;
+      }
+    } else {
+      for (int64_t p = 0; p < count; ++p)
+        t[p] += b;
+    }
+    for (const auto& seg : segments) {
+      float* plane = y + (seg.image * g.k + k) * g.h * g.w;
+      for (int64_t i = 0; i < seg.rows; ++i) {
+        for (int row = 0; row < M; ++row) {
+          const int64_t out_y = (seg.tile_row0 + i) * M + row;
+          if (out_y >= g.h)
+            break;
+          float* dst = plane + out_y * g.w;
+          const float* src[M];
+          for (int col = 0; col < M; ++col)
+            src[col] = t + (row * M + col) * chunk_tiles + seg.offset + i * g.tiles_w;
+          const int64_t full = g.w / M;  // tiles whose M columns all lie inside the image
+          for (int64_t j = 0; j < full; ++j)
+            for (int col = 0; col < M; ++col)
+              dst[j * M + col] = src[col][j];
+          for (int col = 0; full * M + col < g.w; ++col)
+            dst[full * M + col] = src[col][full];
+        }
+      }
+    }
+  }
+}
+
+// The transforms are long runs of constant combinations over contiguous floats: on CPUs
+// with AVX2 (every x86 server since 2013) the same code compiled for 8-wide vectors runs
+// them about twice as fast as the SSE2 baseline the library is built for. Only these two
+// functions are compiled for AVX2 and they run only after the CPU says it has it.
+template <int M>
+[[gnu::target("avx2,fma")]] void InputChannelsAvx2(const float* x, const Geometry& g,
+                                                   const std::vector<Segment>& segments,
+                                                   int64_t chunk_tiles, float* v, int64_t c0,
+                                                   int64_t c1, float* band, float* taps,
+                                                   float* horizontal) {
+  InputChannels<M>(x, g, segments, chunk_tiles, v, c0, c1, band, taps, horizontal);
+}
+
+template <int M>
+void InputChannelsBaseline(const float* x, const Geometry& g, const std::vector<Segment>& segments,
+                           int64_t chunk_tiles, float* v, int64_t c0, int64_t c1, float* band,
+                           float* taps, float* horizontal) {
+  InputChannels<M>(x, g, segments, chunk_tiles, v, c0, c1, band, taps, horizontal);
+}
+
+template <int M>
+[[gnu::target("avx2,fma")]] void OutputChannelsAvx2(const float* m, const float* bias, bool relu,
+                                                    const Geometry& g,
+                                                    const std::vector<Segment>& segments,
+                                                    int64_t chunk_tiles, float* y, int64_t k0,
+                                                    int64_t k1, float* horizontal, float* tiles) {
+  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles);
+}
+
+template <int M>
+void OutputChannelsBaseline(const float* m, const float* bias, bool relu, const Geometry& g,
+                            const std::vector<Segment>& segments, int64_t chunk_tiles, float* y,
+                            int64_t k0, int64_t k1, float* horizontal, float* tiles) {
+  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles);
+}
+
+bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 // Writes the transformed input of the chunk's tiles into v: alpha² × C × chunk_tiles.
 // Per channel: the alpha² taps of every tile of the chunk gathered into contiguous runs
 // (through a zero-padded band of input rows per segment), then Bᵀ·d·B as two passes of
@@ -129,55 +295,11 @@ void TransformInput(const float* x, const Geometry& g, const std::vector<Segment
   int64_t max_rows = 0;
   for (const auto& s : segments)
     max_rows = std::max(max_rows, s.rows);
+  const auto Input = CpuHasAvx2() ? &InputChannelsAvx2<M> : &InputChannelsBaseline<M>;
   at::parallel_for(0, g.c, 4, [&](int64_t c0, int64_t c1) {
     std::vector<float> band((max_rows * M + 2) * band_w), taps(A * A * chunk_tiles),
         horizontal(A * A * chunk_tiles);
-    for (int64_t c = c0; c < c1; ++c) {
-      for (const auto& seg : segments) {
-        const float* plane = x + (seg.image * g.c + c) * g.h * g.w;
-        const int64_t band_rows = seg.rows * M + 2;
-        for (int64_t b = 0; b < band_rows; ++b) {
-          float* dst = band.data() + b * band_w;
-          const int64_t y = seg.tile_row0 * M - 1 + b;
-          if (y < 0 || y >= g.h) {
-            std::fill(dst, dst + band_w, 0.f);
-            continue;
-          }
-          dst[0] = 0.f;
-          std::copy(plane + y * g.w, plane + (y + 1) * g.w, dst + 1);
-          std::fill(dst + 1 + g.w, dst + band_w, 0.f);
-        }
-        for (int a = 0; a < A; ++a)
-          for (int s = 0; s < A; ++s) {
-            float* out = taps.data() + (a * A + s) * chunk_tiles + seg.offset;
-            for (int64_t i = 0; i < seg.rows; ++i) {
-              const float* src = band.data() + (i * M + a) * band_w + s;
-              for (int64_t j = 0; j < g.tiles_w; ++j)
-                out[i * g.tiles_w + j] = src[j * M];
-            }
-          }
-      }
-      // d·B: row a of every tile, combined across its columns s.
-      for (int a = 0; a < A; ++a) {
-        const float* in[A];
-        float* out[A];
-        for (int s = 0; s < A; ++s) {
-          in[s] = taps.data() + (a * A + s) * chunk_tiles;
-          out[s] = horizontal.data() + (a * A + s) * chunk_tiles;
-        }
-        AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
-      }
-      // Bᵀ·(d·B): column s of every tile, combined across its rows a, into v.
-      for (int s = 0; s < A; ++s) {
-        const float* in[A];
-        float* out[A];
-        for (int a = 0; a < A; ++a) {
-          in[a] = horizontal.data() + (a * A + s) * chunk_tiles;
-          out[a] = v + ((a * A + s) * g.c + c) * chunk_tiles;
-        }
-        AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
-      }
-    }
+    Input(x, g, segments, chunk_tiles, v, c0, c1, band.data(), taps.data(), horizontal.data());
   });
 }
 
@@ -187,64 +309,10 @@ template <int M>
 void TransformOutput(const float* m, const float* bias, bool relu, const Geometry& g,
                      const std::vector<Segment>& segments, int64_t chunk_tiles, float* y) {
   constexpr int A = M + 2;
+  const auto Output = CpuHasAvx2() ? &OutputChannelsAvx2<M> : &OutputChannelsBaseline<M>;
   at::parallel_for(0, g.k, 4, [&](int64_t k0, int64_t k1) {
     std::vector<float> horizontal(A * M * chunk_tiles), tiles(M * M * chunk_tiles);
-    for (int64_t k = k0; k < k1; ++k) {
-      const float b = bias ? bias[k] : 0.f;
-      // m·A: row a of every tile, combined across its columns.
-      for (int a = 0; a < A; ++a) {
-        const float* in[A];
-        float* out[M];
-        for (int s = 0; s < A; ++s)
-          in[s] = m + ((a * A + s) * g.k + k) * chunk_tiles;
-        for (int col = 0; col < M; ++col)
-          out[col] = horizontal.data() + (a * M + col) * chunk_tiles;
-        AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
-      }
-      // Aᵀ·(m·A): column col of every tile, combined across its rows.
-      for (int col = 0; col < M; ++col) {
-        const float* in[A];
-        float* out[M];
-        for (int a = 0; a < A; ++a)
-          in[a] = horizontal.data() + (a * M + col) * chunk_tiles;
-        for (int row = 0; row < M; ++row)
-          out[row] = tiles.data() + (row * M + col) * chunk_tiles;
-        AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
-      }
-      // Bias and ReLU over the contiguous tiles (branch-free, vectorised; NaN stays NaN
-      // as in torch.relu), then a plain scatter into the output rows.
-      float* t = tiles.data();
-      const int64_t count = M * M * chunk_tiles;
-      if (relu) {
-        for (int64_t p = 0; p < count; ++p) {
-          const float value = t[p] + b;
-          t[p] = value < 0.f ? 0.f : value;
-        }
-      } else {
-        for (int64_t p = 0; p < count; ++p)
-          t[p] += b;
-      }
-      for (const auto& seg : segments) {
-        float* plane = y + (seg.image * g.k + k) * g.h * g.w;
-        for (int64_t i = 0; i < seg.rows; ++i) {
-          for (int row = 0; row < M; ++row) {
-            const int64_t out_y = (seg.tile_row0 + i) * M + row;
-            if (out_y >= g.h)
-              break;
-            float* dst = plane + out_y * g.w;
-            const float* src[M];
-            for (int col = 0; col < M; ++col)
-              src[col] = t + (row * M + col) * chunk_tiles + seg.offset + i * g.tiles_w;
-            const int64_t full = g.w / M;  // tiles whose M columns all lie inside the image
-            for (int64_t j = 0; j < full; ++j)
-              for (int col = 0; col < M; ++col)
-                dst[j * M + col] = src[col][j];
-            for (int col = 0; full * M + col < g.w; ++col)
-              dst[full * M + col] = src[col][full];
-          }
-        }
-      }
-    }
+    Output(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal.data(), tiles.data());
   });
 }
 
