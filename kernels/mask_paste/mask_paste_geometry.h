@@ -79,4 +79,20 @@ MRCNN_HOST_DEVICE inline LinearTap ComputeLinearTap(int64_t dst, int64_t in_size
   return t;
 }
 
+// Pixel (py, px) of an R×R mask padded by `padding` zero pixels on every side.
+template <typename scalar_t>
+MRCNN_HOST_DEVICE inline float PaddedMaskValue(const scalar_t* mask, int64_t r, int64_t padding,
+                                               int64_t py, int64_t px) {
+  py -= padding;
+  px -= padding;
+  if (py < 0 || py >= r || px < 0 || px >= r)
+    return 0.f;
+  return static_cast<float>(mask[py * r + px]);
+}
+
+// (R + 2·padding) / R in float, as torchvision's expand_boxes scale.
+MRCNN_HOST_DEVICE inline float PasteScale(int64_t r, int64_t padding) {
+  return static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
+}
+
 }  // namespace mrcnn::kernels

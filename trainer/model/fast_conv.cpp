@@ -17,14 +17,19 @@ namespace {
 // direct convolution (bench/RESULTS.md, kernels).
 constexpr int64_t kTile = 4;
 
-}  // namespace
-
 bool CpuWinogradEnabled() {
   static const bool enabled = [] {
     const char* value = std::getenv("MRCNN_CPU_WINOGRAD");
     return value == nullptr || std::strcmp(value, "0") != 0;
   }();
   return enabled;
+}
+
+}  // namespace
+
+bool CpuInferenceFastPath(const at::Tensor& x) {
+  return CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() && x.dim() == 4 &&
+         x.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(at::kCPU);
 }
 
 FastConv3x3::FastConv3x3(torch::nn::Conv2d conv) : conv_(std::move(conv)) {
@@ -37,9 +42,7 @@ FastConv3x3::FastConv3x3(torch::nn::Conv2d conv) : conv_(std::move(conv)) {
 }
 
 bool FastConv3x3::Eligible(const at::Tensor& x) const {
-  return shape_ok_ && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
-         x.dim() == 4 && x.scalar_type() == at::kFloat &&
-         conv_->weight.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(at::kCPU);
+  return shape_ok_ && conv_->weight.scalar_type() == at::kFloat && CpuInferenceFastPath(x);
 }
 
 at::Tensor FastConv3x3::Forward(const at::Tensor& x, bool relu) {

@@ -37,7 +37,9 @@ class FastConv3x3 {
   int64_t transformed_version_ = -1;
 };
 
-// False when MRCNN_CPU_WINOGRAD=0 (read once): every FastConv3x3 then runs the module.
-bool CpuWinogradEnabled();
+// Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem
+// max-pool) applies to x: no gradient recorded, x a float32 N×C×H×W CPU tensor, CPU autocast
+// off, and MRCNN_CPU_WINOGRAD not set to 0 (read once).
+bool CpuInferenceFastPath(const at::Tensor& x);
 
 }  // namespace mrcnn::model

@@ -3,8 +3,6 @@
 // defaults and initialisation follow torchvision 0.26.
 #include "trainer/model/parts.h"
 
-#include <ATen/autocast_mode.h>
-#include <c10/core/GradMode.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -69,7 +67,7 @@ void KaimingNormalFanOut(const nn::Conv2d& conv) {
 // come from two strided passes (rows, then columns) over a -inf padded copy in ~1/4 of the
 // time. Max is exact and both propagate NaN, so the results are identical.
 at::Tensor MaxPool3x3Stride2(const at::Tensor& x) {
-  if (c10::GradMode::is_enabled() || !x.is_cpu() || x.dim() != 4 || !CpuWinogradEnabled())
+  if (!CpuInferenceFastPath(x))
     return torch::max_pool2d(x, 3, 2, 1);
   const int64_t h = x.size(2), w = x.size(3);
   const int64_t out_h = (h - 1) / 2 + 1, out_w = (w - 1) / 2 + 1;
@@ -352,11 +350,7 @@ at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
 
 at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor& labels) {
   const at::Tensor& deconv_w = conv5_mask_->weight;  // C×K×2×2
-  const bool gemm_path = CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
-                         x.dim() == 4 && x.scalar_type() == at::kFloat &&
-                         deconv_w.scalar_type() == at::kFloat &&
-                         !at::autocast::is_autocast_enabled(at::kCPU);
-  if (!gemm_path) {
+  if (!CpuInferenceFastPath(x) || deconv_w.scalar_type() != at::kFloat) {
     at::Tensor idx = torch::arange(x.size(0), labels.options());
     return Forward(x).index({idx, labels});
   }

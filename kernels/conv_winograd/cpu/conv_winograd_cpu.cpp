@@ -59,40 +59,30 @@ template <float C>
     return acc + C * x;
 }
 
-// out[p] = Σ_s Bt[row][s] · in[s][p] over a contiguous run of tiles. Starting from -0.0f
+// Which matrix a pass multiplies by: Bᵀ for the input transform, Aᵀ for the output one.
+enum class Pass { kInput, kOutput };
+
+template <int M, Pass P, int Row, int S>
+inline constexpr float kCoef = P == Pass::kInput ? kTile<M>.bt[Row][S] : kTile<M>.at[Row][S];
+
+// out[p] = Σ_s Mat[row][s] · in[s][p] over a contiguous run of tiles. Starting from -0.0f
 // lets the compiler drop the initial add (x + -0.0f == x exactly).
-template <int M, int Row, int... S>
-[[gnu::always_inline]] inline void CombineBt(std::integer_sequence<int, S...>,
-                                             const float* const* in, float* out, int64_t length) {
+template <int M, Pass P, int Row, int... S>
+[[gnu::always_inline]] inline void Combine(std::integer_sequence<int, S...>, const float* const* in,
+                                           float* out, int64_t length) {
   for (int64_t p = 0; p < length; ++p) {
     float acc = -0.0f;
-    ((acc = AddTerm<kTile<M>.bt[Row][S]>(acc, in[S][p])), ...);
+    ((acc = AddTerm<kCoef<M, P, Row, S>>(acc, in[S][p])), ...);
     out[p] = acc;
   }
 }
 
-template <int M, int Row, int... S>
-[[gnu::always_inline]] inline void CombineAt(std::integer_sequence<int, S...>,
-                                             const float* const* in, float* out, int64_t length) {
-  for (int64_t p = 0; p < length; ++p) {
-    float acc = -0.0f;
-    ((acc = AddTerm<kTile<M>.at[Row][S]>(acc, in[S][p])), ...);
-    out[p] = acc;
-  }
-}
-
-template <int M, int... Row>
-[[gnu::always_inline]] inline void AllRowsBt(std::integer_sequence<int, Row...>,
-                                             const float* const* in, float* const* out,
-                                             int64_t length) {
-  (CombineBt<M, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
-}
-
-template <int M, int... Row>
-[[gnu::always_inline]] inline void AllRowsAt(std::integer_sequence<int, Row...>,
-                                             const float* const* in, float* const* out,
-                                             int64_t length) {
-  (CombineAt<M, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
+// Every row of the pass's matrix: out[row] for row in Row...; inputs in[0..alpha).
+template <int M, Pass P, int... Row>
+[[gnu::always_inline]] inline void AllRows(std::integer_sequence<int, Row...>,
+                                           const float* const* in, float* const* out,
+                                           int64_t length) {
+  (Combine<M, P, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
 }
 
 struct Geometry {
@@ -160,7 +150,7 @@ template <int M>
         in[s] = taps + (a * A + s) * chunk_tiles;
         out[s] = horizontal + (a * A + s) * chunk_tiles;
       }
-      AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
+      AllRows<M, Pass::kInput>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
     }
     // Bᵀ·(d·B): column s of every tile, combined across its rows a, into v.
     for (int s = 0; s < A; ++s) {
@@ -170,7 +160,7 @@ template <int M>
         in[a] = horizontal + (a * A + s) * chunk_tiles;
         out[a] = v + ((a * A + s) * g.c + c) * chunk_tiles;
       }
-      AllRowsBt<M>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
+      AllRows<M, Pass::kInput>(std::make_integer_sequence<int, A>{}, in, out, chunk_tiles);
     }
   }
 }
@@ -193,7 +183,7 @@ template <int M>
         in[s] = m + ((a * A + s) * g.k + k) * chunk_tiles;
       for (int col = 0; col < M; ++col)
         out[col] = horizontal + (a * M + col) * chunk_tiles;
-      AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
+      AllRows<M, Pass::kOutput>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
     }
     // Aᵀ·(m·A): column col of every tile, combined across its rows.
     for (int col = 0; col < M; ++col) {
@@ -203,7 +193,7 @@ template <int M>
         in[a] = horizontal + (a * M + col) * chunk_tiles;
       for (int row = 0; row < M; ++row)
         out[row] = tiles + (row * M + col) * chunk_tiles;
-      AllRowsAt<M>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
+      AllRows<M, Pass::kOutput>(std::make_integer_sequence<int, M>{}, in, out, chunk_tiles);
     }
     // Bias and ReLU over the contiguous tiles (branch-free, vectorised; NaN stays NaN
     // as in torch.relu), then a plain scatter into the output rows.

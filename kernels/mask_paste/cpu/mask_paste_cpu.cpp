@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/mask_paste/mask_paste_geometry.h"
 
 namespace mrcnn::kernels {
@@ -43,13 +44,8 @@ void PasteRows(const scalar_t* pm, const float* pb, int64_t n, int64_t r, int64_
       }
       const LinearTap ty = ComputeLinearTap(y - box.y0, padded, box.h);
       const scalar_t* mask = pm + i * r * r;
-      // Padded-mask pixel (py, px); the padding ring is zero.
-      auto at_padded = [&](int64_t py, int64_t px) -> float {
-        py -= padding;
-        px -= padding;
-        if (py < 0 || py >= r || px < 0 || px >= r)
-          return 0.f;
-        return static_cast<float>(mask[py * r + px]);
+      auto at_padded = [&](int64_t py, int64_t px) {
+        return PaddedMaskValue(mask, r, padding, py, px);
       };
       out_t* orow = po + row * image_width;
       for (int64_t x = x_begin; x < x_end; ++x) {
@@ -62,63 +58,50 @@ void PasteRows(const scalar_t* pm, const float* pb, int64_t n, int64_t r, int64_
   });
 }
 
-void CheckPasteArgs(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
-                    int64_t image_height, int64_t image_width, int64_t padding) {
-  TORCH_CHECK(masks_in.dim() == 4 && masks_in.size(1) == 1 && masks_in.size(2) == masks_in.size(3),
-              op, ": masks must be N×1×R×R, got shape ", masks_in.sizes());
-  TORCH_CHECK(boxes_in.dim() == 2 && boxes_in.size(1) == 4 && boxes_in.size(0) == masks_in.size(0),
-              op, ": boxes must be N×4 with one box per mask, got shape ", boxes_in.sizes());
-  TORCH_CHECK(image_height >= 0 && image_width >= 0 && padding >= 0, op,
-              ": image size and padding must be non-negative");
-  TORCH_CHECK(masks_in.size(2) > 0, op, ": masks must have a positive resolution");
-}
-
-at::Tensor PasteMasksCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
-                         int64_t image_height, int64_t image_width, int64_t padding) {
-  CheckPasteArgs("mrcnn::paste_masks", masks_in, boxes_in, image_height, image_width, padding);
+// binary: uint8 output of value >= threshold (compared in the mask dtype, so pixels
+// outside every box are 0 >= threshold); otherwise the values in the mask dtype.
+at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
+                 int64_t image_height, int64_t image_width, int64_t padding, bool binary,
+                 double threshold) {
+  CheckPasteArgs(op, masks_in, boxes_in, image_height, image_width, padding);
   const at::Tensor masks = masks_in.contiguous();
   const at::Tensor boxes = boxes_in.to(at::kFloat).contiguous();
   const int64_t n = masks.size(0), r = masks.size(2);
-  const float scale =
-      static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
-  at::Tensor out = at::zeros({n, 1, image_height, image_width}, masks.options());
+  const float scale = PasteScale(r, padding);
+  at::Tensor out = at::empty({n, 1, image_height, image_width},
+                             binary ? masks.options().dtype(at::kByte) : masks.options());
   if (out.numel() == 0) {
     return out;
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cpu", [&] {
-        PasteRows(masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), n, r, padding, scale,
-                  image_height, image_width, out.data_ptr<scalar_t>(),
-                  [](scalar_t v) { return v; });
+        const scalar_t* pm = masks.data_ptr<scalar_t>();
+        const float* pb = boxes.data_ptr<float>();
+        if (binary) {
+          const scalar_t t = static_cast<scalar_t>(threshold);
+          out.fill_(static_cast<scalar_t>(0) >= t ? 1 : 0);
+          PasteRows(pm, pb, n, r, padding, scale, image_height, image_width,
+                    out.data_ptr<uint8_t>(),
+                    [t](scalar_t v) { return static_cast<uint8_t>(v >= t ? 1 : 0); });
+        } else {
+          out.zero_();
+          PasteRows(pm, pb, n, r, padding, scale, image_height, image_width,
+                    out.data_ptr<scalar_t>(), [](scalar_t v) { return v; });
+        }
       });
   return out;
 }
 
-at::Tensor PasteMasksBinaryCpu(const at::Tensor& masks_in, const at::Tensor& boxes_in,
+at::Tensor PasteMasksCpu(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
+                         int64_t image_width, int64_t padding) {
+  return Paste("mrcnn::paste_masks", masks, boxes, image_height, image_width, padding, false, 0.0);
+}
+
+at::Tensor PasteMasksBinaryCpu(const at::Tensor& masks, const at::Tensor& boxes,
                                int64_t image_height, int64_t image_width, int64_t padding,
                                double threshold) {
-  CheckPasteArgs("mrcnn::paste_masks_binary", masks_in, boxes_in, image_height, image_width,
-                 padding);
-  const at::Tensor masks = masks_in.contiguous();
-  const at::Tensor boxes = boxes_in.to(at::kFloat).contiguous();
-  const int64_t n = masks.size(0), r = masks.size(2);
-  const float scale =
-      static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
-  at::Tensor out = at::empty({n, 1, image_height, image_width}, masks.options().dtype(at::kByte));
-  if (out.numel() == 0) {
-    return out;
-  }
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_binary_cpu", [&] {
-        // As paste_masks(...) >= threshold: the comparison in the mask dtype, and pixels
-        // outside every box are the comparison of 0.
-        const scalar_t t = static_cast<scalar_t>(threshold);
-        out.fill_(static_cast<scalar_t>(0) >= t ? 1 : 0);
-        PasteRows(masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), n, r, padding, scale,
-                  image_height, image_width, out.data_ptr<uint8_t>(),
-                  [t](scalar_t v) { return static_cast<uint8_t>(v >= t ? 1 : 0); });
-      });
-  return out;
+  return Paste("mrcnn::paste_masks_binary", masks, boxes, image_height, image_width, padding, true,
+               threshold);
 }
 
 }  // namespace

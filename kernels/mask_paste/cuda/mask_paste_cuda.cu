@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/mask_paste/mask_paste_geometry.h"
 
 namespace mrcnn::kernels {
@@ -51,12 +52,8 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
     const LinearTap ty = ComputeLinearTap(y - box.y0, padded, box.h);
     const LinearTap tx = ComputeLinearTap(x - box.x0, padded, box.w);
     const scalar_t* mask = masks + i * r * r;
-    auto at_padded = [&](int64_t py, int64_t px) -> float {
-      py -= padding;
-      px -= padding;
-      if (py < 0 || py >= r || px < 0 || px >= r)
-        return 0.f;
-      return static_cast<float>(mask[py * r + px]);
+    auto at_padded = [&](int64_t py, int64_t px) {
+      return PaddedMaskValue(mask, r, padding, py, px);
     };
     const float top = __fadd_rn(__fmul_rn(tx.l0, at_padded(ty.i0, tx.i0)),
                                 __fmul_rn(tx.l1, at_padded(ty.i0, tx.i1)));
@@ -65,17 +62,6 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
     out[idx] =
         store(static_cast<scalar_t>(__fadd_rn(__fmul_rn(ty.l0, top), __fmul_rn(ty.l1, bottom))));
   }
-}
-
-void CheckPasteArgs(const char* op, const at::Tensor& masks_in, const at::Tensor& boxes_in,
-                    int64_t image_height, int64_t image_width, int64_t padding) {
-  TORCH_CHECK(masks_in.dim() == 4 && masks_in.size(1) == 1 && masks_in.size(2) == masks_in.size(3),
-              op, ": masks must be N×1×R×R, got shape ", masks_in.sizes());
-  TORCH_CHECK(boxes_in.dim() == 2 && boxes_in.size(1) == 4 && boxes_in.size(0) == masks_in.size(0),
-              op, ": boxes must be N×4 with one box per mask, got shape ", boxes_in.sizes());
-  TORCH_CHECK(image_height >= 0 && image_width >= 0 && padding >= 0, op,
-              ": image size and padding must be non-negative");
-  TORCH_CHECK(masks_in.size(2) > 0, op, ": masks must have a positive resolution");
 }
 
 // binary: uint8 output of value >= threshold; otherwise the values in the mask dtype.
@@ -87,8 +73,7 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
   const at::Tensor masks = masks_in.contiguous();
   const at::Tensor boxes = boxes_in.to(masks.device(), at::kFloat).contiguous();
   const int64_t n = masks.size(0), r = masks.size(2);
-  const float scale =
-      static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
+  const float scale = PasteScale(r, padding);
   at::Tensor out = at::empty({n, 1, image_height, image_width},
                              binary ? masks.options().dtype(at::kByte) : masks.options());
   const int64_t total = out.numel();
