@@ -114,12 +114,11 @@ at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
 
 // PasteMasks(...) >= threshold (compared in the mask dtype) as N×1×H×W uint8 0/1, without
 // the full-size float map: a quarter of the memory traffic.
-at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes,
-                            int64_t image_height, int64_t image_width, int64_t padding,
-                            double threshold);
+at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
+                            int64_t image_width, int64_t padding, double threshold);
 
 // 3×3 convolution, stride 1, padding 1, no dilation or groups, float32 CPU only, by
-// Winograd F(tile×tile, 3×3) with tile 2 or 4: WinogradConv3x3Weight turns a K×C×3×3
+// Winograd F(tile×tile, 3×3) with tile 2, 4 or 6: WinogradConv3x3Weight turns a K×C×3×3
 // weight into the alpha²×K×C form (alpha = tile + 2) once; WinogradConv3x3 then computes
 // relu?(conv2d(input, weight, bias, 1, 1)) for N×C×H×W input. No autograd: inference only.
 // Results differ from a direct convolution by float rounding only (see winograd_tiles.h).

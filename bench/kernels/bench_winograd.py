@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mrcnn::conv3x3_winograd (CPU, F(2x2,3x3) and F(4x4,3x3)) against torch's own 3x3
+"""mrcnn::conv3x3_winograd (CPU, F(2x2,3x3), F(4x4,3x3) and F(6x6,3x3)) against torch's own 3x3
 convolution (oneDNN) on the shapes Mask R-CNN runs at 480x640: mask head (100 RoIs at
 14x14), FPN/RPN levels, and the backbone's middle convs. Same process, same threads,
 same inputs. Prints median times, the speed ratio (>1 = Winograd faster) and each
@@ -17,8 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(100, 256, 14, 14), (1, 256, 120, 160), (1, 256, 60, 80), (1, 64, 120, 160),
-          (1, 128, 60, 80), (1, 512, 15, 20)]
+SHAPES = [(100, 256, 14, 14), (1, 256, 120, 160), (1, 256, 60, 80), (1, 256, 30, 40),
+          (1, 256, 15, 20), (1, 64, 120, 160), (1, 128, 60, 80), (1, 512, 15, 20)]
 
 
 def median_ms(fn, repeats):
@@ -55,7 +55,7 @@ def main():
 
             direct_ms = median_ms(lambda: F.conv2d(x, weight, bias, padding=1), args.repeats)
             parts = [f"{str(shape):20s} direct {direct_ms:7.1f} ms (err {error(F.conv2d(x, weight, bias, padding=1)):.1e})"]
-            for tile in (2, 4):
+            for tile in (2, 4, 6):
                 u = torch.ops.mrcnn.conv3x3_winograd_weight(weight, tile)
                 ms = median_ms(lambda: torch.ops.mrcnn.conv3x3_winograd(x, u, bias, False, tile), args.repeats)
                 y = torch.ops.mrcnn.conv3x3_winograd(x, u, bias, False, tile)

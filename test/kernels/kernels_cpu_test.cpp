@@ -356,16 +356,18 @@ TEST_CASE("winograd 3x3 convolution equals direct convolution", "[kernels][conv_
     int64_t n, c, k, h, w;
   };
   // Sizes that are and are not multiples of the tile, single rows and columns, more
-  // images than fit one chunk, and channel counts that are not multiples of 8.
-  for (const Case& cs : {Case{1, 3, 5, 1, 1}, Case{2, 7, 9, 5, 3}, Case{1, 16, 8, 17, 31},
-                         Case{40, 24, 12, 14, 14}, Case{1, 8, 8, 130, 9}, Case{3, 5, 6, 4, 8}}) {
+  // images than fit one chunk, many small images laid out as grids on canvases (with
+  // empty grid cells: 40 and 7 images), and channel counts that are not multiples of 8.
+  for (const Case& cs :
+       {Case{1, 3, 5, 1, 1}, Case{2, 7, 9, 5, 3}, Case{1, 16, 8, 17, 31}, Case{40, 24, 12, 14, 14},
+        Case{1, 8, 8, 130, 9}, Case{3, 5, 6, 4, 8}, Case{7, 6, 5, 3, 2}, Case{300, 4, 3, 6, 5}}) {
     const at::Tensor x = at::randn({cs.n, cs.c, cs.h, cs.w});
     const at::Tensor w = at::randn({cs.k, cs.c, 3, 3}) * 0.2;
     const at::Tensor b = at::randn({cs.k});
     const at::Tensor reference =
         at::conv2d(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble), 1, 1);
     const double scale = reference.abs().max().item<double>();
-    for (int64_t tile : {2, 4}) {
+    for (int64_t tile : {2, 4, 6}) {
       const at::Tensor u = mk::WinogradConv3x3Weight(w, tile);
       CHECK(u.sizes() == at::IntArrayRef({(tile + 2) * (tile + 2), cs.k, cs.c}));
       const at::Tensor y = mk::WinogradConv3x3(x, u, b, false, tile);

@@ -12,10 +12,20 @@
 namespace mrcnn::model {
 namespace {
 
-// F(4×4, 3×3): 4× fewer multiplications than a direct 3×3 convolution; on the 2-core
-// AVX2 VM 2.0× (100 RoIs at 14×14) to 3× (256 channels at 120×160) faster than oneDNN's
-// direct convolution (bench/RESULTS.md, kernels).
-constexpr int64_t kTile = 4;
+// Which Winograd tile a convolution over n images of h×w runs with. Fewer multiplications
+// (F(6×6) 5.1×, F(4×4) 4×, F(2×2) 2.25× fewer than direct) only pay while the GEMMs have
+// enough tiles to run at full speed and the tiles are not mostly padding; on the 2-core
+// AVX2 VM (bench/kernels/bench_winograd.py, one thread) F(6×6) wins from about 128 tiles
+// of 6×6 (the mask head's 100 RoIs of 14×14, P2, P3, layer1, layer2), F(2×2) below 32
+// tiles of 4×4 (15×20 maps: layer4, P5), F(4×4) in between (layer3, P4).
+int64_t TileFor(int64_t n, int64_t h, int64_t w) {
+  auto tiles = [&](int64_t m) { return n * ((h + m - 1) / m) * ((w + m - 1) / m); };
+  if (tiles(6) >= 128)
+    return 6;
+  if (tiles(4) >= 32)
+    return 4;
+  return 2;
+}
 
 bool CpuWinogradEnabled() {
   static const bool enabled = [] {
@@ -53,16 +63,20 @@ at::Tensor FastConv3x3::Forward(const at::Tensor& x, bool relu) {
   const at::Tensor& weight = conv_->weight;
   // Inference tensors carry no version counter; they cannot change outside inference mode.
   const int64_t version = weight.is_inference() ? 0 : static_cast<int64_t>(weight._version());
-  if (!transformed_.defined() || transformed_from_ != weight.data_ptr() ||
-      transformed_version_ != version) {
-    transformed_ = kernels::WinogradConv3x3Weight(weight, kTile);
+  if (transformed_from_ != weight.data_ptr() || transformed_version_ != version) {
+    for (at::Tensor& t : transformed_)
+      t = at::Tensor();
     transformed_from_ = weight.data_ptr();
     transformed_version_ = version;
   }
+  const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
+  at::Tensor& transformed = transformed_[tile / 2 - 1];
+  if (!transformed.defined())
+    transformed = kernels::WinogradConv3x3Weight(weight, tile);
   std::optional<at::Tensor> bias;
   if (conv_->bias.defined())
     bias = conv_->bias;
-  return kernels::WinogradConv3x3(x, transformed_, bias, relu, kTile);
+  return kernels::WinogradConv3x3(x, transformed, bias, relu, tile);
 }
 
 }  // namespace mrcnn::model

@@ -4,13 +4,15 @@
 // FastConv3x3 wraps a registered torch::nn::Conv2d (its parameters, names and training
 // behaviour are untouched). Forward runs the module's own convolution whenever a gradient
 // may be needed, on CUDA, under autocast, for any other dtype, or when MRCNN_CPU_WINOGRAD=0;
-// otherwise, for float32 on CPU with no gradient recorded, it runs the Winograd F(4×4,3×3)
-// kernel (kernels/ops.h WinogradConv3x3) with the filter transformed once and kept until
-// the weight changes (its version counter or storage). Results equal the direct
-// convolution up to float rounding (~1e-5 of the output's magnitude). The transformed
-// filter is 4× the weight's size (about 220 MB for ResNet-50-FPN's 3×3 layers) and is
-// built by the first inference; Forward mutates that cache, so one model must not run
-// inference on two threads at once (the server gives each worker its own model).
+// otherwise, for float32 on CPU with no gradient recorded, it runs the Winograd kernel
+// (kernels/ops.h WinogradConv3x3) with F(6×6,3×3), F(4×4,3×3) or F(2×2,3×3) tiles chosen by
+// the input's size (fast_conv.cpp TileFor), the filter transformed once per tile size and
+// kept until the weight changes (its version counter or storage). Results equal the
+// direct convolution up to float rounding (~1e-5 of the output's magnitude). A transformed
+// filter is 1.8× (F(2×2)), 4× or 7.1× (F(6×6)) the weight's size (about 200 MB for
+// ResNet-50-FPN's 3×3 layers at 480×640) and is built by the first inference that needs
+// it; Forward mutates that cache, so one model must not run inference on two threads at
+// once (the server gives each worker its own model).
 #include <ATen/core/Tensor.h>
 #include <torch/nn/modules/conv.h>
 
@@ -32,7 +34,7 @@ class FastConv3x3 {
 
   torch::nn::Conv2d conv_{nullptr};
   bool shape_ok_ = false;
-  at::Tensor transformed_;
+  at::Tensor transformed_[3];  // by tile size: 2, 4, 6
   const void* transformed_from_ = nullptr;
   int64_t transformed_version_ = -1;
 };

@@ -9,6 +9,12 @@
 // Tiles are processed in chunks of whole tile rows so that the transformed input and the
 // GEMM output of a chunk stay in the last-level cache, and chunks run in parallel (each
 // chunk's GEMMs then run on one thread, without barriers between the three phases).
+//
+// Many small images (the mask head's 100 RoIs of 14×14) are laid out as a grid on one
+// canvas with a zero row or column between neighbours: the zeros are exactly the padding
+// each image's convolution sees, and the canvas wastes far less of its tiles on the
+// images' ragged edges (14 = 2 × 6 + 2 fills three F(6×6) tiles per axis alone, but
+// 15 canvas columns per image in a row of them fill 2.5).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -24,9 +30,13 @@
 namespace mrcnn::kernels {
 namespace {
 
-// Target number of tiles per chunk: alpha² × 256 channels × 384 tiles × 4 bytes is 14 MB
-// for F(4×4) (6 MB for F(2×2)), input and output of the GEMMs together within a 32 MB L3.
-constexpr int64_t kTilesPerChunk = 384;
+// Target size of a chunk: alpha² × tiles is at most 36 × 384 transformed values per channel,
+// 14 MB at 256 channels, so the GEMMs' input and output together fit a 32 MB L3.
+constexpr int64_t kTransformedPerChunk = 36 * 384;
+
+// Canvases wider than this stop gaining (tiles are already nearly full) and only make
+// chunks coarser.
+constexpr int64_t kMaxCanvasWidth = 256;
 
 template <int M>
 struct FloatTile {
@@ -85,27 +95,93 @@ template <int M, Pass P, int... Row>
   (Combine<M, P, Row>(std::make_integer_sequence<int, M + 2>{}, in, out[Row], length), ...);
 }
 
+// n images of h×w, laid out grid_h × grid_w per canvas (image i of canvas v at grid cell
+// (i / grid_w, i % grid_w)) with one zero row/column between neighbours; a canvas is
+// canvas_h × canvas_w and split into tiles_h × tiles_w tiles. One image per canvas is
+// grid 1×1 and canvas h×w.
 struct Geometry {
-  int64_t n, c, k, h, w, tiles_h, tiles_w;
+  int64_t n, c, k, h, w;
+  int64_t grid_h = 1, grid_w = 1, canvases = 0, canvas_h = 0, canvas_w = 0;
+  int64_t tiles_h = 0, tiles_w = 0;
 };
 
-// A run of tile rows [tile_row0, tile_row0 + rows) of one image, whose tiles are the
+// The image at a canvas row (y in [0, canvas_h)) and grid column, with the row inside that
+// image; image < 0 for a gap row or an empty grid cell.
+struct CanvasCell {
+  int64_t image, row;
+};
+
+inline CanvasCell CellAt(const Geometry& g, int64_t canvas, int64_t y, int64_t grid_col) {
+  const int64_t grid_row = y / (g.h + 1), row = y % (g.h + 1);
+  const int64_t image = (canvas * g.grid_h + grid_row) * g.grid_w + grid_col;
+  return {row == g.h || image >= g.n ? -1 : image, row};
+}
+
+// A run of tile rows [tile_row0, tile_row0 + rows) of one canvas, whose tiles are the
 // contiguous columns [offset, offset + rows · tiles_w) of the chunk's GEMM operands.
 struct Segment {
-  int64_t image, tile_row0, rows, offset;
+  int64_t canvas, tile_row0, rows, offset;
 };
 
 std::vector<Segment> SegmentsOf(const Geometry& g, int64_t row0, int64_t rows) {
   std::vector<Segment> segments;
   int64_t offset = 0;
   for (int64_t row = row0; row < row0 + rows;) {
-    const int64_t image = row / g.tiles_h, tile_row = row % g.tiles_h;
+    const int64_t canvas = row / g.tiles_h, tile_row = row % g.tiles_h;
     const int64_t take = std::min(g.tiles_h - tile_row, row0 + rows - row);
-    segments.push_back({image, tile_row, take, offset});
+    segments.push_back({canvas, tile_row, take, offset});
     offset += take * g.tiles_w;
     row += take;
   }
   return segments;
+}
+
+// Lays the images out so that they need the fewest tiles: one per canvas, or (for several
+// small images) a grid of them on one canvas.
+void PlanCanvas(Geometry& g, int64_t m) {
+  auto tiles = [m](int64_t h, int64_t w) { return ((h + m - 1) / m) * ((w + m - 1) / m); };
+  int64_t best = g.n * tiles(g.h, g.w);
+  g.grid_h = g.grid_w = 1;
+  for (int64_t cols = 1; g.n > 1 && cols <= g.n && cols * (g.w + 1) - 1 <= kMaxCanvasWidth;
+       ++cols) {
+    const int64_t rows = (g.n + cols - 1) / cols;
+    const int64_t packed = tiles(rows * (g.h + 1) - 1, cols * (g.w + 1) - 1);
+    if (packed < best) {
+      best = packed;
+      g.grid_h = rows;
+      g.grid_w = cols;
+    }
+  }
+  g.canvases = (g.n + g.grid_h * g.grid_w - 1) / (g.grid_h * g.grid_w);
+  g.canvas_h = g.grid_h * (g.h + 1) - 1;
+  g.canvas_w = g.grid_w * (g.w + 1) - 1;
+  g.tiles_h = (g.canvas_h + m - 1) / m;
+  g.tiles_w = (g.canvas_w + m - 1) / m;
+}
+
+// Row y of channel c of a canvas, zero-padded: dst[0] and dst[1 + canvas_w, band_w) are the
+// convolution's padding; rows outside the canvas are all zeros.
+inline void CanvasRow(const float* x, const Geometry& g, int64_t canvas, int64_t c, int64_t y,
+                      float* dst, int64_t band_w) {
+  if (y < 0 || y >= g.canvas_h) {
+    std::fill(dst, dst + band_w, 0.f);
+    return;
+  }
+  float* p = dst;
+  *p++ = 0.f;
+  for (int64_t col = 0; col < g.grid_w; ++col) {
+    if (col > 0)
+      *p++ = 0.f;
+    const CanvasCell cell = CellAt(g, canvas, y, col);
+    if (cell.image < 0) {
+      std::fill(p, p + g.w, 0.f);
+    } else {
+      const float* src = x + ((cell.image * g.c + c) * g.h + cell.row) * g.w;
+      std::copy(src, src + g.w, p);
+    }
+    p += g.w;
+  }
+  std::fill(p, dst + band_w, 0.f);
 }
 
 // The per-channel work of TransformInput for channels [c0, c1), with scratch buffers.
@@ -119,19 +195,9 @@ template <int M>
   const int64_t band_w = g.tiles_w * M + 2;
   for (int64_t c = c0; c < c1; ++c) {
     for (const auto& seg : segments) {
-      const float* plane = x + (seg.image * g.c + c) * g.h * g.w;
       const int64_t band_rows = seg.rows * M + 2;
-      for (int64_t b = 0; b < band_rows; ++b) {
-        float* dst = band + b * band_w;
-        const int64_t y = seg.tile_row0 * M - 1 + b;
-        if (y < 0 || y >= g.h) {
-          std::fill(dst, dst + band_w, 0.f);
-          continue;
-        }
-        dst[0] = 0.f;
-        std::copy(plane + y * g.w, plane + (y + 1) * g.w, dst + 1);
-        std::fill(dst + 1 + g.w, dst + band_w, 0.f);
-      }
+      for (int64_t b = 0; b < band_rows; ++b)
+        CanvasRow(x, g, seg.canvas, c, seg.tile_row0 * M - 1 + b, band + b * band_w, band_w);
       for (int a = 0; a < A; ++a)
         for (int s = 0; s < A; ++s) {
           float* out = taps + (a * A + s) * chunk_tiles + seg.offset;
@@ -171,7 +237,8 @@ template <int M>
                                                   const Geometry& g,
                                                   const std::vector<Segment>& segments,
                                                   int64_t chunk_tiles, float* y, int64_t k0,
-                                                  int64_t k1, float* horizontal, float* tiles) {
+                                                  int64_t k1, float* horizontal, float* tiles,
+                                                  float* line) {
   constexpr int A = M + 2;
   for (int64_t k = k0; k < k1; ++k) {
     const float b = bias ? bias[k] : 0.f;
@@ -208,23 +275,34 @@ template <int M>
       for (int64_t p = 0; p < count; ++p)
         t[p] += b;
     }
+    // One image per canvas: straight into the output row. A grid of images: the canvas
+    // row is assembled in `line`, then each image's part is copied out (gaps dropped).
+    const bool single = g.grid_h * g.grid_w == 1;
     for (const auto& seg : segments) {
-      float* plane = y + (seg.image * g.k + k) * g.h * g.w;
       for (int64_t i = 0; i < seg.rows; ++i) {
         for (int row = 0; row < M; ++row) {
           const int64_t out_y = (seg.tile_row0 + i) * M + row;
-          if (out_y >= g.h)
+          if (out_y >= g.canvas_h)
             break;
-          float* dst = plane + out_y * g.w;
           const float* src[M];
           for (int col = 0; col < M; ++col)
             src[col] = t + (row * M + col) * chunk_tiles + seg.offset + i * g.tiles_w;
-          const int64_t full = g.w / M;  // tiles whose M columns all lie inside the image
+          float* dst = single ? y + ((seg.canvas * g.k + k) * g.h + out_y) * g.w : line;
+          const int64_t full = g.canvas_w / M;  // tiles whose M columns all lie inside
           for (int64_t j = 0; j < full; ++j)
             for (int col = 0; col < M; ++col)
               dst[j * M + col] = src[col][j];
-          for (int col = 0; full * M + col < g.w; ++col)
+          for (int col = 0; full * M + col < g.canvas_w; ++col)
             dst[full * M + col] = src[col][full];
+          if (single)
+            continue;
+          for (int64_t grid_col = 0; grid_col < g.grid_w; ++grid_col) {
+            const CanvasCell cell = CellAt(g, seg.canvas, out_y, grid_col);
+            if (cell.image < 0)
+              continue;
+            const float* from = line + grid_col * (g.w + 1);
+            std::copy(from, from + g.w, y + ((cell.image * g.k + k) * g.h + cell.row) * g.w);
+          }
         }
       }
     }
@@ -256,15 +334,16 @@ template <int M>
                                                     const Geometry& g,
                                                     const std::vector<Segment>& segments,
                                                     int64_t chunk_tiles, float* y, int64_t k0,
-                                                    int64_t k1, float* horizontal, float* tiles) {
-  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles);
+                                                    int64_t k1, float* horizontal, float* tiles,
+                                                    float* line) {
+  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles, line);
 }
 
 template <int M>
 void OutputChannelsBaseline(const float* m, const float* bias, bool relu, const Geometry& g,
                             const std::vector<Segment>& segments, int64_t chunk_tiles, float* y,
-                            int64_t k0, int64_t k1, float* horizontal, float* tiles) {
-  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles);
+                            int64_t k0, int64_t k1, float* horizontal, float* tiles, float* line) {
+  OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles, line);
 }
 
 bool CpuHasAvx2() {
@@ -301,8 +380,10 @@ void TransformOutput(const float* m, const float* bias, bool relu, const Geometr
   constexpr int A = M + 2;
   const auto Output = CpuHasAvx2() ? &OutputChannelsAvx2<M> : &OutputChannelsBaseline<M>;
   at::parallel_for(0, g.k, 4, [&](int64_t k0, int64_t k1) {
-    std::vector<float> horizontal(A * M * chunk_tiles), tiles(M * M * chunk_tiles);
-    Output(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal.data(), tiles.data());
+    std::vector<float> horizontal(A * M * chunk_tiles), tiles(M * M * chunk_tiles),
+        line(g.tiles_w * M);
+    Output(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal.data(), tiles.data(),
+           line.data());
   });
 }
 
@@ -338,8 +419,8 @@ at::Tensor TransformWeightImpl(const at::Tensor& weight) {
 }
 
 void CheckTile(const char* op, int64_t tile) {
-  TORCH_CHECK(tile == 2 || tile == 4, op, ": tile must be 2 (F(2×2,3×3)) or 4 (F(4×4,3×3)), got ",
-              tile);
+  TORCH_CHECK(tile == 2 || tile == 4 || tile == 6, op,
+              ": tile must be 2 (F(2×2,3×3)), 4 (F(4×4,3×3)) or 6 (F(6×6,3×3)), got ", tile);
 }
 
 at::Tensor WinogradWeightCpu(const at::Tensor& weight, int64_t tile) {
@@ -349,15 +430,22 @@ at::Tensor WinogradWeightCpu(const at::Tensor& weight, int64_t tile) {
               ": weight must be K×C×3×3, got shape ", weight.sizes());
   TORCH_CHECK(weight.is_floating_point(), op, ": weight must be floating point, got ",
               weight.scalar_type());
-  return tile == 2 ? TransformWeightImpl<2>(weight) : TransformWeightImpl<4>(weight);
+  switch (tile) {
+    case 2:
+      return TransformWeightImpl<2>(weight);
+    case 4:
+      return TransformWeightImpl<4>(weight);
+    default:
+      return TransformWeightImpl<6>(weight);
+  }
 }
 
 template <int M>
 void ConvImpl(const at::Tensor& x, const at::Tensor& u, const float* bias, bool relu,
               const Geometry& g, at::Tensor& y) {
   constexpr int A = M + 2;
-  const int64_t total_rows = g.n * g.tiles_h;
-  const int64_t rows_per_chunk = std::max<int64_t>(1, kTilesPerChunk / g.tiles_w);
+  const int64_t total_rows = g.canvases * g.tiles_h;
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kTransformedPerChunk / (A * A) / g.tiles_w);
   const int64_t chunks = (total_rows + rows_per_chunk - 1) / rows_per_chunk;
   const float* px = x.data_ptr<float>();
   float* py = y.data_ptr<float>();
@@ -392,7 +480,7 @@ at::Tensor WinogradConvCpu(const at::Tensor& input, const at::Tensor& transforme
               op, ": transformed weight must be float32 ", alpha * alpha, "×K×", input.size(1),
               " from conv3x3_winograd_weight(weight, ", tile, "), got ", transformed.sizes(), " ",
               transformed.scalar_type());
-  Geometry g{input.size(0), input.size(1), transformed.size(1), input.size(2), input.size(3), 0, 0};
+  Geometry g{input.size(0), input.size(1), transformed.size(1), input.size(2), input.size(3)};
   at::Tensor bias;
   if (bias_in.has_value() && bias_in->defined()) {
     TORCH_CHECK(bias_in->dim() == 1 && bias_in->size(0) == g.k, op, ": bias must have ", g.k,
@@ -402,15 +490,20 @@ at::Tensor WinogradConvCpu(const at::Tensor& input, const at::Tensor& transforme
   at::Tensor y = at::empty({g.n, g.k, g.h, g.w}, input.options());
   if (y.numel() == 0)
     return y;
-  g.tiles_h = (g.h + tile - 1) / tile;
-  g.tiles_w = (g.w + tile - 1) / tile;
+  PlanCanvas(g, tile);
   const at::Tensor x = input.contiguous();
   const at::Tensor u = transformed.contiguous();
   const float* pb = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  if (tile == 2)
-    ConvImpl<2>(x, u, pb, relu, g, y);
-  else
-    ConvImpl<4>(x, u, pb, relu, g, y);
+  switch (tile) {
+    case 2:
+      ConvImpl<2>(x, u, pb, relu, g, y);
+      break;
+    case 4:
+      ConvImpl<4>(x, u, pb, relu, g, y);
+      break;
+    default:
+      ConvImpl<6>(x, u, pb, relu, g, y);
+  }
   return y;
 }
 
