@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/ops.h"
+#include "trainer/model/parts.h"
 
 namespace mrcnn::model {
 namespace {
@@ -35,6 +36,11 @@ bool CpuWinogradEnabled() {
   return enabled;
 }
 
+int64_t VersionOf(const at::Tensor& t) {
+  // Inference tensors carry no version counter; they cannot change outside inference mode.
+  return t.is_inference() ? 0 : static_cast<int64_t>(t._version());
+}
+
 }  // namespace
 
 bool CpuInferenceFastPath(const at::Tensor& x) {
@@ -42,41 +48,83 @@ bool CpuInferenceFastPath(const at::Tensor& x) {
          x.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(at::kCPU);
 }
 
-FastConv3x3::FastConv3x3(torch::nn::Conv2d conv) : conv_(std::move(conv)) {
+FastConv::FastConv(torch::nn::Conv2d conv, std::shared_ptr<NormLayer> norm)
+    : conv_(std::move(conv)), norm_(std::move(norm)) {
+  frozen_ = dynamic_cast<FrozenBatchNorm2d*>(norm_.get());
   const auto& o = conv_->options;
   const auto* padding = std::get_if<torch::ExpandingArray<2>>(&o.padding());
-  shape_ok_ = (*o.kernel_size())[0] == 3 && (*o.kernel_size())[1] == 3 && (*o.stride())[0] == 1 &&
-              (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 &&
-              o.groups() == 1 && padding != nullptr && (**padding)[0] == 1 && (**padding)[1] == 1 &&
-              std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode());
+  fast_ok_ =
+      padding != nullptr && std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode());
+  winograd_ok_ = fast_ok_ && (*o.kernel_size())[0] == 3 && (*o.kernel_size())[1] == 3 &&
+                 (*o.stride())[0] == 1 && (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 &&
+                 (*o.dilation())[1] == 1 && o.groups() == 1 && (**padding)[0] == 1 &&
+                 (**padding)[1] == 1;
 }
 
-bool FastConv3x3::Eligible(const at::Tensor& x) const {
-  return shape_ok_ && conv_->weight.scalar_type() == at::kFloat && CpuInferenceFastPath(x);
+at::Tensor FastConv::Modules(const at::Tensor& x, bool relu) {
+  at::Tensor y = conv_->forward(x);
+  if (norm_)
+    y = norm_->forward(y);
+  return relu ? y.relu_() : y;
 }
 
-at::Tensor FastConv3x3::Forward(const at::Tensor& x, bool relu) {
-  if (!Eligible(x)) {
-    at::Tensor y = conv_->forward(x);
-    return relu ? y.relu_() : y;
-  }
-  const at::Tensor& weight = conv_->weight;
-  // Inference tensors carry no version counter; they cannot change outside inference mode.
-  const int64_t version = weight.is_inference() ? 0 : static_cast<int64_t>(weight._version());
-  if (transformed_from_ != weight.data_ptr() || transformed_version_ != version) {
-    for (at::Tensor& t : transformed_)
-      t = at::Tensor();
-    transformed_from_ = weight.data_ptr();
-    transformed_version_ = version;
-  }
-  const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
-  at::Tensor& transformed = transformed_[tile / 2 - 1];
-  if (!transformed.defined())
-    transformed = kernels::WinogradConv3x3Weight(weight, tile);
-  std::optional<at::Tensor> bias;
+std::vector<at::Tensor> FastConv::Sources() const {
+  std::vector<at::Tensor> sources{conv_->weight};
   if (conv_->bias.defined())
-    bias = conv_->bias;
-  return kernels::WinogradConv3x3(x, transformed, bias, relu, tile);
+    sources.push_back(conv_->bias);
+  if (frozen_ != nullptr)
+    for (at::Tensor& buffer : frozen_->Buffers())
+      sources.push_back(std::move(buffer));
+  return sources;
+}
+
+void FastConv::Refresh() {
+  const std::vector<at::Tensor> sources = Sources();
+  std::vector<std::pair<const void*, int64_t>> key;
+  key.reserve(sources.size());
+  for (const at::Tensor& t : sources)
+    key.emplace_back(t.data_ptr(), VersionOf(t));
+  if (key == built_from_)
+    return;
+  built_from_ = std::move(key);
+  transformed_ = {};
+  weight_ = conv_->weight;
+  bias_ = conv_->bias;
+  if (frozen_ != nullptr) {
+    // conv then x·scale + shift is one conv with weight·scale and bias·scale + shift.
+    auto [scale, shift] = frozen_->ScaleShift();
+    weight_ = conv_->weight * scale.reshape({-1, 1, 1, 1});
+    bias_ = bias_.defined() ? bias_ * scale + shift : shift;
+  }
+}
+
+at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
+  if (!fast_ok_ || conv_->weight.scalar_type() != at::kFloat || !CpuInferenceFastPath(x))
+    return Modules(x, relu);
+  Refresh();
+  at::Tensor y;
+  if (winograd_ok_) {
+    const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
+    at::Tensor& transformed = transformed_[tile / 2 - 1];
+    if (!transformed.defined())
+      transformed = kernels::WinogradConv3x3Weight(weight_, tile);
+    std::optional<at::Tensor> bias;
+    if (bias_.defined())
+      bias = bias_;
+    y = kernels::WinogradConv3x3(x, transformed, bias, relu && (frozen_ || !norm_), tile);
+  } else {
+    const auto& o = conv_->options;
+    const auto& padding = std::get<torch::ExpandingArray<2>>(o.padding());
+    y = at::conv2d(x, weight_, bias_, *o.stride(), *padding, *o.dilation(), o.groups());
+    if (relu && (frozen_ || !norm_))
+      y.relu_();
+  }
+  if (norm_ && !frozen_) {
+    y = norm_->forward(y);
+    if (relu)
+      y.relu_();
+  }
+  return y;
 }
 
 }  // namespace mrcnn::model

@@ -1,42 +1,60 @@
 #pragma once
-// Inference-time fast path for 3×3 stride-1 convolutions on CPU.
+// Inference-time fast path for the model's convolutions on CPU.
 //
-// FastConv3x3 wraps a registered torch::nn::Conv2d (its parameters, names and training
-// behaviour are untouched). Forward runs the module's own convolution whenever a gradient
-// may be needed, on CUDA, under autocast, for any other dtype, or when MRCNN_CPU_WINOGRAD=0;
-// otherwise, for float32 on CPU with no gradient recorded, it runs the Winograd kernel
-// (kernels/ops.h WinogradConv3x3) with F(6×6,3×3), F(4×4,3×3) or F(2×2,3×3) tiles chosen by
-// the input's size (fast_conv.cpp TileFor), the filter transformed once per tile size and
-// kept until the weight changes (its version counter or storage). Results equal the
-// direct convolution up to float rounding (~1e-5 of the output's magnitude). A transformed
-// filter is 1.8× (F(2×2)), 4× or 7.1× (F(6×6)) the weight's size (about 200 MB for
-// ResNet-50-FPN's 3×3 layers at 480×640) and is built by the first inference that needs
-// it; Forward mutates that cache, so one model must not run inference on two threads at
-// once (the server gives each worker its own model).
+// FastConv wraps a registered torch::nn::Conv2d and, optionally, the normalisation layer
+// that follows it (its parameters, names and training behaviour are untouched). Forward
+// computes relu?(norm(conv(x))). It runs the modules themselves whenever a gradient may be
+// needed, on CUDA, under autocast, for any other dtype, or when MRCNN_CPU_WINOGRAD=0;
+// otherwise (float32 on CPU, no gradient recorded, see CpuInferenceFastPath):
+//  - a FrozenBatchNorm2d is folded into the convolution's weight and bias (one pass over
+//    the output instead of three);
+//  - a 3×3 stride-1 convolution runs the Winograd kernel (kernels/ops.h WinogradConv3x3)
+//    with F(6×6,3×3), F(4×4,3×3) or F(2×2,3×3) tiles chosen by the input's size
+//    (fast_conv.cpp TileFor), with bias and ReLU fused; any other shape runs at::conv2d
+//    with the folded weight and bias.
+// Folded and transformed filters are built by the first inference that needs them and
+// kept until a source tensor changes (its storage or version counter). Results equal the
+// modules' own up to float rounding (~1e-5 of the output's magnitude). A transformed filter
+// is 1.8× (F(2×2)), 4× or 7.1× (F(6×6)) the weight's size (about 200 MB for
+// ResNet-50-FPN's 3×3 layers at 480×640). Forward mutates these caches, so one model must
+// not run inference on two threads at once (the server gives each worker its own model).
 #include <ATen/core/Tensor.h>
 #include <torch/nn/modules/conv.h>
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 namespace mrcnn::model {
 
-class FastConv3x3 {
- public:
-  FastConv3x3() = default;
-  explicit FastConv3x3(torch::nn::Conv2d conv);
+class NormLayer;
+class FrozenBatchNorm2d;
 
-  // conv(x), followed by ReLU when relu is true (fused into the fast path).
+class FastConv {
+ public:
+  FastConv() = default;
+  // norm may be null (no normalisation) or any NormLayer; only FrozenBatchNorm2d is folded.
+  explicit FastConv(torch::nn::Conv2d conv, std::shared_ptr<NormLayer> norm = nullptr);
+
+  // relu?(norm(conv(x))).
   at::Tensor Forward(const at::Tensor& x, bool relu = false);
   const torch::nn::Conv2d& conv() const { return conv_; }
 
  private:
-  bool Eligible(const at::Tensor& x) const;
+  at::Tensor Modules(const at::Tensor& x, bool relu);
+  std::vector<at::Tensor> Sources() const;
+  void Refresh();
 
   torch::nn::Conv2d conv_{nullptr};
-  bool shape_ok_ = false;
-  at::Tensor transformed_[3];  // by tile size: 2, 4, 6
-  const void* transformed_from_ = nullptr;
-  int64_t transformed_version_ = -1;
+  std::shared_ptr<NormLayer> norm_;
+  FrozenBatchNorm2d* frozen_ = nullptr;  // norm_, when it is a FrozenBatchNorm2d
+  bool fast_ok_ = false;                 // zero padding given as numbers, float32 weight
+  bool winograd_ok_ = false;             // 3×3, stride 1, padding 1, no dilation or groups
+  std::vector<std::pair<const void*, int64_t>> built_from_;  // storage and version of Sources()
+  at::Tensor weight_, bias_;               // conv's own, or with the frozen norm folded in
+  std::array<at::Tensor, 3> transformed_;  // Winograd filters by tile size: 2, 4, 6
 };
 
 // Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem

@@ -21,17 +21,18 @@ FrozenBatchNorm2d::FrozenBatchNorm2d(int64_t channels, double eps) : eps_(eps) {
   running_var_ = register_buffer("running_var", torch::ones({channels}));
 }
 
-at::Tensor FrozenBatchNorm2d::forward(const at::Tensor& x) {
+std::pair<at::Tensor, at::Tensor> FrozenBatchNorm2d::ScaleShift() const {
   // Same operation order as torchvision.ops.FrozenBatchNorm2d.
-  auto w = weight_.reshape({1, -1, 1, 1});
-  auto b = bias_.reshape({1, -1, 1, 1});
-  auto rv = running_var_.reshape({1, -1, 1, 1});
-  auto rm = running_mean_.reshape({1, -1, 1, 1});
-  auto scale = w * (rv + eps_).rsqrt();
-  auto shift = b - rm * scale;
+  at::Tensor scale = weight_ * (running_var_ + eps_).rsqrt();
+  at::Tensor shift = bias_ - running_mean_ * scale;
+  return {scale, shift};
+}
+
+at::Tensor FrozenBatchNorm2d::forward(const at::Tensor& x) {
+  auto [scale, shift] = ScaleShift();
   // In place on the fresh product: the same two operations in the same order (bit-equal
   // to x * scale + shift) with one full-size temporary fewer per layer.
-  return (x * scale).add_(shift);
+  return (x * scale.reshape({1, -1, 1, 1})).add_(shift.reshape({1, -1, 1, 1}));
 }
 
 GroupNorm2d::GroupNorm2d(int64_t channels, int64_t groups) : groups_(groups) {
@@ -91,7 +92,6 @@ class ResidualBlock : public nn::Module {
       conv1_ = register_module("conv1", Conv(in, width, 1, 1, 0, false));
       bn1_ = register_module("bn1", MakeNorm(config, width));
       conv2_ = register_module("conv2", Conv(width, width, 3, stride, 1, false));
-      conv2_fast_ = FastConv3x3(conv2_);
       bn2_ = register_module("bn2", MakeNorm(config, width));
       conv3_ = register_module("conv3", Conv(width, out, 1, 1, 0, false));
       bn3_ = register_module("bn3", MakeNorm(config, out));
@@ -99,7 +99,6 @@ class ResidualBlock : public nn::Module {
       conv1_ = register_module("conv1", Conv(in, width, 3, stride, 1, false));
       bn1_ = register_module("bn1", MakeNorm(config, width));
       conv2_ = register_module("conv2", Conv(width, width, 3, 1, 1, false));
-      conv2_fast_ = FastConv3x3(conv2_);
       bn2_ = register_module("bn2", MakeNorm(config, width));
     }
     if (stride != 1 || in != out) {
@@ -108,7 +107,12 @@ class ResidualBlock : public nn::Module {
       down_norm_ = MakeNorm(config, out);
       downsample_->push_back(down_conv_);
       downsample_->push_back(down_norm_);
+      down_fast_ = FastConv(down_conv_, down_norm_);
     }
+    conv1_fast_ = FastConv(conv1_, bn1_);
+    conv2_fast_ = FastConv(conv2_, bn2_);
+    if (bottleneck)
+      conv3_fast_ = FastConv(conv3_, bn3_);
     for (auto* conv : {&conv1_, &conv2_, &conv3_, &down_conv_}) {
       if (!conv->is_empty())
         KaimingNormalFanOut(*conv);
@@ -119,21 +123,21 @@ class ResidualBlock : public nn::Module {
     // ReLU and the residual add run in place on fresh temporaries, as torchvision's
     // Bottleneck does (inplace=True): none of them is saved for backward, and every
     // avoided allocation is a full activation map.
-    at::Tensor out = bn1_->forward(conv1_->forward(x)).relu_();
+    at::Tensor out = conv1_fast_.Forward(x, /*relu=*/true);
     if (bottleneck_) {
-      out = bn2_->forward(conv2_fast_.Forward(out)).relu_();
-      out = bn3_->forward(conv3_->forward(out));
+      out = conv2_fast_.Forward(out, /*relu=*/true);
+      out = conv3_fast_.Forward(out);
     } else {
-      out = bn2_->forward(conv2_fast_.Forward(out));
+      out = conv2_fast_.Forward(out);
     }
-    at::Tensor identity = downsample_.is_empty() ? x : down_norm_->forward(down_conv_->forward(x));
+    at::Tensor identity = downsample_.is_empty() ? x : down_fast_.Forward(x);
     return out.add_(identity).relu_();
   }
 
  private:
   bool bottleneck_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
-  FastConv3x3 conv2_fast_;
+  FastConv conv1_fast_, conv2_fast_, conv3_fast_, down_fast_;  // each with its norm
   std::shared_ptr<NormLayer> bn1_, bn2_, bn3_, down_norm_;
   nn::ModuleList downsample_{nullptr};
 };
@@ -144,6 +148,7 @@ class ResNetBody : public BackboneBody {
     conv1_ = register_module("conv1", Conv(3, 64, 7, 2, 3, false));
     KaimingNormalFanOut(conv1_);
     bn1_ = register_module("bn1", MakeNorm(config, 64));
+    conv1_fast_ = FastConv(conv1_, bn1_);
     int64_t in = 64;
     for (size_t stage = 0; stage < 4; ++stage) {
       const int64_t width = 64LL << stage;
@@ -162,7 +167,7 @@ class ResNetBody : public BackboneBody {
   }
 
   std::vector<at::Tensor> Forward(const at::Tensor& images) override {
-    at::Tensor x = bn1_->forward(conv1_->forward(images)).relu_();
+    at::Tensor x = conv1_fast_.Forward(images, /*relu=*/true);
     x = MaxPool3x3Stride2(x);
     std::vector<at::Tensor> outs;
     for (auto& stage : stages_) {
@@ -177,6 +182,7 @@ class ResNetBody : public BackboneBody {
  private:
   nn::Conv2d conv1_{nullptr};
   std::shared_ptr<NormLayer> bn1_;
+  FastConv conv1_fast_;
   std::vector<std::vector<std::shared_ptr<ResidualBlock>>> stages_;
   std::vector<int64_t> out_channels_;
 };
@@ -205,7 +211,7 @@ class Fpn : public Neck {
       inner_blocks_->push_back(nn::Sequential(inner));
       layer_blocks_->push_back(nn::Sequential(layer));
       inner_.push_back(inner);
-      layer_.push_back(FastConv3x3(layer));
+      layer_.push_back(FastConv(layer));
     }
   }
 
@@ -219,7 +225,7 @@ class Fpn : public Neck {
       at::Tensor lateral = inner_[i]->forward(x[i]);
       at::Tensor top_down = at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)},
                                                    std::nullopt, std::nullopt);
-      last_inner = lateral + top_down;
+      last_inner = lateral.add_(top_down);  // lateral is a fresh temporary
       results[i] = layer_[i].Forward(last_inner);
     }
     results.push_back(torch::max_pool2d(results.back(), 1, 2, 0));
@@ -232,7 +238,7 @@ class Fpn : public Neck {
   int64_t out_channels_;
   nn::ModuleList inner_blocks_{nullptr}, layer_blocks_{nullptr};
   std::vector<nn::Conv2d> inner_;
-  std::vector<FastConv3x3> layer_;
+  std::vector<FastConv> layer_;
 };
 
 // torchvision RPNHead with one conv layer: 3x3 conv + ReLU shared over levels, then
@@ -252,7 +258,7 @@ class StandardRpnHead : public RpnHead {
       nn::init::normal_((*conv)->weight, 0.0, 0.01);
       nn::init::zeros_((*conv)->bias);
     }
-    conv_fast_ = FastConv3x3(conv_);
+    conv_fast_ = FastConv(conv_);
   }
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Forward(
       const std::vector<at::Tensor>& features) override {
@@ -267,7 +273,7 @@ class StandardRpnHead : public RpnHead {
 
  private:
   nn::Conv2d conv_{nullptr}, cls_logits_{nullptr}, bbox_pred_{nullptr};
-  FastConv3x3 conv_fast_;
+  FastConv conv_fast_;
 };
 
 // torchvision TwoMLPHead: flatten, fc6 + ReLU, fc7 + ReLU.
@@ -297,7 +303,7 @@ class FourConvMaskHead : public MaskHead {
       auto conv = Conv(in, dim, 3, 1, 1, true);
       KaimingNormalFanOut(conv);
       register_module(std::to_string(i), nn::Sequential(conv, nn::ReLU()));
-      convs_.push_back(FastConv3x3(conv));
+      convs_.push_back(FastConv(conv));
       in = dim;
     }
   }
@@ -311,7 +317,7 @@ class FourConvMaskHead : public MaskHead {
 
  private:
   int64_t dim_;
-  std::vector<FastConv3x3> convs_;
+  std::vector<FastConv> convs_;
 };
 
 int64_t AnchorsPerLocation(const ModelConfig& config) {

@@ -64,6 +64,10 @@ class FrozenBatchNorm2d : public NormLayer {
  public:
   FrozenBatchNorm2d(int64_t channels, double eps);
   at::Tensor forward(const at::Tensor& x) override;
+  // forward(x) is x * scale + shift with these per-channel (C) tensors.
+  std::pair<at::Tensor, at::Tensor> ScaleShift() const;
+  // The buffers scale and shift are computed from.
+  std::vector<at::Tensor> Buffers() const { return {weight_, bias_, running_mean_, running_var_}; }
 
  private:
   double eps_;

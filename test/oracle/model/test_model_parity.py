@@ -164,9 +164,10 @@ def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min
 
 
 def test_winograd_inference_close_to_direct(probe, tmp_path):
-    """The CPU inference fast path (Winograd F(4x4,3x3) for every 3x3 stride-1 convolution,
-    deconvolution as GEMM, label-only mask logits, fused paste+threshold) against the
-    direct path on the same model and images: the same detections up to float rounding."""
+    """The CPU inference fast path (Winograd F(6x6)/F(4x4)/F(2x2) for every 3x3 stride-1
+    convolution, RoIs laid out as a grid on one canvas, FrozenBN folded into the convolutions,
+    deconvolution as GEMM, label-only mask logits, fused paste+threshold) against the direct
+    path on the same model and images: the same detections up to float rounding."""
     torch.manual_seed(0)
     tv = torchvision.models.detection.maskrcnn_resnet50_fpn(
         weights=None, weights_backbone=None, num_classes=5, min_size=320, max_size=560, box_score_thresh=0.0)
