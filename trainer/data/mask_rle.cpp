@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -50,22 +51,58 @@ void WalkRunPair(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
 Rle EncodeMask(const uint8_t* mask, int64_t height, int64_t width) {
   CheckSize(height, width, "EncodeMask");
   Rle rle{height, width, {}};
-  // Column-major scan of a row-major buffer: x outer, y inner.
-  uint8_t current = 0;
-  uint32_t run = 0;
-  for (int64_t x = 0; x < width; ++x) {
-    const uint8_t* column = mask + x;
-    for (int64_t y = 0; y < height; ++y) {
-      uint8_t v = column[y * width] != 0;
-      if (v != current) {
-        rle.counts.push_back(run);
-        run = 0;
-        current = v;
-      }
-      ++run;
+  // The RLE runs column-major over a row-major buffer, a strided scan of every pixel. A
+  // detection's mask is mostly zeros outside its box, so one fast row-major pass first
+  // finds the rows and columns holding any nonzero pixel, and only that rectangle is
+  // scanned; everything else extends the current zero run.
+  int64_t y0 = height, y1 = -1, x0 = width, x1 = -1;
+  for (int64_t y = 0; y < height; ++y) {
+    const uint8_t* row = mask + y * width;
+    int64_t first = 0;
+    for (; first + 8 <= width; first += 8) {
+      uint64_t word;
+      std::memcpy(&word, row + first, 8);
+      if (word != 0)
+        break;
     }
+    while (first < width && row[first] == 0)
+      ++first;
+    if (first == width)
+      continue;
+    int64_t last = width - 1;
+    while (last > first && row[last] == 0)
+      --last;
+    y0 = std::min(y0, y);
+    y1 = y;
+    x0 = std::min(x0, first);
+    x1 = std::max(x1, last);
   }
-  rle.counts.push_back(run);
+  uint8_t current = 0;
+  uint64_t run = 0;
+  auto extend = [&](uint8_t value, uint64_t length) {
+    if (length == 0)  // no empty runs in the middle, as pycocotools
+      return;
+    if (value != current) {
+      rle.counts.push_back(static_cast<uint32_t>(run));
+      run = 0;
+      current = value;
+    }
+    run += length;
+  };
+  if (y1 < 0) {  // all zeros
+    rle.counts.push_back(static_cast<uint32_t>(height * width));
+    return rle;
+  }
+  extend(0, static_cast<uint64_t>(x0 * height));
+  for (int64_t x = x0; x <= x1; ++x) {
+    extend(0, static_cast<uint64_t>(y0));
+    const uint8_t* column = mask + x;
+    for (int64_t y = y0; y <= y1; ++y)
+      extend(column[y * width] != 0, 1);
+    extend(0, static_cast<uint64_t>(height - 1 - y1));
+  }
+  extend(0, static_cast<uint64_t>((width - 1 - x1) * height));
+  rle.counts.push_back(static_cast<uint32_t>(run));
   return rle;
 }
 

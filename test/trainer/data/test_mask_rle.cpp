@@ -16,6 +16,50 @@ TEST_CASE("EncodeMask runs are column-major and start with zeros", "[mask_rle]")
   CHECK(DecodeMask(r) == std::vector<uint8_t>(m, m + 6));
 }
 
+TEST_CASE("EncodeMask equals a plain column-major scan on sparse and dense masks", "[mask_rle]") {
+  // EncodeMask only scans the rectangle holding nonzero pixels; this is the full scan.
+  auto reference = [](const std::vector<uint8_t>& mask, int64_t h, int64_t w) {
+    std::vector<uint32_t> counts;
+    uint8_t current = 0;
+    uint32_t run = 0;
+    for (int64_t x = 0; x < w; ++x)
+      for (int64_t y = 0; y < h; ++y) {
+        const uint8_t v = mask[y * w + x] != 0;
+        if (v != current) {
+          counts.push_back(run);
+          run = 0;
+          current = v;
+        }
+        ++run;
+      }
+    counts.push_back(run);
+    return counts;
+  };
+  std::mt19937 gen(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t h = 1 + gen() % 40, w = 1 + gen() % 40;
+    std::vector<uint8_t> mask(h * w, 0);
+    const int kind = trial % 4;  // empty, one blob, pixels on the borders, dense noise
+    if (kind == 1) {
+      const int64_t y0 = gen() % h, x0 = gen() % w;
+      const int64_t y1 = y0 + gen() % (h - y0), x1 = x0 + gen() % (w - x0);
+      for (int64_t y = y0; y <= y1; ++y)
+        for (int64_t x = x0; x <= x1; ++x)
+          mask[y * w + x] = gen() % 5 != 0 ? static_cast<uint8_t>(1 + gen() % 255) : 0;
+    } else if (kind == 2) {
+      mask[gen() % w] = 1;
+      mask[(h - 1) * w + gen() % w] = 7;
+      mask[(gen() % h) * w] = 1;
+      mask[(gen() % h) * w + w - 1] = 255;
+    } else if (kind == 3) {
+      for (auto& v : mask)
+        v = gen() % 2;
+    }
+    CAPTURE(trial, h, w);
+    CHECK(EncodeMask(mask.data(), h, w).counts == reference(mask, h, w));
+  }
+}
+
 TEST_CASE("counts string round-trips, including large and negative deltas", "[mask_rle]") {
   std::mt19937 gen(7);
   for (int trial = 0; trial < 200; ++trial) {
