@@ -50,7 +50,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
   config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
   config.batching.max_batch_images =
-      static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 4, 1, 1024));
+      static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 0, 1, 1024));  // 0: see below
   config.batching.max_wait =
       std::chrono::milliseconds(EnvInteger(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
   const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -90,7 +90,9 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--io-threads", config.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   app.add_option("--cpu-threads", config.cpu_threads, "decode/encode threads")
       ->check(CLI::Range(1, 256));
-  app.add_option("--max-batch", max_batch, "images per inference batch (MRCNN_SERVING_MAX_BATCH)")
+  app.add_option("--max-batch", max_batch,
+                 "images per inference batch (MRCNN_SERVING_MAX_BATCH; default 1 for the model on "
+                 "a CPU, else 4)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--batch-wait-ms", batch_wait_ms,
                  "how long the oldest request may wait for a batch to fill")
@@ -161,9 +163,6 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
         "environment", "SAGEMAKER_BATCH_STRATEGY",
         fmt::format("must be SINGLE_RECORD or MULTI_RECORD, got \"{}\"", config.batch_strategy));
   }
-  if (config.max_concurrent_transforms == 0) {
-    config.max_concurrent_transforms = config.batching.max_batch_images;
-  }
   if (config.default_options.max_detections > config.max_detections_cap) {
     config.max_detections_cap = config.default_options.max_detections;
   }
@@ -179,6 +178,12 @@ void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores) {
   config.batching.workers = config.workers;
   if (config.num_threads <= 0 && model_on_cpu) {
     config.num_threads = std::max(1, cores / config.workers);
+  }
+  if (config.batching.max_batch_images <= 0) {
+    config.batching.max_batch_images = model_on_cpu ? 1 : 4;
+  }
+  if (config.max_concurrent_transforms <= 0) {
+    config.max_concurrent_transforms = config.workers * config.batching.max_batch_images;
   }
 }
 

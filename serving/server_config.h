@@ -4,7 +4,7 @@
 //   SAGEMAKER_BIND_TO_PORT              port (default 8080)
 //   SAGEMAKER_MAX_PAYLOAD_IN_MB         request body limit in MiB (default 6)
 //   SAGEMAKER_BATCH_STRATEGY            SINGLE_RECORD | MULTI_RECORD, for /execution-parameters
-//   SAGEMAKER_MAX_CONCURRENT_TRANSFORMS for /execution-parameters (default: the batch size)
+//   SAGEMAKER_MAX_CONCURRENT_TRANSFORMS for /execution-parameters (default: workers × batch size)
 //   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds (default 60)
 //   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
 //                                       ResolveWorkers below)
@@ -34,13 +34,13 @@ struct ServerConfig {
   int workers = 0;      // model instances; 0: ResolveWorkers decides
 
   int io_threads = 2;
-  int cpu_threads = 2;  // request decoding and response encoding
-  BatchingPolicy batching;
+  int cpu_threads = 2;      // request decoding and response encoding
+  BatchingPolicy batching;  // max_batch_images 0 (the parsed default): ResolveWorkers decides
   size_t max_inflight_requests = 128;  // admitted /invocations at once; beyond it 503
 
   size_t max_payload_bytes = 6u << 20;
   std::string batch_strategy = "SINGLE_RECORD";
-  int max_concurrent_transforms = 0;  // 0: use batching.max_batch_images
+  int max_concurrent_transforms = 0;  // 0: ResolveWorkers decides
   ImageLimits image_limits;
   size_t max_images_per_request = 16;
   PredictOptions default_options;
@@ -63,12 +63,15 @@ struct CommandLineExit {
 // Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);
 
-// Fills in what config leaves at 0: config.batching.workers from config.workers and
-// config.num_threads. The model on a CPU gets min(cores, 4) workers with cores / workers
-// intra-op threads each (one forward's threads meet at a barrier after every op, so W
-// narrow workers beat one wide one on throughput; four bounds the memory, ~1 GB each at
-// 640x480). A GPU gets one worker (batching is its parallelism), the statistics predictor
-// one too.
+// Fills in what config leaves at 0: config.batching.workers from config.workers,
+// config.num_threads, the batch size and max_concurrent_transforms (workers × batch size:
+// what keeps every worker busy). The model on a CPU gets min(cores, 4) workers with
+// cores / workers intra-op threads each (one forward's threads meet at a barrier after
+// every op, so W narrow workers beat one wide one on throughput; four bounds the memory,
+// ~1 GB each at 640x480) and batches of one image: a batch costs the same per image as
+// single images there, and a worker that took several makes all of them wait while its
+// neighbours may idle (bench/RESULTS.md, serving). A GPU gets one worker with batches of
+// up to 4 (batching is its parallelism), the statistics predictor one worker too.
 void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores);
 
 }  // namespace mrcnn::serving

@@ -18,7 +18,7 @@ attrs = "score_threshold=0.05,max_detections=100,masks=rle"
 tmp = pathlib.Path(tempfile.mkdtemp())
 server = str(ROOT / "build/bin/server")
 common = ["--host", "127.0.0.1", "--port", "0", "--model-dir", model_dir, "--predictor", "model",
-          "--device", "cpu", "--max-batch", "4", "--batch-wait-ms", "5", "--request-deadline-s", "3600"]
+          "--device", "cpu", "--request-deadline-s", "3600"]
 peers = {
     "ours": [server, *common, "--port-file", str(tmp / "ours.port")],
     "ours-1worker-2threads": [server, *common, "--workers", "1", "--num-threads", "2", "--port-file", str(tmp / "old.port")],

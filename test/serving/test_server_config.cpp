@@ -23,7 +23,8 @@ TEST_CASE("SageMaker's environment configures the server, flags override it", "[
   CHECK(defaults.port == 8080);
   CHECK(defaults.max_payload_bytes == 6u << 20);
   CHECK(defaults.batch_strategy == "SINGLE_RECORD");
-  CHECK(defaults.max_concurrent_transforms == defaults.batching.max_batch_images);
+  CHECK(defaults.max_concurrent_transforms == 0);  // ResolveWorkers decides
+  CHECK(defaults.batching.max_batch_images == 0);
   CHECK(defaults.request_deadline == std::chrono::seconds(60));
   CHECK(defaults.drain_timeout == std::chrono::seconds(25));
 
@@ -60,6 +61,8 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   CHECK(model_cpu.workers == 2);
   CHECK(model_cpu.batching.workers == 2);
   CHECK(model_cpu.num_threads == 1);
+  CHECK(model_cpu.batching.max_batch_images == 1);  // no gain per image on a CPU
+  CHECK(model_cpu.max_concurrent_transforms == 2);
 
   ServerConfig many_cores = Parse({}, {});
   ResolveWorkers(many_cores, "model", 16);
@@ -70,6 +73,14 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   ResolveWorkers(gpu, "model", 16);
   CHECK(gpu.batching.workers == 1);
   CHECK(gpu.num_threads == 0);  // torch's default
+  CHECK(gpu.batching.max_batch_images == 4);
+  CHECK(gpu.max_concurrent_transforms == 4);
+
+  ServerConfig batched =
+      Parse({"--max-batch", "3"}, {{"SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "5"}});
+  ResolveWorkers(batched, "model", 2);
+  CHECK(batched.batching.max_batch_images == 3);  // given: kept
+  CHECK(batched.max_concurrent_transforms == 5);
 
   ServerConfig statistics = Parse({}, {});
   ResolveWorkers(statistics, "statistics", 16);
