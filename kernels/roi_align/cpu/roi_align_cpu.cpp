@@ -318,7 +318,8 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
   const at::Tensor rois = rois_in.contiguous();
   const int64_t num_rois = rois.size(0);
   const int64_t batch = features[0].size(0), channels = features[0].size(1);
-  at::Tensor out = at::zeros({num_rois, channels, pooled_h, pooled_w}, features[0].options());
+  // ForwardKernel writes every element (zeros where a roi samples nothing).
+  at::Tensor out = at::empty({num_rois, channels, pooled_h, pooled_w}, features[0].options());
   if (num_rois == 0 || channels == 0) {
     return out;
   }
