@@ -2,7 +2,7 @@
 """mrcnn::conv3x3_winograd (CPU, F(2x2,3x3), F(4x4,3x3) and F(6x6,3x3)) against torch's own 3x3
 convolution (oneDNN) on the shapes Mask R-CNN runs at 480x640: mask head (100 RoIs at
 14x14), FPN/RPN levels, and the backbone's middle convs. Same process, same threads,
-same inputs. Prints median times, the speed ratio (>1 = Winograd faster) and each
+same inputs, timed round-robin. Prints median times, the speed ratio (>1 = Winograd faster) and each
 result's error against a float64 convolution, relative to the output's largest value.
 
 Usage: bench_winograd.py [--threads N] [--repeats R]
@@ -21,14 +21,18 @@ SHAPES = [(100, 256, 14, 14), (1, 256, 120, 160), (1, 256, 60, 80), (1, 256, 30,
           (1, 256, 15, 20), (1, 64, 120, 160), (1, 128, 60, 80), (1, 512, 15, 20)]
 
 
-def median_ms(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved_medians(fns, repeats):
+    """Median ms of each function, timed round-robin (one call of each per round after one
+    untimed call each), so that a slow spell of a shared machine hits them all alike."""
+    for fn in fns.values():
         fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
@@ -53,13 +57,15 @@ def main():
             def error(y):
                 return ((y.double() - reference).abs().max() / scale).item()
 
-            direct_ms = median_ms(lambda: F.conv2d(x, weight, bias, padding=1), args.repeats)
-            parts = [f"{str(shape):20s} direct {direct_ms:7.1f} ms (err {error(F.conv2d(x, weight, bias, padding=1)):.1e})"]
-            for tile in (2, 4, 6):
-                u = torch.ops.mrcnn.conv3x3_winograd_weight(weight, tile)
-                ms = median_ms(lambda: torch.ops.mrcnn.conv3x3_winograd(x, u, bias, False, tile), args.repeats)
-                y = torch.ops.mrcnn.conv3x3_winograd(x, u, bias, False, tile)
-                parts.append(f"F({tile}x{tile}) {ms:7.1f} ms {direct_ms / ms:4.2f}x (err {error(y):.1e})")
+            weights = {tile: torch.ops.mrcnn.conv3x3_winograd_weight(weight, tile) for tile in (2, 4, 6)}
+            fns = {"direct": lambda: F.conv2d(x, weight, bias, padding=1)}
+            for tile, u in weights.items():
+                fns[tile] = lambda u=u, tile=tile: torch.ops.mrcnn.conv3x3_winograd(x, u, bias, False, tile)
+            ms = interleaved_medians(fns, args.repeats)
+            parts = [f"{str(shape):20s} direct {ms['direct']:7.1f} ms (err {error(fns['direct']()):.1e})"]
+            for tile in weights:
+                parts.append(f"F({tile}x{tile}) {ms[tile]:7.1f} ms {ms['direct'] / ms[tile]:4.2f}x "
+                             f"(err {error(fns[tile]()):.1e})")
             print(" | ".join(parts), flush=True)
 
 

@@ -15,9 +15,10 @@
 // Folded and transformed filters are built by the first inference that needs them and
 // kept until a source tensor changes (its storage or version counter). Results equal the
 // modules' own up to float rounding (~1e-5 of the output's magnitude). A transformed filter
-// is 1.8× (F(2×2)), 4× or 7.1× (F(6×6)) the weight's size (about 200 MB for
-// ResNet-50-FPN's 3×3 layers at 480×640). Forward mutates these caches, so one model must
-// not run inference on two threads at once (the server gives each worker its own model).
+// is 1.8× (F(2×2)), 4× or 7.1× (F(6×6)) the weight's size: about 240 MB for
+// ResNet-50-FPN's 3×3 layers at 480×640, plus ~95 MB of BN-folded backbone weights. Forward
+// mutates these caches, so one model must not run inference on two threads at once (the
+// server gives each worker its own model).
 #include <ATen/core/Tensor.h>
 #include <torch/nn/modules/conv.h>
 
