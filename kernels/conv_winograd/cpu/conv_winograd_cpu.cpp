@@ -12,9 +12,9 @@
 //
 // Many small images (the mask head's 100 RoIs of 14×14) are laid out as a grid on one
 // canvas with a zero row or column between neighbours: the zeros are exactly the padding
-// each image's convolution sees, and the canvas wastes far less of its tiles on the
-// images' ragged edges (14 = 2 × 6 + 2 fills three F(6×6) tiles per axis alone, but
-// 15 canvas columns per image in a row of them fill 2.5).
+// each image's convolution sees, and the canvas wastes far fewer tiles on the images'
+// ragged edges: alone, a 14×14 RoI needs 3×3 tiles of 6×6 (18×18 outputs computed for
+// 14×14); on a canvas it takes 15×15 positions, 6.25 tiles.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
