@@ -102,6 +102,9 @@ at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
   if (!fast_ok_ || conv_->weight.scalar_type() != at::kFloat || !CpuInferenceFastPath(x))
     return Modules(x, relu);
   Refresh();
+  // A norm that cannot be folded (GroupNorm) runs after the convolution, the ReLU after it.
+  const bool norm_after = norm_ != nullptr && frozen_ == nullptr;
+  const bool conv_relu = relu && !norm_after;
   at::Tensor y;
   if (winograd_ok_) {
     const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
@@ -111,15 +114,15 @@ at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
     std::optional<at::Tensor> bias;
     if (bias_.defined())
       bias = bias_;
-    y = kernels::WinogradConv3x3(x, transformed, bias, relu && (frozen_ || !norm_), tile);
+    y = kernels::WinogradConv3x3(x, transformed, bias, conv_relu, tile);
   } else {
     const auto& o = conv_->options;
     const auto& padding = std::get<torch::ExpandingArray<2>>(o.padding());
     y = at::conv2d(x, weight_, bias_, *o.stride(), *padding, *o.dilation(), o.groups());
-    if (relu && (frozen_ || !norm_))
+    if (conv_relu)
       y.relu_();
   }
-  if (norm_ && !frozen_) {
+  if (norm_after) {
     y = norm_->forward(y);
     if (relu)
       y.relu_();

@@ -453,12 +453,14 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch, std::vector<ImageResult>
     r.boxes = r.boxes * ratio;
     if (r.masks.defined()) {
       const bool binary = settings_.mask_threshold >= 0;
-      r.masks = r.masks.size(0) == 0 ? torch::zeros({0, 1, original[0], original[1]},
-                                                    binary ? r.masks.options().dtype(torch::kByte) : r.masks.options())
-                                     : binary
-                                         ? kernels::PasteMasksBinary(r.masks, r.boxes, original[0], original[1], 1,
-                                                                     settings_.mask_threshold)
-                                         : kernels::PasteMasks(r.masks, r.boxes, original[0], original[1], 1);
+      if (r.masks.size(0) == 0) {
+        r.masks = torch::zeros({0, 1, original[0], original[1]},
+                               binary ? r.masks.options().dtype(torch::kByte) : r.masks.options());
+      } else if (binary) {
+        r.masks = kernels::PasteMasksBinary(r.masks, r.boxes, original[0], original[1], 1, settings_.mask_threshold);
+      } else {
+        r.masks = kernels::PasteMasks(r.masks, r.boxes, original[0], original[1], 1);
+      }
     }
   }
 }
