@@ -34,8 +34,8 @@
 
 #include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
-#include "trainer/engine/grad_scaler.h"
-#include "trainer/engine/sgd.h"
+#include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/sgd.h"
 #include "trainer/engine/train_step.h"
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
       // --seed), as they did before the step was shared.
       const engine::MicroBatchLosses losses =
           train_step.ForwardBackward(ib, targets, {}, /*accumulation=*/1, step_number);
-      train_step.Finish(lr);
+      sgd.set_lr(lr);
+      train_step.Finish();
       loss_values = losses.losses;
       loss_values["total"] = losses.total;
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

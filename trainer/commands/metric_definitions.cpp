@@ -1,10 +1,10 @@
 // `trainer metric-definitions`: the SageMaker MetricDefinitions JSON for the trainer's
-// log lines (see trainer/engine/log_format.h).
+// log lines (see trainer/engine/events/log_format.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "trainer/commands/command_registry.h"
-#include "trainer/engine/log_format.h"
+#include "trainer/engine/events/log_format.h"
 
 namespace mrcnn::trainer {
 namespace {

@@ -1,5 +1,5 @@
 // `trainer train`: the training job under the entrypoint. Arguments are the job's
-// hyperparameters as "--key value" pairs (see trainer/engine/job_config.h); everything
+// hyperparameters as "--key value" pairs (see trainer/engine/config/job_config.h); everything
 // else comes from the SM_* and torchrun environment.
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -8,8 +8,9 @@
 
 #include "common/env_map.h"
 #include "trainer/commands/command_registry.h"
-#include "trainer/engine/job_config.h"
-#include "trainer/engine/train_loop.h"
+#include "trainer/engine/config/job_config.h"
+#include "trainer/engine/hooks/stop_signal.h"
+#include "trainer/engine/train_job.h"
 
 namespace mrcnn::trainer {
 namespace {

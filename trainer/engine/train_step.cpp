@@ -8,22 +8,21 @@
 #include <utility>
 
 #include "trainer/engine/distributed/data_parallel.h"
-#include "trainer/engine/grad_scaler.h"
-#include "trainer/engine/sgd.h"
+#include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/optimizer.h"
 #include "trainer/model/mask_rcnn.h"
 
 namespace mrcnn::engine {
 
-TrainStep::TrainStep(model::MaskRcnnImpl& net, Sgd& sgd, GradScaler& scaler, dist::DataParallel* dp,
-                     const c10::Device& device, TrainStepOptions options)
+TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
+                     dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options)
     : net_(net),
-      sgd_(sgd),
+      optimizer_(optimizer),
       scaler_(scaler),
       dp_(dp),
       device_(device),
       options_(std::move(options)) {
-  for (const auto& e : sgd_.entries())
-    trainable_.push_back(e.param);
+  trainable_ = optimizer_.Parameters();
 }
 
 MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
@@ -67,7 +66,7 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
   return out;
 }
 
-bool TrainStep::Finish(double lr) {
+bool TrainStep::Finish() {
   net_.set_sampling_generators({});
   // Averaged before unscaling: every rank then sees the same gradients, so they agree on
   // overflow (AMP), clipping and the update.
@@ -81,10 +80,10 @@ bool TrainStep::Finish(double lr) {
       torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
   }
   if (finite)
-    sgd_.Step(lr);
+    optimizer_.Step();
   if (scaler_.enabled())
     scaler_.Update(!finite);
-  sgd_.ZeroGrad();
+  optimizer_.ZeroGrad();
   Phase("optimizer");
   if (device_.is_cuda())
     torch::cuda::synchronize(device_.index());

@@ -1,8 +1,9 @@
 #pragma once
 // One training iteration: forward and backward of each micro-batch (autocast on CUDA, loss
 // sum, loss scaling), then gradient averaging across processes, unscaling, clipping and the
-// SGD step. RunTrainJob (train_loop.cpp) and bench/model/train_step_bench.cpp both run it,
-// so the benchmark times exactly the trainer's step instead of a copy that could drift.
+// optimizer step. MaskRcnnTrainer::RunStep (mask_rcnn_trainer.cpp) and
+// bench/model/train_step_bench.cpp both run it, so the benchmark times exactly the
+// trainer's step instead of a copy that could drift.
 // Header is Torch-light (ATen core types only).
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -28,7 +29,7 @@ namespace dist {
 class DataParallel;
 }
 class GradScaler;
-class Sgd;
+class Optimizer;
 
 struct TrainStepOptions {
   // Autocast dtype for the forward pass (CUDA only); nullopt: float32.
@@ -51,9 +52,9 @@ struct MicroBatchLosses {
 class TrainStep {
  public:
   // The step keeps references: all of them must outlive it. `dp` may be null (one process,
-  // no averaging). The parameters stepped are `sgd`'s entries.
-  TrainStep(model::MaskRcnnImpl& net, Sgd& sgd, GradScaler& scaler, dist::DataParallel* dp,
-            const c10::Device& device, TrainStepOptions options);
+  // no averaging). The parameters stepped are `optimizer`'s Parameters().
+  TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
+            dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options);
 
   // Forward and backward of one of the iteration's `accumulation` micro-batches: adds the
   // gradients of (sum of losses) / accumulation to the parameters' .grad(). `generators`
@@ -66,9 +67,9 @@ class TrainStep {
                                    int64_t iteration);
 
   // Ends the iteration: averages gradients across processes, unscales (AMP), clips, steps
-  // with learning rate `lr` unless a gradient overflowed, updates the loss scale, zeroes
+  // the optimizer at its lr() unless a gradient overflowed, updates the loss scale, zeroes
   // the gradients and waits for the device. Returns whether the update was applied.
-  bool Finish(double lr);
+  bool Finish();
 
   // Called with a phase name as each part of the step ends ("backbone_fpn", "rpn",
   // "roi_heads", "loss_sum_item", "backward", "optimizer"), for the benchmark's per-phase
@@ -83,7 +84,7 @@ class TrainStep {
   }
 
   model::MaskRcnnImpl& net_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
   GradScaler& scaler_;
   dist::DataParallel* dp_;
   c10::Device device_;

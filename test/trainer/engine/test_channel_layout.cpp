@@ -1,4 +1,4 @@
-// Where a channel's COCO file and images are found (trainer/engine/channel_layout.h).
+// Where a channel's COCO file and images are found (trainer/engine/config/channel_layout.h).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/config_error.h"
-#include "trainer/engine/channel_layout.h"
+#include "trainer/engine/config/channel_layout.h"
 
 namespace fs = std::filesystem;
 using mrcnn::engine::ResolveChannelLayout;

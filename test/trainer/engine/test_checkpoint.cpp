@@ -8,29 +8,17 @@
 #include <cstdio>
 #include <random>
 
-#include "trainer/engine/atomic_file.h"
-#include "trainer/engine/checkpoint.h"
-#include "trainer/engine/rng_state.h"
+#include "trainer/engine/checkpoint/atomic_file.h"
+#include "trainer/engine/checkpoint/checkpoint.h"
+#include "trainer/engine/checkpoint/rng_state.h"
+#include "test/trainer/engine/temp_dir.h"
 
 using namespace mrcnn::engine;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("engine_ckpt_" + std::to_string(rd()));
-  }
-  // Not fs::remove_all: libtorch.so exports its own std::filesystem::remove_all, which
-  // crashes when it interposes on libstdc++'s (torch 2.11 wheel).
-  ~TempDir() {
-    ::nftw(
-        path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return std::remove(p); }, 16,
-        FTW_DEPTH | FTW_PHYS);
-  }
-};
+using mrcnn::test::TempDir;
 
 NamedTensors Sample(double value) {
   return {{"model/conv.weight", torch::full({4, 3, 3, 3}, value)},

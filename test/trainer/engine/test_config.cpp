@@ -6,7 +6,7 @@
 #include <random>
 
 #include "common/config_error.h"
-#include "trainer/engine/config.h"
+#include "trainer/engine/config/config.h"
 
 using mrcnn::common::ConfigError;
 using mrcnn::engine::TrainConfig;

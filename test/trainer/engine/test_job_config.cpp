@@ -4,7 +4,7 @@
 #include <random>
 
 #include "common/config_error.h"
-#include "trainer/engine/job_config.h"
+#include "trainer/engine/config/job_config.h"
 
 using mrcnn::common::ConfigError;
 using mrcnn::common::EnvMap;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <regex>
 
-#include "trainer/engine/log_format.h"
+#include "trainer/engine/events/log_format.h"
 
 using namespace mrcnn::engine;
 

@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "common/config_error.h"
-#include "trainer/engine/config.h"
-#include "trainer/engine/lr_schedule.h"
+#include "trainer/engine/config/config.h"
+#include "trainer/engine/solver/lr_schedule.h"
 
 using namespace mrcnn::engine;
 

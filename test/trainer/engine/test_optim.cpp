@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "trainer/engine/grad_scaler.h"
-#include "trainer/engine/sgd.h"
+#include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/sgd.h"
 
 using namespace mrcnn::engine;
 

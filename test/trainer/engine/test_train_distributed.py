@@ -5,7 +5,7 @@ combined batch (same seed) up to floating-point summation order.
 
 Why the 1-vs-2 comparison can be tight: the backbone uses GroupNorm (no statistics across
 the batch), each image's anchor/RoI sampling draws from a generator seeded by its image id
-(train_loop.cpp), the RPN and box losses are normalised per sampled anchor/RoI (a fixed
+(mask_rcnn_trainer.cpp), the RPN and box losses are normalised per sampled anchor/RoI (a fixed
 count per image), so the 2-process gradient mean equals the 1-process batch gradient.
 The mask loss is a mean over the batch's positive RoIs, whose count differs per image,
 so it is not a per-image mean: masks are off here (MODEL.MASK_ON False); that changes

@@ -1,0 +1,188 @@
+// Each builder of the training job, called alone on a tiny config: what it builds and the
+// error it gives for a bad key.
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "test/trainer/engine/temp_dir.h"
+#include "trainer/data/data_loader.h"
+#include "trainer/data/synthetic_shapes.h"
+#include "trainer/engine/builders.h"
+#include "trainer/engine/solver/sgd.h"
+#include "trainer/model/safetensors.h"
+
+using namespace mrcnn::engine;
+using mrcnn::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+TrainConfig TinyConfig() {
+  TrainConfig c = TrainConfig::Defaults();
+  c.MergeOpts({"MODEL.DEVICE",
+               "cpu",
+               "MODEL.BACKBONE.NAME",
+               "resnet18",
+               "MODEL.BACKBONE.NORM",
+               "GN",
+               "MODEL.BACKBONE.TRAINABLE_LAYERS",
+               "5",
+               "MODEL.FPN.OUT_CHANNELS",
+               "32",
+               "MODEL.ROI_BOX_HEAD.FC_DIM",
+               "64",
+               "MODEL.ROI_MASK_HEAD.CONV_DIM",
+               "32",
+               "MODEL.ROI_HEADS.NUM_CLASSES",
+               "3",
+               "INPUT.MIN_SIZE_TRAIN",
+               "[64]",
+               "INPUT.MAX_SIZE_TRAIN",
+               "64",
+               "SOLVER.IMS_PER_BATCH",
+               "4",
+               "DATALOADER.NUM_WORKERS",
+               "1"});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("BuildDevice: cpu, and a clear error for anything else unavailable", "[builders]") {
+  TrainConfig c = TinyConfig();
+  CHECK(BuildDevice(c, 0).is_cpu());
+  c.MergeOpts({"MODEL.DEVICE", "gpu"});
+  CHECK_THROWS_WITH(BuildDevice(c, 0),
+                    Catch::Contains("MODEL.DEVICE") && Catch::Contains("auto, cpu or cuda"));
+  if (!torch::cuda::is_available()) {
+    c.MergeOpts({"MODEL.DEVICE", "cuda"});
+    CHECK_THROWS_WITH(BuildDevice(c, 0), Catch::Contains("no CUDA device"));
+    c.MergeOpts({"MODEL.DEVICE", "auto"});
+    CHECK(BuildDevice(c, 3).is_cpu());
+  }
+}
+
+TEST_CASE("BuildStepPlan splits the global batch over processes and accumulation", "[builders]") {
+  TrainConfig c = TinyConfig();
+  c.MergeOpts(
+      {"SOLVER.IMS_PER_BATCH", "16", "SOLVER.ACCUMULATION_STEPS", "2", "SOLVER.MAX_ITER", "7"});
+  const StepPlan p = BuildStepPlan(c, 2);
+  CHECK(p.micro_batch == 4);
+  CHECK(p.accumulation == 2);
+  CHECK(p.images_per_iteration == 16);
+  CHECK(p.max_iter == 7);
+  CHECK_THROWS_WITH(BuildStepPlan(c, 3),
+                    Catch::Contains("SOLVER.IMS_PER_BATCH") && Catch::Contains("(16)"));
+  c.MergeOpts({"SOLVER.ACCUMULATION_STEPS", "0"});
+  CHECK_THROWS_WITH(BuildStepPlan(c, 1), Catch::Contains("SOLVER.ACCUMULATION_STEPS"));
+}
+
+TEST_CASE("BuildOptimizer by SOLVER.OPTIMIZER, any case; unknown names list the known ones",
+          "[builders]") {
+  NamedParameters params = {{"fc.weight", torch::ones({2, 2}).requires_grad_()},
+                            {"fc.bias", torch::zeros({2}).requires_grad_()},
+                            {"frozen", torch::zeros({2})}};
+  TrainConfig c = TinyConfig();
+  auto sgd = BuildOptimizer(c, params);
+  CHECK(dynamic_cast<Sgd*>(sgd.get()) != nullptr);
+  CHECK(sgd->Parameters().size() == 2);
+  c.MergeOpts({"SOLVER.OPTIMIZER", "sgd"});
+  CHECK(dynamic_cast<Sgd*>(BuildOptimizer(c, params).get()) != nullptr);
+  c.MergeOpts({"SOLVER.OPTIMIZER", "Adam"});
+  CHECK_THROWS_WITH(BuildOptimizer(c, params),
+                    Catch::Contains("SOLVER.OPTIMIZER") && Catch::Contains("SGD"));
+  CHECK(OptimizerNames() == std::vector<std::string>{"SGD"});
+}
+
+TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]") {
+  TrainConfig c = TinyConfig();
+  c.MergeOpts({"SOLVER.LR_SCHEDULER_NAME", "WarmupCosineLR", "SOLVER.MAX_ITER", "100",
+               "SOLVER.WARMUP_ITERS", "0", "SOLVER.BASE_LR", "0.1"});
+  CHECK(BuildLrSchedule(c).LrAt(50) == Approx(0.05));
+  c.MergeOpts({"SOLVER.AMP.ENABLED", "true"});
+  const c10::Device cpu(c10::kCPU);
+  CHECK_FALSE(BuildGradScaler(c, cpu).enabled());  // fp32 on CPU
+  CHECK_FALSE(BuildAmpDtype(c, cpu).has_value());
+  c.MergeOpts({"SOLVER.AMP.DTYPE", "fp8"});
+  CHECK_THROWS_WITH(BuildAmpDtype(c, cpu), Catch::Contains("SOLVER.AMP.DTYPE"));
+  c.MergeOpts({"SOLVER.AMP.DTYPE", "bfloat16", "SOLVER.CLIP_GRADIENTS.ENABLED", "true",
+               "SOLVER.CLIP_GRADIENTS.CLIP_VALUE", "5.0"});
+  const TrainStepOptions o = BuildTrainStepOptions(c, cpu);
+  CHECK(o.clip);
+  CHECK(o.clip_value == 5.0);
+  CHECK_FALSE(o.amp_dtype.has_value());
+  c.MergeOpts({"SOLVER.CLIP_GRADIENTS.CLIP_TYPE", "full_model"});
+  CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
+                    Catch::Contains("SOLVER.CLIP_GRADIENTS.CLIP_TYPE"));
+}
+
+TEST_CASE("BuildModel: seeded initialisation, MODEL.WEIGHTS loaded by name or refused",
+          "[builders]") {
+  TempDir tmp;
+  fs::create_directories(tmp.path);
+  const auto mc = BuildModelConfig(TinyConfig());
+  const ConsoleLog quiet(false);
+  torch::manual_seed(3);
+  auto a = BuildModel(mc, c10::Device(c10::kCPU), std::nullopt, quiet);
+  torch::manual_seed(3);
+  auto b = BuildModel(mc, c10::Device(c10::kCPU), std::nullopt, quiet);
+  const auto pa = ParametersOf(*a);
+  REQUIRE(!pa.empty());
+  CHECK(torch::equal(pa.front().second, ParametersOf(*b).front().second));
+
+  mrcnn::model::TensorMap one = {{pa.front().first, torch::full_like(pa.front().second, 0.5)}};
+  mrcnn::model::WriteSafetensors(tmp.path / "part.safetensors", one);
+  auto c = BuildModel(mc, c10::Device(c10::kCPU), tmp.path / "part.safetensors", quiet);
+  CHECK(torch::all(ParametersOf(*c).front().second == 0.5).item<bool>());
+
+  mrcnn::model::WriteSafetensors(tmp.path / "other.safetensors",
+                                 {{"unrelated", torch::zeros({1})}});
+  CHECK_THROWS_WITH(BuildModel(mc, c10::Device(c10::kCPU), tmp.path / "other.safetensors", quiet),
+                    Catch::Contains("MODEL.WEIGHTS") && Catch::Contains("convert_weights.py"));
+}
+
+TEST_CASE("BuildTrainData, BuildTestSource and BuildTrainLoader on a shapes dataset",
+          "[builders]") {
+  TempDir tmp;
+  mrcnn::data::ShapesOptions so;
+  so.output = tmp.path;
+  so.train_images = 12;
+  so.val_images = 2;
+  so.image_size = 64;
+  so.seed = 5;
+  mrcnn::data::WriteShapesDataset(so);
+  TrainJob job;
+  job.config = TinyConfig();
+  job.train_dir = tmp.path;
+  job.train_channel = "train";
+  const auto mc = BuildModelConfig(job.config);
+  const TrainData train = BuildTrainData(job, mc, ConsoleLog(false));
+  CHECK(train.dataset->images().size() == 12);
+  CHECK_FALSE(BuildTestSource(job).has_value());
+  job.test_dir = tmp.path;
+  job.test_channel = "val";
+  REQUIRE(BuildTestSource(job).has_value());
+  CHECK(BuildTestSource(job)->layout.annotation_file.filename() == "instances_val.json");
+
+  const StepPlan plan = BuildStepPlan(job.config, 1);
+  auto fresh = BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 9, 0);
+  std::vector<int64_t> third;
+  for (int i = 0; i < 3; ++i) {
+    auto batch = fresh->Next();
+    REQUIRE(batch);
+    CHECK(batch->image_ids.size() == 4);
+    third = batch->image_ids;
+  }
+  auto resumed = BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 9, 2);
+  CHECK(resumed->Next()->image_ids == third);  // positioned after the batches consumed
+
+  job.config.MergeOpts({"MODEL.ROI_HEADS.NUM_CLASSES", "5"});
+  CHECK_THROWS_WITH(
+      BuildTrainData(job, BuildModelConfig(job.config), ConsoleLog(false)),
+      Catch::Contains("MODEL.ROI_HEADS.NUM_CLASSES") && Catch::Contains("3 categories"));
+  job.config.MergeOpts({"MODEL.ROI_HEADS.NUM_CLASSES", "3", "INPUT.RANDOM_FLIP", "vertical"});
+  CHECK_THROWS_WITH(BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 9, 0),
+                    Catch::Contains("INPUT.RANDOM_FLIP"));
+}

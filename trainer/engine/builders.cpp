@@ -1,0 +1,278 @@
+#include "trainer/engine/builders.h"
+
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config_error.h"
+#include "trainer/data/coco_dataset.h"
+#include "trainer/data/data_loader.h"
+#include "trainer/engine/distributed/data_parallel.h"
+#include "trainer/engine/model_inputs.h"
+#include "trainer/model/safetensors.h"
+
+namespace mrcnn::engine {
+namespace fs = std::filesystem;
+
+c10::Device BuildDevice(const TrainConfig& config, int64_t local_rank) {
+  const std::string& name = config.GetString("MODEL.DEVICE");
+  if (name == "cpu")
+    return c10::Device(c10::kCPU);
+  const bool cuda = torch::cuda::is_available();
+  if (name == "cuda" && !cuda) {
+    throw common::ConfigError("config", "MODEL.DEVICE",
+                              "is \"cuda\" but no CUDA device is available: use auto or cpu");
+  }
+  if (name != "cuda" && name != "auto") {
+    throw common::ConfigError("config", "MODEL.DEVICE",
+                              "must be auto, cpu or cuda, got \"" + name + "\"");
+  }
+  if (!cuda)
+    return c10::Device(c10::kCPU);
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+}
+
+std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
+                                                      const ProcessWorld& world,
+                                                      const c10::Device& device) {
+  dist::DataParallelOptions o;
+  o.rank = static_cast<int>(world.rank);
+  o.world_size = static_cast<int>(world.world_size);
+  o.master_addr = world.master_addr;
+  o.master_port = world.master_port;
+  auto millis = [&](const std::string& key) {
+    const double s = config.GetFloat(key);
+    if (!(s > 0))
+      throw common::ConfigError("config", key, "must be > 0 (seconds)");
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  o.timeout = millis("DIST.TIMEOUT_SECONDS");
+  o.barrier_timeout = millis("DIST.BARRIER_TIMEOUT_SECONDS");
+  const double bucket_mb = config.GetFloat("DIST.BUCKET_SIZE_MB");
+  if (!(bucket_mb > 0))
+    throw common::ConfigError("config", "DIST.BUCKET_SIZE_MB", "must be > 0");
+  o.bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
+  if (const char* a = std::getenv("MRCNN_DIST_ADDR"); a != nullptr)
+    o.listen_address = a;
+  auto dp = std::make_unique<dist::DataParallel>(o, device);
+  // The processes of one node share its cores (torchrun sets OMP_NUM_THREADS=1 for the
+  // same reason): oversubscribed OpenMP spin-waits made 2 CPU ranks ~8x slower per step.
+  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+  if (dp->active() && std::getenv("OMP_NUM_THREADS") == nullptr && local_world != nullptr &&
+      std::atoi(local_world) > 1) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    torch::set_num_threads(std::max(1, cores / std::atoi(local_world)));
+  }
+  return dp;
+}
+
+int64_t BuildSeed(const TrainConfig& config, dist::DataParallel& dp) {
+  int64_t seed = config.GetInt("SEED");
+  if (seed < 0)
+    seed = std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff;
+  if (dp.active()) {
+    std::vector<int64_t> shared = {seed};  // a clock seed differs per process
+    dp.BroadcastFromRoot(shared);
+    seed = shared[0];
+  }
+  return seed;
+}
+
+model::ModelConfig BuildModelConfig(const TrainConfig& config) {
+  model::ModelConfig mc = model::ModelConfig::FromYaml(config.ToYamlNode(), "resolved config");
+  mc.Validate("resolved config");
+  return mc;
+}
+
+namespace {
+
+void LoadInitialWeights(model::MaskRcnnImpl& net, const fs::path& file, const ConsoleLog& log) {
+  model::TensorMap tensors = model::ReadSafetensors(file);
+  model::TensorMap state = model::StateDict(net);
+  size_t matched = 0;
+  std::vector<std::string> mismatched;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, value] : tensors) {
+    auto it = state.find(name);
+    if (it == state.end())
+      continue;
+    if (it->second.sizes() != value.sizes()) {
+      mismatched.push_back(name);
+      continue;
+    }
+    it->second.copy_(value.to(it->second.dtype()));
+    ++matched;
+  }
+  if (matched == 0) {
+    throw common::ConfigError(
+        file.string(), "MODEL.WEIGHTS",
+        "has no tensor named like the model's (torchvision state_dict keys, e.g. "
+        "backbone.body.conv1.weight): convert it with scripts/convert_weights.py");
+  }
+  log.Line("[weights] loaded " + std::to_string(matched) + " of " + std::to_string(state.size()) +
+           " tensors from " + file.string() +
+           (mismatched.empty()
+                ? ""
+                : "; shape differs, kept initialised: " + std::to_string(mismatched.size()) +
+                      " (e.g. " + mismatched.front() + ")"));
+}
+
+}  // namespace
+
+model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
+                           const std::optional<fs::path>& weights, const ConsoleLog& log) {
+  model::MaskRcnn net(mc);
+  net->to(device);
+  if (weights)
+    LoadInitialWeights(*net, *weights, log);
+  return net;
+}
+
+NamedParameters ParametersOf(model::MaskRcnnImpl& net) {
+  NamedParameters named;
+  for (const auto& p : net.named_parameters())
+    named.emplace_back(p.key(), p.value());
+  return named;
+}
+
+LrSchedule BuildLrSchedule(const TrainConfig& config) {
+  return LrSchedule::FromConfig(config);
+}
+
+StepPlan BuildStepPlan(const TrainConfig& config, int64_t world_size) {
+  StepPlan plan;
+  plan.max_iter = config.GetInt("SOLVER.MAX_ITER");
+  plan.accumulation = config.GetInt("SOLVER.ACCUMULATION_STEPS");
+  if (plan.accumulation < 1)
+    throw common::ConfigError("config", "SOLVER.ACCUMULATION_STEPS", "must be >= 1");
+  plan.images_per_iteration = config.GetInt("SOLVER.IMS_PER_BATCH");
+  if (plan.images_per_iteration % (world_size * plan.accumulation) != 0) {
+    throw common::ConfigError(
+        "config", "SOLVER.IMS_PER_BATCH",
+        "(" + std::to_string(plan.images_per_iteration) +
+            ") must be divisible by the number of processes (" + std::to_string(world_size) +
+            ") times SOLVER.ACCUMULATION_STEPS (" + std::to_string(plan.accumulation) + ")");
+  }
+  plan.micro_batch = plan.images_per_iteration / (world_size * plan.accumulation);
+  return plan;
+}
+
+std::optional<at::ScalarType> BuildAmpDtype(const TrainConfig& config, const c10::Device& device) {
+  const std::string& name = config.GetString("SOLVER.AMP.DTYPE");
+  if (name != "float16" && name != "bfloat16") {
+    throw common::ConfigError("config", "SOLVER.AMP.DTYPE",
+                              "must be float16 or bfloat16, got \"" + name + "\"");
+  }
+  if (!device.is_cuda() || !config.GetBool("SOLVER.AMP.ENABLED"))
+    return std::nullopt;
+  return name == "bfloat16" ? at::kBFloat16 : at::kHalf;
+}
+
+GradScaler BuildGradScaler(const TrainConfig& config, const c10::Device& device) {
+  return GradScaler(BuildAmpDtype(config, device) == at::kHalf);
+}
+
+TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device) {
+  TrainStepOptions o;
+  o.amp_dtype = BuildAmpDtype(config, device);
+  o.clip = config.GetBool("SOLVER.CLIP_GRADIENTS.ENABLED");
+  o.clip_type = config.GetString("SOLVER.CLIP_GRADIENTS.CLIP_TYPE");
+  if (o.clip && o.clip_type != "norm" && o.clip_type != "value") {
+    throw common::ConfigError("config", "SOLVER.CLIP_GRADIENTS.CLIP_TYPE",
+                              "must be norm or value, got \"" + o.clip_type + "\"");
+  }
+  o.clip_value = config.GetFloat("SOLVER.CLIP_GRADIENTS.CLIP_VALUE");
+  o.clip_norm_type = config.GetFloat("SOLVER.CLIP_GRADIENTS.NORM_TYPE");
+  o.nonfinite_advice = "lower SOLVER.BASE_LR or enable gradient clipping";
+  return o;
+}
+
+namespace {
+
+DatasetSource ChannelSource(const fs::path& dir, const std::string& channel,
+                            const TrainConfig& config) {
+  return {ResolveChannelLayout(dir, channel, config.GetString("DATASETS.ANNOTATION_FILE"),
+                               config.GetString("DATASETS.IMAGE_DIR")),
+          channel};
+}
+
+}  // namespace
+
+TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, const ConsoleLog& log) {
+  TrainData train{ChannelSource(job.train_dir, job.train_channel, job.config), nullptr};
+  const fs::path& file = train.source.layout.annotation_file;
+  data::CocoLoadOptions opts;
+  opts.drop_images_without_annotations = job.config.GetBool("DATALOADER.FILTER_EMPTY_ANNOTATIONS");
+  opts.load_segmentation = mc.mask_on;
+  train.dataset = std::make_shared<const data::CocoDataset>(data::CocoDataset::Load(file, opts));
+  const data::CocoDataset& ds = *train.dataset;
+  const auto& rep = ds.report();
+  log.Line("[data] " + file.string() + ": " + std::to_string(ds.images().size()) + " images, " +
+           std::to_string(ds.annotations().size()) + " annotations, " +
+           std::to_string(ds.NumClasses()) + " classes; skipped " +
+           std::to_string(rep.skipped_images) + " images, " +
+           std::to_string(rep.skipped_annotations) + " annotations, dropped " +
+           std::to_string(rep.dropped_empty_images) + " empty images");
+  if (ds.NumClasses() != mc.num_classes) {
+    throw common::ConfigError("config", "MODEL.ROI_HEADS.NUM_CLASSES",
+                              "is " + std::to_string(mc.num_classes) + " but " + file.string() +
+                                  " has " + std::to_string(ds.NumClasses()) +
+                                  " categories: set it to the dataset's category count");
+  }
+  if (ds.images().empty())
+    throw std::runtime_error(file.string() + ": no training image left");
+  return train;
+}
+
+std::optional<DatasetSource> BuildTestSource(const TrainJob& job) {
+  if (!job.test_dir)
+    return std::nullopt;
+  return ChannelSource(*job.test_dir, job.test_channel, job.config);
+}
+
+std::unique_ptr<data::DataLoader> BuildTrainLoader(const TrainConfig& config,
+                                                   const model::ModelConfig& mc,
+                                                   const TrainData& train,
+                                                   const ProcessWorld& world, const StepPlan& plan,
+                                                   int64_t seed, int64_t batches_consumed) {
+  data::LoaderOptions lo;
+  lo.image_root = train.source.layout.image_dir;
+  lo.batch_size = plan.micro_batch;
+  lo.num_workers = static_cast<int>(std::max<int64_t>(1, config.GetInt("DATALOADER.NUM_WORKERS")));
+  lo.training = true;
+  lo.group_by_aspect_ratio = config.GetBool("DATALOADER.ASPECT_RATIO_GROUPING");
+  lo.transform.min_sizes.assign(mc.min_size_train.begin(), mc.min_size_train.end());
+  lo.transform.max_size = mc.max_size_train;
+  const std::string& flip = config.GetString("INPUT.RANDOM_FLIP");
+  if (flip != "none" && flip != "horizontal") {
+    throw common::ConfigError("config", "INPUT.RANDOM_FLIP",
+                              "must be none or horizontal, got \"" + flip + "\"");
+  }
+  lo.transform.flip_probability = flip == "horizontal" ? 0.5 : 0.0;
+  lo.transform.training = true;
+  lo.transform.with_masks = mc.mask_on;
+  lo.normalization = NormalizationOf(mc);
+  lo.size_divisibility = mc.size_divisibility;
+  lo.rank = world.rank;
+  lo.world_size = world.world_size;
+  lo.seed = static_cast<uint64_t>(seed);
+  auto loader = std::make_unique<data::DataLoader>(train.dataset, lo);
+  for (int64_t i = 0; i < batches_consumed; ++i)
+    loader->Next();
+  return loader;
+}
+
+CheckpointDir BuildCheckpointDir(const TrainJob& job) {
+  return CheckpointDir(
+      job.checkpoint_dir,
+      static_cast<int>(std::max<int64_t>(1, job.config.GetInt("SOLVER.CHECKPOINTS_TO_KEEP"))));
+}
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,100 @@
+#pragma once
+// The training job's components, each built from the resolved config by one small
+// function (Detectron2's build_* functions), each callable alone (test_engine_builders).
+// Every function validates the keys it reads and throws common::ConfigError naming the
+// key and the fix.
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "trainer/engine/checkpoint/checkpoint.h"
+#include "trainer/engine/coco_evaluation.h"
+#include "trainer/engine/config/job_config.h"
+#include "trainer/engine/distributed/process_world.h"
+#include "trainer/engine/events/console_log.h"
+#include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/lr_schedule.h"
+#include "trainer/engine/solver/optimizer_registry.h"
+#include "trainer/engine/train_step.h"
+#include "trainer/model/mask_rcnn.h"
+
+namespace mrcnn::data {
+class CocoDataset;
+class DataLoader;
+}  // namespace mrcnn::data
+
+namespace mrcnn::engine {
+
+namespace dist {
+class DataParallel;
+}
+
+// MODEL.DEVICE: auto | cpu | cuda; auto and cuda take GPU local_rank % device count.
+c10::Device BuildDevice(const TrainConfig& config, int64_t local_rank);
+
+// The data-parallel group (rendezvous with the other ranks, bounded by
+// DIST.TIMEOUT_SECONDS; a no-op with one process). On a node shared by several ranks
+// without OMP_NUM_THREADS, each takes cores / LOCAL_WORLD_SIZE intra-op threads.
+std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
+                                                      const ProcessWorld& world,
+                                                      const c10::Device& device);
+
+// SEED (a clock seed when < 0), rank 0's on every rank.
+int64_t BuildSeed(const TrainConfig& config, dist::DataParallel& dp);
+
+model::ModelConfig BuildModelConfig(const TrainConfig& config);
+
+// The model on `device`, seeded by the caller (torch::manual_seed) for its initialisation,
+// with MODEL.WEIGHTS loaded when given: tensors whose names and shapes match are loaded,
+// the rest keep their initialisation; a file that matches nothing is an error.
+model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
+                           const std::optional<std::filesystem::path>& weights,
+                           const ConsoleLog& log);
+
+NamedParameters ParametersOf(model::MaskRcnnImpl& net);
+
+LrSchedule BuildLrSchedule(const TrainConfig& config);
+
+// How SOLVER.IMS_PER_BATCH (the global batch) splits into processes and micro-batches.
+struct StepPlan {
+  int64_t max_iter = 0;
+  int64_t images_per_iteration = 0;  // SOLVER.IMS_PER_BATCH
+  int64_t accumulation = 1;          // SOLVER.ACCUMULATION_STEPS
+  int64_t micro_batch = 0;           // images per process per micro-batch
+};
+StepPlan BuildStepPlan(const TrainConfig& config, int64_t world_size);
+
+// SOLVER.AMP.*: the autocast dtype on CUDA (nullopt: float32, always on CPU).
+std::optional<at::ScalarType> BuildAmpDtype(const TrainConfig& config, const c10::Device& device);
+// Dynamic loss scaling, enabled for float16 autocast only.
+GradScaler BuildGradScaler(const TrainConfig& config, const c10::Device& device);
+// AMP and SOLVER.CLIP_GRADIENTS.* for TrainStep.
+TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device);
+
+// The training channel's dataset, validated against MODEL.ROI_HEADS.NUM_CLASSES, with a
+// "[data]" summary line.
+struct TrainData {
+  DatasetSource source;
+  std::shared_ptr<const data::CocoDataset> dataset;
+};
+TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, const ConsoleLog& log);
+
+// The first val/test channel present (job.test_dir), if any.
+std::optional<DatasetSource> BuildTestSource(const TrainJob& job);
+
+// The shuffled, augmented, infinite training loader of this rank, positioned after
+// `batches_consumed` batches (the batches are a function of the seed and their position,
+// so a resumed run continues exactly where the checkpoint was taken).
+std::unique_ptr<data::DataLoader> BuildTrainLoader(const TrainConfig& config,
+                                                   const model::ModelConfig& mc,
+                                                   const TrainData& train,
+                                                   const ProcessWorld& world, const StepPlan& plan,
+                                                   int64_t seed, int64_t batches_consumed);
+
+// The checkpoint directory (job.checkpoint_dir) keeping SOLVER.CHECKPOINTS_TO_KEEP files.
+CheckpointDir BuildCheckpointDir(const TrainJob& job);
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,106 @@
+#include "trainer/engine/coco_evaluation.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "trainer/data/coco_dataset.h"
+#include "trainer/data/data_loader.h"
+#include "trainer/data/mask_rle.h"
+#include "trainer/engine/config/config.h"
+#include "trainer/engine/model_inputs.h"
+#include "trainer/eval/coco_eval.h"
+#include "trainer/model/config.h"
+#include "trainer/model/mask_rcnn.h"
+
+namespace mrcnn::engine {
+namespace {
+
+data::LoaderOptions EvalLoaderOptions(const DatasetSource& source, const model::ModelConfig& mc,
+                                      const TrainConfig& config) {
+  data::LoaderOptions lo;
+  lo.image_root = source.layout.image_dir;
+  lo.batch_size = 1;
+  lo.num_workers = static_cast<int>(std::max<int64_t>(1, config.GetInt("DATALOADER.NUM_WORKERS")));
+  lo.training = false;
+  lo.group_by_aspect_ratio = false;
+  lo.transform.min_sizes = {mc.min_size_test};
+  lo.transform.max_size = mc.max_size_test;
+  lo.transform.training = false;
+  lo.transform.with_masks = false;
+  lo.normalization = NormalizationOf(mc);
+  lo.size_divisibility = mc.size_divisibility;
+  return lo;
+}
+
+// Appends one image's detections (COCO xywh boxes; RLE masks when present).
+void CollectDetections(const model::ImageResult& r, int64_t image_id, const data::CocoDataset& gt,
+                       std::vector<eval::Detection>& boxes, std::vector<eval::Detection>& masks) {
+  auto b = r.boxes.to(torch::kCPU, torch::kDouble).contiguous();
+  auto l = r.labels.to(torch::kCPU).contiguous();
+  auto s = r.scores.to(torch::kCPU, torch::kDouble).contiguous();
+  at::Tensor m;
+  if (r.masks.defined())
+    m = r.masks.ge(0.5).to(torch::kCPU, torch::kUInt8).contiguous();
+  for (int64_t k = 0; k < b.size(0); ++k) {
+    eval::Detection d;
+    d.image_id = image_id;
+    d.category_id = gt.CategoryOfLabel(l[k].item<int64_t>());
+    d.score = s[k].item<double>();
+    const double* xyxy = b[k].data_ptr<double>();
+    d.bbox = std::array<double, 4>{xyxy[0], xyxy[1], xyxy[2] - xyxy[0], xyxy[3] - xyxy[1]};
+    boxes.push_back(d);
+    if (m.defined()) {
+      eval::Detection dm = d;
+      dm.bbox.reset();
+      dm.segmentation = data::EncodeMask(m[k][0].data_ptr<uint8_t>(), m.size(2), m.size(3));
+      masks.push_back(std::move(dm));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+                                             const model::ModelConfig& mc,
+                                             const TrainConfig& config, const c10::Device& device,
+                                             int64_t iteration) {
+  auto ground_truth =
+      data::CocoDataset::Load(source.layout.annotation_file, eval::GroundTruthLoadOptions());
+  data::CocoLoadOptions view;
+  view.load_segmentation = false;
+  auto images = std::make_shared<const data::CocoDataset>(
+      data::CocoDataset::Load(source.layout.annotation_file, view));
+  data::DataLoader loader(images, EvalLoaderOptions(source, mc, config));
+
+  const bool was_training = net.is_training();
+  net.eval();
+  net.detection_settings().score_thresh = mc.box_score_thresh;
+  net.detection_settings().detections_per_image =
+      static_cast<int>(config.GetInt("TEST.DETECTIONS_PER_IMAGE"));
+  net.detection_settings().masks = mc.mask_on;
+  torch::NoGradGuard no_grad;
+  std::vector<eval::Detection> boxes, masks;
+  while (auto batch = loader.Next()) {
+    model::ImageBatch ib = ToImageBatch(*batch, device);
+    auto features = net.Features(ib.tensors);
+    auto rpn = net.Rpn(ib, features, nullptr);
+    std::vector<model::ImageResult> results;
+    net.RoiHeads(features, rpn.proposals, ib.image_sizes, nullptr, &results);
+    net.Postprocess(ib, results);
+    for (size_t i = 0; i < results.size(); ++i)
+      CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);
+  }
+  if (was_training)
+    net.train();
+  std::vector<EvaluationEvent> events;
+  events.push_back(
+      {iteration, "bbox", eval::EvaluateCoco(ground_truth, boxes, eval::IouType::kBbox).stats});
+  if (mc.mask_on)
+    events.push_back(
+        {iteration, "segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm).stats});
+  return events;
+}
+
+}  // namespace mrcnn::engine

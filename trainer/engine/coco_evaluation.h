@@ -1,0 +1,35 @@
+#pragma once
+// COCO box (and mask, with MODEL.MASK_ON) evaluation of the model on one channel: every
+// image, in order, on this process, through pycocotools-equivalent COCOeval
+// (trainer/eval). The model is put in eval mode for the pass and restored after.
+#include <cstdint>
+#include <vector>
+
+#include "trainer/engine/config/channel_layout.h"
+#include "trainer/engine/events/event_storage.h"
+
+namespace c10 {
+struct Device;
+}
+namespace mrcnn::model {
+class MaskRcnnImpl;
+struct ModelConfig;
+}  // namespace mrcnn::model
+
+namespace mrcnn::engine {
+
+class TrainConfig;
+
+// A val/test channel and where its COCO files are.
+struct DatasetSource {
+  ChannelLayout layout;
+  std::string channel;
+};
+
+// One event per IoU type ("bbox", then "segm" when masks are on), named `iteration`.
+std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+                                             const model::ModelConfig& mc,
+                                             const TrainConfig& config, const c10::Device& device,
+                                             int64_t iteration);
+
+}  // namespace mrcnn::engine

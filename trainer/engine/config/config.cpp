@@ -1,0 +1,316 @@
+#include "trainer/engine/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <sstream>
+
+#include "common/config_error.h"
+
+namespace mrcnn::engine {
+namespace {
+
+using common::ConfigError;
+
+std::string Upper(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::vector<std::string> Keys(const std::map<std::string, ConfigValue>& values) {
+  std::vector<std::string> keys;
+  keys.reserve(values.size());
+  for (const auto& entry : values) keys.push_back(entry.first);
+  return keys;
+}
+
+// Group prefixes ("SOLVER", "SOLVER.CLIP_GRADIENTS", ...) of the known keys.
+bool IsGroup(const std::map<std::string, ConfigValue>& values, const std::string& prefix) {
+  auto it = values.lower_bound(prefix + ".");
+  return it != values.end() && it->first.compare(0, prefix.size() + 1, prefix + ".") == 0;
+}
+
+std::string UnknownKeyProblem(const std::map<std::string, ConfigValue>& values, const std::string& key) {
+  std::string closest = ClosestKey(key, Keys(values));
+  return "is not a config key" + (closest.empty() ? std::string() : "; did you mean \"" + closest + "\"?");
+}
+
+// Python-style tuples "(1, 2)" become YAML flow lists, as Detectron2 users write them.
+std::string TupleToList(const std::string& text) {
+  size_t first = text.find_first_not_of(" \t");
+  size_t last = text.find_last_not_of(" \t");
+  if (first == std::string::npos || text[first] != '(' || text[last] != ')') return text;
+  std::string inner = text.substr(first + 1, last - first - 1);
+  std::replace(inner.begin(), inner.end(), '(', '[');
+  std::replace(inner.begin(), inner.end(), ')', ']');
+  return "[" + inner + "]";
+}
+
+}  // namespace
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string ClosestKey(const std::string& key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  const std::string upper = Upper(key);
+  for (const auto& candidate : candidates) {
+    size_t d = EditDistance(upper, Upper(candidate));
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+void TrainConfig::MergeFile(const std::filesystem::path& path) {
+  std::vector<std::filesystem::path> chain;
+  MergeFileChain(path, chain);
+}
+
+void TrainConfig::MergeFileChain(const std::filesystem::path& path,
+                                 std::vector<std::filesystem::path>& chain) {
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+  if (ec) canonical = path;
+  if (std::find(chain.begin(), chain.end(), canonical) != chain.end()) {
+    std::string cycle;
+    for (const auto& p : chain) cycle += p.string() + " -> ";
+    throw ConfigError(path.string(), "_BASE_", "forms a cycle: " + cycle + canonical.string());
+  }
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ConfigError(path.string(), "", "config file does not exist (or is not a regular file)");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path.string(), "", std::string("is not valid YAML: ") + e.what());
+  }
+  chain.push_back(canonical);
+  if (root.IsMap() && root["_BASE_"]) {
+    const YAML::Node base = root["_BASE_"];
+    if (!base.IsScalar() || base.Scalar().empty()) {
+      throw ConfigError(path.string(), "_BASE_", "must be a file path (relative to this file's directory)");
+    }
+    std::filesystem::path base_path = base.Scalar();
+    if (base_path.is_relative()) base_path = path.parent_path() / base_path;
+    MergeFileChain(base_path, chain);
+  }
+  chain.pop_back();
+  // _BASE_ was merged above; MergeYaml must not follow it again.
+  YAML::Node own = YAML::Clone(root);
+  if (own.IsMap()) own.remove("_BASE_");
+  MergeYaml(own, path.string(), path.parent_path());
+}
+
+void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
+                            const std::filesystem::path& base_dir) {
+  if (root.IsNull() || !root.IsDefined()) return;  // an empty file changes nothing
+  if (!root.IsMap()) throw ConfigError(source, "", "must be a YAML mapping of config keys");
+  if (root["_BASE_"]) {
+    const YAML::Node base = root["_BASE_"];
+    if (!base.IsScalar() || base.Scalar().empty()) {
+      throw ConfigError(source, "_BASE_", "must be a file path (relative to this file's directory)");
+    }
+    std::filesystem::path base_path = base.Scalar();
+    if (base_path.is_relative()) base_path = base_dir / base_path;
+    MergeFile(base_path);
+  }
+  // Depth-first over nested maps; a map where a leaf is expected is walked, a leaf where
+  // a group is expected is an error (via Set's unknown-key check).
+  std::vector<std::pair<std::string, YAML::Node>> stack;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string key = it->first.as<std::string>();
+    if (key == "_BASE_") continue;
+    stack.emplace_back(key, it->second);
+  }
+  while (!stack.empty()) {
+    auto [key, node] = stack.back();
+    stack.pop_back();
+    if (node.IsMap() && !Has(key)) {
+      if (!IsGroup(values_, key)) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        stack.emplace_back(key + "." + it->first.as<std::string>(), it->second);
+      }
+      continue;
+    }
+    Set(key, node, source);
+  }
+}
+
+std::vector<std::string> TrainConfig::SplitOpts(const std::string& text) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {
+    try {
+      YAML::Node list = YAML::Load(text);
+      if (list.IsSequence()) {
+        std::vector<std::string> tokens;
+        bool all_scalars = true;
+        for (const auto& item : list) {
+          if (!item.IsScalar()) {
+            all_scalars = false;
+            break;
+          }
+          tokens.push_back(item.Scalar());
+        }
+        if (all_scalars) return tokens;
+      }
+    } catch (const YAML::Exception&) {
+      // Not a list after all: fall through to plain splitting.
+    }
+  }
+  std::vector<std::string> tokens;
+  std::string current;
+  bool in_token = false;
+  int depth = 0;
+  char quote = 0;
+  for (char ch : text) {
+    if (quote) {
+      if (ch == quote) {
+        quote = 0;
+      } else {
+        current += ch;
+      }
+      continue;
+    }
+    if ((ch == '"' || ch == '\'') && depth == 0) {
+      quote = ch;
+      in_token = true;
+      continue;
+    }
+    if (ch == '[' || ch == '(') ++depth;
+    if ((ch == ']' || ch == ')') && depth > 0) --depth;
+    if (depth == 0 && std::isspace(static_cast<unsigned char>(ch))) {
+      if (in_token) tokens.push_back(current);
+      current.clear();
+      in_token = false;
+      continue;
+    }
+    current += ch;
+    in_token = true;
+  }
+  if (quote) throw ConfigError("opts", "", "has an unterminated quote in \"" + text + "\"");
+  if (depth != 0) throw ConfigError("opts", "", "has an unbalanced bracket in \"" + text + "\"");
+  if (in_token) tokens.push_back(current);
+  return tokens;
+}
+
+void TrainConfig::MergeOpts(const std::vector<std::string>& pairs, const std::string& source) {
+  if (pairs.size() % 2 != 0) {
+    throw ConfigError(source, pairs.back(),
+                      "has no value: opts must be KEY VALUE pairs (got " + std::to_string(pairs.size()) +
+                          " tokens)");
+  }
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    const std::string& key = pairs[i];
+    if (!Has(key)) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
+    YAML::Node node;
+    try {
+      node = YAML::Load(TupleToList(pairs[i + 1]));
+    } catch (const YAML::Exception&) {
+      // Not YAML: keep the text as a plain string (type checking below still applies).
+      node = YAML::Node(pairs[i + 1]);
+    }
+    if (std::holds_alternative<std::string>(values_.at(key)) && node.IsScalar()) {
+      node = YAML::Node(pairs[i + 1]);  // strings verbatim, e.g. "0.01" for a string key
+    }
+    Set(key, node, source);
+  }
+}
+
+void TrainConfig::Set(const std::string& key, const YAML::Node& value, const std::string& source) {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
+  ConfigValue converted;
+  if (!ConvertYaml(value, it->second, converted)) {
+    std::string shown;
+    if (value.IsScalar()) {
+      shown = "\"" + value.Scalar() + "\"";
+    } else {
+      YAML::Emitter out;
+      out << YAML::Flow << value;
+      shown = out.c_str();
+    }
+    throw ConfigError(source, key,
+                      std::string("must be a ") + TypeName(it->second) + ", got " + shown + " (default: " +
+                          ToYamlText(it->second) + ")");
+  }
+  it->second = std::move(converted);
+}
+
+void TrainConfig::Set(const std::string& key, ConfigValue value, const std::string& source) {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
+  if (it->second.index() != value.index()) {
+    throw ConfigError(source, key, std::string("must be a ") + TypeName(it->second) + ", got a " + TypeName(value));
+  }
+  it->second = std::move(value);
+}
+
+const ConfigValue& TrainConfig::Get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw ConfigError("config", key, UnknownKeyProblem(values_, key));
+  return it->second;
+}
+
+namespace {
+template <typename T>
+const T& As(const TrainConfig& config, const std::string& key) {
+  const ConfigValue& v = config.Get(key);
+  if (const T* p = std::get_if<T>(&v)) return *p;
+  throw ConfigError("config", key, std::string("is a ") + TypeName(v) + ", read as another type (a bug)");
+}
+}  // namespace
+
+bool TrainConfig::GetBool(const std::string& key) const { return As<bool>(*this, key); }
+int64_t TrainConfig::GetInt(const std::string& key) const { return As<int64_t>(*this, key); }
+double TrainConfig::GetFloat(const std::string& key) const { return As<double>(*this, key); }
+const std::string& TrainConfig::GetString(const std::string& key) const { return As<std::string>(*this, key); }
+const IntList& TrainConfig::GetIntList(const std::string& key) const { return As<IntList>(*this, key); }
+const FloatList& TrainConfig::GetFloatList(const std::string& key) const { return As<FloatList>(*this, key); }
+const StringList& TrainConfig::GetStringList(const std::string& key) const { return As<StringList>(*this, key); }
+const FloatListList& TrainConfig::GetFloatListList(const std::string& key) const {
+  return As<FloatListList>(*this, key);
+}
+
+std::string TrainConfig::ToYaml() const {
+  // Keys are sorted, so a group's keys are contiguous: open/close groups by comparing the
+  // path components with the previous key's.
+  std::ostringstream out;
+  std::vector<std::string> open;
+  for (const auto& [key, value] : values_) {
+    std::vector<std::string> parts;
+    std::stringstream ss(key);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) ++common;
+    open.resize(common);
+    for (size_t i = common; i + 1 < parts.size(); ++i) {
+      out << std::string(2 * i, ' ') << parts[i] << ":\n";
+      open.push_back(parts[i]);
+    }
+    out << std::string(2 * (parts.size() - 1), ' ') << parts.back() << ": " << ToYamlText(value) << "\n";
+  }
+  return out.str();
+}
+
+YAML::Node TrainConfig::ToYamlNode() const { return YAML::Load(ToYaml()); }
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,129 @@
+// Every key of the training config and its default. MODEL.* and INPUT.* defaults equal
+// model::ModelConfig's (torchvision's maskrcnn_resnet50_fpn); SOLVER.* follows
+// Detectron2's 1x schedule for 16 images per batch.
+#include "trainer/engine/config/config.h"
+
+namespace mrcnn::engine {
+
+namespace {
+
+using Values = std::map<std::string, ConfigValue>;
+using S = std::string;
+
+void AddModelAndInputDefaults(Values& v) {
+  // --- model (read by model::ModelConfig::FromYaml) ---
+  v["MODEL.DEVICE"] = S("auto");  // auto | cpu | cuda
+  v["MODEL.WEIGHTS"] = S("");     // safetensors file: whole model or backbone; "" = from scratch
+  v["MODEL.MASK_ON"] = true;
+  v["MODEL.PIXEL_MEAN"] = FloatList{123.675, 116.28, 103.53};
+  v["MODEL.PIXEL_STD"] = FloatList{58.395, 57.12, 57.375};
+  v["MODEL.BACKBONE.NAME"] = S("resnet50");
+  v["MODEL.BACKBONE.NORM"] = S("FrozenBN");
+  v["MODEL.BACKBONE.FROZEN_BN_EPS"] = 1e-5;
+  v["MODEL.BACKBONE.TRAINABLE_LAYERS"] = int64_t{3};
+  v["MODEL.NECK.NAME"] = S("fpn");
+  v["MODEL.FPN.OUT_CHANNELS"] = int64_t{256};
+  v["MODEL.ANCHOR_GENERATOR.SIZES"] = FloatListList{{32}, {64}, {128}, {256}, {512}};
+  v["MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS"] = FloatListList{{0.5, 1.0, 2.0}};
+  v["MODEL.RPN.HEAD_NAME"] = S("standard");
+  v["MODEL.RPN.PRE_NMS_TOPK_TRAIN"] = int64_t{2000};
+  v["MODEL.RPN.PRE_NMS_TOPK_TEST"] = int64_t{1000};
+  v["MODEL.RPN.POST_NMS_TOPK_TRAIN"] = int64_t{2000};
+  v["MODEL.RPN.POST_NMS_TOPK_TEST"] = int64_t{1000};
+  v["MODEL.RPN.NMS_THRESH"] = 0.7;
+  v["MODEL.RPN.IOU_THRESHOLDS"] = FloatList{0.3, 0.7};
+  v["MODEL.RPN.BATCH_SIZE_PER_IMAGE"] = int64_t{256};
+  v["MODEL.RPN.POSITIVE_FRACTION"] = 0.5;
+  v["MODEL.RPN.SCORE_THRESH"] = 0.0;
+  v["MODEL.RPN.MIN_SIZE"] = 1e-3;
+  v["MODEL.ROI_HEADS.NUM_CLASSES"] = int64_t{90};  // torchvision COCO weights: 90 ids (with gaps)
+  v["MODEL.ROI_HEADS.SCORE_THRESH_TEST"] = 0.05;
+  v["MODEL.ROI_HEADS.NMS_THRESH_TEST"] = 0.5;
+  v["MODEL.ROI_HEADS.IOU_THRESHOLDS"] = FloatList{0.5};
+  v["MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE"] = int64_t{512};
+  v["MODEL.ROI_HEADS.POSITIVE_FRACTION"] = 0.25;
+  v["MODEL.ROI_BOX_HEAD.NAME"] = S("two_mlp");
+  v["MODEL.ROI_BOX_HEAD.FC_DIM"] = int64_t{1024};
+  v["MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION"] = int64_t{7};
+  v["MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO"] = int64_t{2};
+  v["MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS"] = FloatList{10.0, 10.0, 5.0, 5.0};
+  v["MODEL.ROI_MASK_HEAD.NAME"] = S("four_conv");
+  v["MODEL.ROI_MASK_HEAD.CONV_DIM"] = int64_t{256};
+  v["MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION"] = int64_t{14};
+  v["MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO"] = int64_t{2};
+
+  // --- input pipeline ---
+  v["INPUT.MIN_SIZE_TRAIN"] = IntList{800};  // one drawn per image
+  v["INPUT.MAX_SIZE_TRAIN"] = int64_t{1333};
+  v["INPUT.MIN_SIZE_TEST"] = int64_t{800};
+  v["INPUT.MAX_SIZE_TEST"] = int64_t{1333};
+  v["INPUT.SIZE_DIVISIBILITY"] = int64_t{32};
+  v["INPUT.RANDOM_FLIP"] = S("horizontal");  // none | horizontal
+}
+
+void AddDataAndSolverDefaults(Values& v) {
+  // --- datasets: COCO files inside SageMaker channels ---
+  v["DATASETS.TRAIN"] = StringList{"train"};  // channel names
+  v["DATASETS.TEST"] = StringList{"val", "test"};  // the first channel present is evaluated
+  // Relative to the channel dir; "{channel}" is replaced by the channel's name; "" finds
+  // the layout by itself (see channel_layout.h: annotations.json + images/, or the
+  // `trainer make-shapes` / COCO layout annotations/instances_<channel>.json + <channel>/).
+  v["DATASETS.ANNOTATION_FILE"] = S("");
+  v["DATASETS.IMAGE_DIR"] = S("");
+
+  v["DATALOADER.NUM_WORKERS"] = int64_t{4};
+  v["DATALOADER.ASPECT_RATIO_GROUPING"] = true;
+  v["DATALOADER.FILTER_EMPTY_ANNOTATIONS"] = true;
+
+  // --- solver ---
+  v["SOLVER.IMS_PER_BATCH"] = int64_t{16};  // total over all processes
+  v["SOLVER.BASE_LR"] = 0.02;
+  v["SOLVER.MOMENTUM"] = 0.9;
+  v["SOLVER.NESTEROV"] = false;
+  v["SOLVER.WEIGHT_DECAY"] = 1e-4;
+  v["SOLVER.WEIGHT_DECAY_NORM"] = 0.0;  // for normalisation layers' weights and biases
+  v["SOLVER.WEIGHT_DECAY_BIAS"] = 1e-4;
+  v["SOLVER.BIAS_LR_FACTOR"] = 1.0;
+  v["SOLVER.OPTIMIZER"] = S("SGD");  // by name: solver/optimizer_registry.cpp
+  v["SOLVER.LR_SCHEDULER_NAME"] = S("WarmupMultiStepLR");  // or WarmupCosineLR
+  v["SOLVER.MAX_ITER"] = int64_t{90000};
+  v["SOLVER.STEPS"] = IntList{60000, 80000};
+  v["SOLVER.GAMMA"] = 0.1;
+  v["SOLVER.BASE_LR_END"] = 0.0;  // cosine end value
+  v["SOLVER.WARMUP_FACTOR"] = 1.0 / 1000;
+  v["SOLVER.WARMUP_ITERS"] = int64_t{1000};
+  v["SOLVER.WARMUP_METHOD"] = S("linear");  // linear | constant
+  v["SOLVER.CHECKPOINT_PERIOD"] = int64_t{5000};
+  v["SOLVER.CHECKPOINTS_TO_KEEP"] = int64_t{3};
+  v["SOLVER.ACCUMULATION_STEPS"] = int64_t{1};
+  v["SOLVER.LOG_PERIOD"] = int64_t{20};
+  v["SOLVER.CLIP_GRADIENTS.ENABLED"] = false;
+  v["SOLVER.CLIP_GRADIENTS.CLIP_TYPE"] = S("norm");  // norm | value
+  v["SOLVER.CLIP_GRADIENTS.CLIP_VALUE"] = 1.0;
+  v["SOLVER.CLIP_GRADIENTS.NORM_TYPE"] = 2.0;
+  v["SOLVER.AMP.ENABLED"] = false;  // ignored on CPU (fp32 there)
+  v["SOLVER.AMP.DTYPE"] = S("float16");  // float16 (dynamic loss scaling) | bfloat16
+
+  // --- data-parallel training (WORLD_SIZE > 1; see engine/distributed/) ---
+  v["DIST.BUCKET_SIZE_MB"] = 25.0;    // gradients are averaged in flat float32 buckets of this size
+  v["DIST.TIMEOUT_SECONDS"] = 300.0;  // rendezvous, and the longest wait for a peer's data
+  v["DIST.BARRIER_TIMEOUT_SECONDS"] = 7200.0;  // waits for rank 0's evaluation / checkpoints
+
+  v["TEST.EVAL_PERIOD"] = int64_t{0};  // 0 = only at the end
+  v["TEST.DETECTIONS_PER_IMAGE"] = int64_t{100};
+
+  v["OUTPUT_DIR"] = S("");  // "" = SM_OUTPUT_DATA_DIR (or ./output outside SageMaker)
+  v["SEED"] = int64_t{-1};  // < 0: drawn from the clock (and logged)
+  v["VERSION"] = int64_t{2};
+}
+
+}  // namespace
+
+TrainConfig TrainConfig::Defaults() {
+  TrainConfig c;
+  AddModelAndInputDefaults(c.values_);
+  AddDataAndSolverDefaults(c.values_);
+  return c;
+}
+
+}  // namespace mrcnn::engine

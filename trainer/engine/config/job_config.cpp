@@ -1,0 +1,206 @@
+#include "trainer/engine/config/job_config.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/checkpoint_config.h"
+#include "common/config_error.h"
+
+namespace mrcnn::engine {
+namespace {
+
+using common::ConfigError;
+namespace fs = std::filesystem;
+
+constexpr const char* kArgsSource = "hyperparameters";
+
+std::string NormaliseKey(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+  return key;
+}
+
+bool ParseBoolArg(const std::string& key, const std::string& value) {
+  std::string v = value;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  throw ConfigError(kArgsSource, key, "must be true or false, got \"" + value + "\"");
+}
+
+std::optional<fs::path> Channel(const std::string& name, const common::EnvMap& env, const common::JobPaths& paths) {
+  std::string upper = name;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (auto v = common::Lookup(env, "SM_CHANNEL_" + upper); v && !v->empty()) {
+    if (fs::exists(*v)) return fs::path(*v);
+    return std::nullopt;
+  }
+  fs::path dir = paths.input_data / name;
+  if (fs::exists(dir)) return dir;
+  return std::nullopt;
+}
+
+fs::path EnvPathOr(const common::EnvMap& env, const std::string& key, const fs::path& fallback) {
+  auto v = common::Lookup(env, key);
+  return v && !v->empty() ? fs::path(*v) : fallback;
+}
+
+}  // namespace
+
+TrainJobArgs ParseTrainJobArgs(const std::vector<std::string>& argv) {
+  static const std::vector<std::string> kKeys = {"base-dir", "config-file", "eval-only",
+                                                 "local-config-file", "opts", "resume"};
+  TrainJobArgs args;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& token = argv[i];
+    if (token.rfind("--", 0) != 0) {
+      throw ConfigError(kArgsSource, token, "is not a --key (arguments are --key value pairs)");
+    }
+    std::string key = token.substr(2);
+    std::string value;
+    if (auto eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (i + 1 >= argv.size()) throw ConfigError(kArgsSource, key, "has no value");
+      value = argv[++i];
+    }
+    const std::string k = NormaliseKey(key);
+    if (k == "config-file") {
+      args.config_file = value;
+    } else if (k == "local-config-file") {
+      args.local_config_file = value;
+    } else if (k == "opts") {
+      args.opts = value;
+    } else if (k == "resume") {
+      args.resume = ParseBoolArg(key, value);
+    } else if (k == "eval-only") {
+      args.eval_only = ParseBoolArg(key, value);
+    } else if (k == "base-dir") {
+      args.base_dir = value;
+    } else {
+      throw ConfigError(kArgsSource, key,
+                        "is not a hyperparameter of this trainer; did you mean \"" + ClosestKey(k, kKeys) + "\"?");
+    }
+  }
+  return args;
+}
+
+fs::path ConfigDir(const common::EnvMap& env, const fs::path& executable) {
+  if (auto v = common::Lookup(env, "MRCNN_CONFIG_DIR"); v && !v->empty()) return *v;
+  if (!executable.empty()) {
+    std::error_code ec;
+    fs::path exe = fs::weakly_canonical(executable, ec);
+    if (!ec) {
+      fs::path beside = exe.parent_path().parent_path().parent_path() / "configs";
+      if (fs::is_directory(beside)) return beside;
+    }
+  }
+  return "/opt/mrcnn/configs";
+}
+
+std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std::optional<fs::path>& weights_channel) {
+  if (!weights_key.empty()) {
+    fs::path p = weights_key;
+    if (p.is_absolute()) return p;
+    if (!weights_channel) {
+      throw ConfigError("config", "MODEL.WEIGHTS",
+                        "is a relative path (\"" + weights_key +
+                            "\") but there is no weights channel; give an absolute path or a weights channel");
+    }
+    return *weights_channel / p;
+  }
+  if (!weights_channel) return std::nullopt;
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(*weights_channel)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") found.push_back(entry.path());
+  }
+  if (found.size() == 1) return found.front();
+  if (found.empty()) return std::nullopt;
+  throw ConfigError(weights_channel->string(), "MODEL.WEIGHTS",
+                    "is empty and the weights channel holds " + std::to_string(found.size()) +
+                        " .safetensors files; name one with MODEL.WEIGHTS");
+}
+
+TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, const fs::path& executable) {
+  TrainJob job;
+  // Under the entrypoint the base dir reaches us only through the SM_* paths it exports
+  // (SM_INPUT_DIR = <base>/input), so derive it from them before falling back to /opt/ml.
+  std::optional<std::string> base_dir = args.base_dir;
+  if (!base_dir && !common::Lookup(env, "SAGEMAKER_BASE_DIR")) {
+    if (auto input = common::Lookup(env, "SM_INPUT_DIR"); input && !input->empty()) {
+      base_dir = fs::path(*input).parent_path().string();
+    }
+  }
+  job.paths = common::MakeJobPaths(common::ResolveBaseDir(base_dir, env));
+  job.config = TrainConfig::Defaults();
+  job.config_sources.push_back("defaults");
+  std::optional<std::string> config_file = args.config_file;
+  if (!config_file) {
+    if (auto d = common::Lookup(env, "MRCNN_DEFAULT_CONFIG"); d && !d->empty()) config_file = *d;
+  }
+  if (config_file) {
+    fs::path file = *config_file;
+    if (file.is_relative()) file = ConfigDir(env, executable) / file;
+    if (!fs::is_regular_file(file)) {
+      throw ConfigError(kArgsSource, "config-file",
+                        "names " + file.string() + ", which does not exist (relative names are looked up in " +
+                            ConfigDir(env, executable).string() + ", set by MRCNN_CONFIG_DIR)");
+    }
+    job.config.MergeFile(file);
+    job.config_sources.push_back(file.string());
+  }
+  if (args.local_config_file) {
+    fs::path file = *args.local_config_file;
+    if (file.is_relative()) {
+      fs::path code_dir = job.paths.code;
+      if (auto m = common::Lookup(env, "SM_MODULE_DIR"); m && !m->empty() && fs::is_directory(*m)) code_dir = *m;
+      file = code_dir / file;
+    }
+    if (!fs::is_regular_file(file)) {
+      throw ConfigError(kArgsSource, "local-config-file",
+                        "names " + file.string() + ", which does not exist (relative names are looked up in the code dir)");
+    }
+    job.config.MergeFile(file);
+    job.config_sources.push_back(file.string());
+  }
+  if (args.opts) {
+    job.config.MergeOpts(TrainConfig::SplitOpts(*args.opts), "opts");
+    job.config_sources.push_back("opts");
+  }
+
+  const auto& train_channels = job.config.GetStringList("DATASETS.TRAIN");
+  if (train_channels.size() != 1) {
+    throw ConfigError("config", "DATASETS.TRAIN", "must name exactly one channel, e.g. [\"train\"]");
+  }
+  if (!args.eval_only) {
+    auto train = Channel(train_channels.front(), env, job.paths);
+    if (!train) {
+      throw ConfigError("environment", "SM_CHANNEL_" + train_channels.front(),
+                        "the training channel \"" + train_channels.front() + "\" (DATASETS.TRAIN) is missing");
+    }
+    job.train_dir = *train;
+    job.train_channel = train_channels.front();
+  }
+  for (const auto& name : job.config.GetStringList("DATASETS.TEST")) {
+    if (auto dir = Channel(name, env, job.paths)) {
+      job.test_dir = *dir;
+      job.test_channel = name;
+      break;
+    }
+  }
+  job.weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"), Channel("weights", env, job.paths));
+  if (job.weights && !fs::is_regular_file(*job.weights)) {
+    throw ConfigError("config", "MODEL.WEIGHTS", "names " + job.weights->string() + ", which does not exist");
+  }
+  job.model_dir = EnvPathOr(env, "SM_MODEL_DIR", job.paths.model);
+  const std::string& output = job.config.GetString("OUTPUT_DIR");
+  job.output_dir = !output.empty() ? fs::path(output) : EnvPathOr(env, "SM_OUTPUT_DATA_DIR", job.paths.output_data);
+  job.checkpoint_dir =
+      common::ParseCheckpointConfig(job.paths.input_config / "checkpointconfig.json", job.paths).local_path;
+  job.resume = args.resume;
+  job.eval_only = args.eval_only;
+  return job;
+}
+
+}  // namespace mrcnn::engine

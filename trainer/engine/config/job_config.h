@@ -1,0 +1,73 @@
+#pragma once
+// What `trainer train` gets from its launcher, turned into a resolved config and paths.
+//
+// argv: the hyperparameters of detectron2-sagemaker as sorted "--key value" pairs (the
+// public toolkit's encoding: strings raw, booleans true/false):
+//   --config-file F        a config shipped with the image: absolute, or relative to the
+//                          image's configs dir (MRCNN_CONFIG_DIR, else <exe>/../../configs,
+//                          else /opt/mrcnn/configs); absent: $MRCNN_DEFAULT_CONFIG when
+//                          set (an image's own default, e.g. Dockerfile.dronetraining)
+//   --local-config-file F  a config in the user's code dir (SM_MODULE_DIR when it is a
+//                          local directory, else <base>/code), merged after --config-file
+//   --opts "K V K V ..."   overrides, merged last (also a JSON/YAML list of tokens)
+//   --resume B             true: resume (error if no valid checkpoint); false: start
+//                          fresh; absent: resume when a checkpoint exists (spot restarts)
+//   --eval-only B          evaluate MODEL.WEIGHTS (or the newest checkpoint) and stop
+//   --base-dir D           the /opt/ml root (default SAGEMAKER_BASE_DIR or /opt/ml)
+// Environment: SM_CHANNEL_<NAME> (else <base>/input/data/<name>), SM_MODEL_DIR,
+// SM_OUTPUT_DATA_DIR, input/config/checkpointconfig.json. Torch-free.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/env_map.h"
+#include "common/job_paths.h"
+#include "trainer/engine/config/config.h"
+
+namespace mrcnn::engine {
+
+struct TrainJobArgs {
+  std::optional<std::string> config_file;
+  std::optional<std::string> local_config_file;
+  std::optional<std::string> opts;
+  std::optional<bool> resume;
+  bool eval_only = false;
+  std::optional<std::string> base_dir;
+};
+
+// Parses "--key value" and "--key=value"; hyphens and underscores in keys are equivalent.
+// An unknown key is a ConfigError naming the closest known one; booleans accept
+// true/false (any case) and 1/0.
+TrainJobArgs ParseTrainJobArgs(const std::vector<std::string>& argv);
+
+struct TrainJob {
+  TrainConfig config;
+  std::vector<std::string> config_sources;  // in merge order: "defaults", files, "opts"
+  common::JobPaths paths;
+  std::filesystem::path train_dir;                // the DATASETS.TRAIN channel
+  std::string train_channel;                      // its name ("" with eval_only)
+  std::optional<std::filesystem::path> test_dir;  // the first DATASETS.TEST channel present
+  std::string test_channel;                       // its name ("" when none)
+  std::optional<std::filesystem::path> weights;   // MODEL.WEIGHTS resolved (see ResolveWeights)
+  std::filesystem::path model_dir;
+  std::filesystem::path output_dir;      // OUTPUT_DIR, else SM_OUTPUT_DATA_DIR, else <base>/output/data
+  std::filesystem::path checkpoint_dir;  // checkpointconfig.json LocalPath, else <base>/checkpoints
+  std::optional<bool> resume;
+  bool eval_only = false;
+};
+
+// The configs directory of the image (see above). `executable` is this program's path.
+std::filesystem::path ConfigDir(const common::EnvMap& env, const std::filesystem::path& executable);
+
+// Resolves everything; reads config files, checks that the files named exist. Directories
+// are not created. Throws ConfigError naming the source and key.
+TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env,
+                         const std::filesystem::path& executable);
+
+// MODEL.WEIGHTS: absolute -> itself; relative -> inside the weights channel; empty with a
+// weights channel holding exactly one *.safetensors file -> that file; otherwise none.
+std::optional<std::filesystem::path> ResolveWeights(const std::string& weights_key,
+                                                    const std::optional<std::filesystem::path>& weights_channel);
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,43 @@
+#include "trainer/engine/distributed/process_world.h"
+
+#include <stdexcept>
+
+#include "common/config_error.h"
+
+namespace mrcnn::engine {
+namespace {
+
+int64_t EnvInt(const common::EnvMap& env, const std::string& key, int64_t fallback) {
+  const auto value = common::Lookup(env, key);
+  if (!value || value->empty())
+    return fallback;
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(*value, &used);
+    if (used != value->size())
+      throw std::invalid_argument("trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    throw common::ConfigError("environment", key, "must be an integer, got \"" + *value + "\"");
+  }
+}
+
+}  // namespace
+
+ProcessWorld ProcessWorld::FromEnv(const common::EnvMap& env) {
+  ProcessWorld w;
+  w.world_size = EnvInt(env, "WORLD_SIZE", 1);
+  w.rank = EnvInt(env, "RANK", 0);
+  w.local_rank = EnvInt(env, "LOCAL_RANK", 0);
+  if (w.world_size < 1)
+    throw common::ConfigError("environment", "WORLD_SIZE", "must be >= 1");
+  if (w.rank < 0 || w.rank >= w.world_size) {
+    throw common::ConfigError("environment", "RANK", "must be in [0, WORLD_SIZE)");
+  }
+  if (auto a = common::Lookup(env, "MASTER_ADDR"); a && !a->empty())
+    w.master_addr = *a;
+  w.master_port = static_cast<int>(EnvInt(env, "MASTER_PORT", 29500));
+  return w;
+}
+
+}  // namespace mrcnn::engine

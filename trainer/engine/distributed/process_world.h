@@ -1,0 +1,22 @@
+#pragma once
+// The process's place in a data-parallel job, from the torchrun variables the entrypoint
+// sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); a single process when
+// they are absent. Torch-free.
+#include <cstdint>
+#include <string>
+
+#include "common/env_map.h"
+
+namespace mrcnn::engine {
+
+struct ProcessWorld {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Throws common::ConfigError naming the variable when one is malformed.
+  static ProcessWorld FromEnv(const common::EnvMap& env);
+};
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,107 @@
+#include "trainer/engine/mask_rcnn_trainer.h"
+
+#include <ATen/Context.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trainer/data/data_loader.h"
+#include "trainer/engine/model_inputs.h"
+#include "trainer/model/mask_rcnn.h"
+
+namespace mrcnn::engine {
+namespace {
+
+// The generator of one training image's anchor and RoI sampling: seeded from the run's
+// seed, the iteration, the micro-batch and the image id only, so an image samples the same
+// anchors whichever rank and batch slot it lands in (1 process with batch B and W
+// processes with B/W then compute the same gradients).
+at::Generator ImageSamplingGenerator(const c10::Device& device, uint64_t seed, int64_t iteration,
+                                     int64_t micro, int64_t image_id) {
+  auto mix = [](uint64_t x) {  // splitmix64 finaliser
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  uint64_t h = mix(seed);
+  for (const int64_t v : {iteration, micro, image_id})
+    h = mix(h ^ static_cast<uint64_t>(v));
+  at::Generator base = at::globalContext().defaultGenerator(device);
+  at::Generator g;
+  {
+    std::lock_guard<std::mutex> lock(base.mutex());
+    g = base.clone();
+  }
+  g.set_current_seed(h >> 1);
+  return g;
+}
+
+}  // namespace
+
+// Through the device-generic allocator interface rather than c10/cuda headers: the
+// trainer runs on CUDA through LibTorch even in builds without our CUDA kernels.
+double PeakMemoryMb(const c10::Device& device) {
+  if (device.is_cuda()) {
+    const auto stats = c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(device.index());
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1024.0 * 1024.0);
+  }
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+MaskRcnnTrainer::MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::DataLoader& loader,
+                                 TrainingState& state, const c10::Device& device,
+                                 int64_t accumulation)
+    : TrainerBase(std::move(storage)),
+      step_(step),
+      loader_(loader),
+      state_(state),
+      device_(device),
+      accumulation_(accumulation) {
+  state_.net.train();
+}
+
+void MaskRcnnTrainer::RunStep() {
+  using Clock = std::chrono::steady_clock;
+  const double parts = static_cast<double>(accumulation_);
+  double data_time = 0;
+  std::map<std::string, double> losses;
+  double total = 0;
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    const auto d0 = Clock::now();
+    std::optional<data::Batch> batch = loader_.Next();
+    ++state_.batches_consumed;
+    data_time += std::chrono::duration<double>(Clock::now() - d0).count();
+    model::ImageBatch ib = ToImageBatch(*batch, device_);
+    std::vector<model::ImageTarget> targets = ToTargets(*batch, device_);
+    std::vector<at::Generator> generators;
+    for (const int64_t id : batch->image_ids) {
+      generators.push_back(
+          ImageSamplingGenerator(device_, static_cast<uint64_t>(state_.seed), iter(), micro, id));
+    }
+    const MicroBatchLosses step_losses =
+        step_.ForwardBackward(ib, targets, std::move(generators), accumulation_, iter() + 1);
+    for (const auto& [k, v] : step_losses.losses)
+      losses[k] += v / parts;
+    total += step_losses.total / parts;
+  }
+  step_.Finish();
+  EventStorage& s = storage();
+  for (const auto& [k, v] : losses)
+    s.PutScalar(k, v, RankReduce::kMean);
+  s.PutScalar("total_loss", total, RankReduce::kMean);
+  s.PutScalar("data_time", data_time);
+  s.PutScalar("max_mem_mb", PeakMemoryMb(device_));
+}
+
+}  // namespace mrcnn::engine

@@ -1,0 +1,32 @@
+#include "trainer/engine/model_inputs.h"
+
+namespace mrcnn::engine {
+
+data::Normalization NormalizationOf(const model::ModelConfig& mc) {
+  data::Normalization n;
+  for (int c = 0; c < 3; ++c) {
+    n.mean[c] = static_cast<float>(mc.pixel_mean[c] / 255.0);
+    n.std[c] = static_cast<float>(mc.pixel_std[c] / 255.0);
+  }
+  return n;
+}
+
+model::ImageBatch ToImageBatch(const data::Batch& batch, const c10::Device& device) {
+  model::ImageBatch out;
+  out.tensors = batch.images.to(device, /*non_blocking=*/true);
+  out.image_sizes = batch.image_sizes;
+  out.original_sizes = batch.original_sizes;
+  return out;
+}
+
+std::vector<model::ImageTarget> ToTargets(const data::Batch& batch, const c10::Device& device) {
+  std::vector<model::ImageTarget> targets;
+  targets.reserve(batch.targets.size());
+  for (const auto& t : batch.targets) {
+    targets.push_back({t.boxes.to(device), t.labels.to(device),
+                       t.masks.defined() ? t.masks.to(device) : t.masks});
+  }
+  return targets;
+}
+
+}  // namespace mrcnn::engine

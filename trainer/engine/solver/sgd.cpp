@@ -1,0 +1,139 @@
+#include "trainer/engine/solver/sgd.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "trainer/engine/config/config.h"
+
+namespace mrcnn::engine {
+namespace {
+
+constexpr const char* kMomentumPrefix = "optimizer/momentum/";
+
+std::string ModuleOf(const std::string& name) {
+  auto dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+std::string LeafOf(const std::string& name) {
+  auto dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+}  // namespace
+
+SgdOptions SgdOptions::FromConfig(const TrainConfig& config) {
+  SgdOptions o;
+  o.momentum = config.GetFloat("SOLVER.MOMENTUM");
+  o.nesterov = config.GetBool("SOLVER.NESTEROV");
+  o.weight_decay = config.GetFloat("SOLVER.WEIGHT_DECAY");
+  o.weight_decay_norm = config.GetFloat("SOLVER.WEIGHT_DECAY_NORM");
+  o.weight_decay_bias = config.GetFloat("SOLVER.WEIGHT_DECAY_BIAS");
+  o.bias_lr_factor = config.GetFloat("SOLVER.BIAS_LR_FACTOR");
+  return o;
+}
+
+std::map<std::string, ParamKind> ClassifyParameters(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  std::set<std::string> norm_modules;
+  for (const auto& [name, p] : named) {
+    if (LeafOf(name) == "weight" && p.dim() == 1) norm_modules.insert(ModuleOf(name));
+  }
+  std::map<std::string, ParamKind> kinds;
+  for (const auto& [name, p] : named) {
+    if (norm_modules.count(ModuleOf(name))) {
+      kinds[name] = ParamKind::kNorm;
+    } else if (LeafOf(name) == "bias") {
+      kinds[name] = ParamKind::kBias;
+    } else {
+      kinds[name] = ParamKind::kWeight;
+    }
+  }
+  return kinds;
+}
+
+Sgd::Sgd(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters, SgdOptions options)
+    : options_(options) {
+  auto kinds = ClassifyParameters(named_parameters);
+  for (const auto& [name, p] : named_parameters) {
+    if (!p.requires_grad()) continue;
+    Entry e{name, p, kinds.at(name), options_.weight_decay, 1.0, {}};
+    if (e.kind == ParamKind::kNorm) e.weight_decay = options_.weight_decay_norm;
+    if (e.kind == ParamKind::kBias) {
+      e.weight_decay = options_.weight_decay_bias;
+      e.lr_factor = options_.bias_lr_factor;
+    }
+    entries_.push_back(std::move(e));
+  }
+}
+
+void Sgd::Step(double lr) {
+  set_lr(lr);
+  Step();
+}
+
+std::vector<at::Tensor> Sgd::Parameters() const {
+  std::vector<at::Tensor> params;
+  params.reserve(entries_.size());
+  for (const auto& e : entries_)
+    params.push_back(e.param);
+  return params;
+}
+
+void Sgd::Step() {
+  const double lr = this->lr();
+  c10::NoGradGuard no_grad;
+  for (auto& e : entries_) {
+    const at::Tensor& grad = e.param.grad();
+    if (!grad.defined()) continue;
+    at::Tensor d_p = e.weight_decay != 0 ? grad.add(e.param, e.weight_decay) : grad;
+    if (options_.momentum != 0) {
+      if (!e.momentum_buffer.defined()) {
+        e.momentum_buffer = d_p.clone().detach();
+      } else {
+        e.momentum_buffer.mul_(options_.momentum).add_(d_p);
+      }
+      d_p = options_.nesterov ? d_p.add(e.momentum_buffer, options_.momentum) : e.momentum_buffer;
+    }
+    e.param.add_(d_p, -lr * e.lr_factor);
+  }
+}
+
+void Sgd::ZeroGrad() {
+  for (auto& e : entries_) {
+    if (e.param.grad().defined()) e.param.mutable_grad() = at::Tensor();
+  }
+}
+
+std::map<std::string, at::Tensor> Sgd::State() const {
+  std::map<std::string, at::Tensor> state;
+  for (const auto& e : entries_) {
+    if (e.momentum_buffer.defined()) state[kMomentumPrefix + e.name] = e.momentum_buffer;
+  }
+  return state;
+}
+
+void Sgd::LoadState(const std::map<std::string, at::Tensor>& state) {
+  std::map<std::string, Entry*> by_name;
+  for (auto& e : entries_) by_name[e.name] = &e;
+  const std::string prefix = kMomentumPrefix;
+  for (const auto& [key, tensor] : state) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string name = key.substr(prefix.size());
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      throw std::runtime_error("checkpoint: momentum buffer '" + key + "' names no trainable parameter");
+    }
+    Entry& e = *it->second;
+    if (tensor.sizes() != e.param.sizes()) {
+      throw std::runtime_error("checkpoint: momentum buffer '" + key + "' has shape " +
+                               std::string(c10::str(tensor.sizes())) + ", the parameter " +
+                               std::string(c10::str(e.param.sizes())));
+    }
+    e.momentum_buffer = tensor.to(e.param.device(), e.param.scalar_type()).clone();
+  }
+}
+
+}  // namespace mrcnn::engine

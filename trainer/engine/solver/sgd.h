@@ -1,0 +1,68 @@
+#pragma once
+// SGD with momentum and weight decay (torch.optim.SGD's update, dampening 0), with
+// parameters grouped by name as Detectron2 does: norm-layer weights/biases get
+// SOLVER.WEIGHT_DECAY_NORM, other biases SOLVER.WEIGHT_DECAY_BIAS and an lr multiplied by
+// SOLVER.BIAS_LR_FACTOR, everything else SOLVER.WEIGHT_DECAY. Momentum buffers are keyed
+// by parameter name so checkpoints stay readable and portable.
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainer/engine/solver/optimizer.h"
+
+namespace mrcnn::engine {
+
+class TrainConfig;
+
+struct SgdOptions {
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 1e-4;
+  double weight_decay_norm = 0.0;
+  double weight_decay_bias = 1e-4;
+  double bias_lr_factor = 1.0;
+  static SgdOptions FromConfig(const TrainConfig& config);
+};
+
+enum class ParamKind { kWeight, kBias, kNorm };
+
+// Norm parameters are 1-D weights (conv and linear weights have >= 2 dims) and the biases
+// of modules that have such a weight.
+std::map<std::string, ParamKind> ClassifyParameters(const std::vector<std::pair<std::string, at::Tensor>>& named);
+
+class Sgd : public Optimizer {
+ public:
+  // Only parameters with requires_grad are optimised.
+  Sgd(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters, SgdOptions options);
+
+  void Step() override;
+  // set_lr(lr) then Step().
+  void Step(double lr);
+  void ZeroGrad() override;
+  std::vector<at::Tensor> Parameters() const override;
+
+  // "optimizer/momentum/<param name>" for every parameter with a momentum buffer.
+  std::map<std::string, at::Tensor> State() const override;
+  // Restores buffers written by State(); throws naming the key on an unknown parameter or
+  // a shape mismatch. Buffers are copied to the parameter's device.
+  void LoadState(const std::map<std::string, at::Tensor>& state) override;
+
+  struct Entry {
+    std::string name;
+    at::Tensor param;
+    ParamKind kind;
+    double weight_decay;
+    double lr_factor;
+    at::Tensor momentum_buffer;  // undefined until the first step
+  };
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  SgdOptions options_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace mrcnn::engine

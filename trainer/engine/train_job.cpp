@@ -1,0 +1,181 @@
+#include "trainer/engine/train_job.h"
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config_error.h"
+#include "trainer/data/data_loader.h"
+#include "trainer/engine/builders.h"
+#include "trainer/engine/checkpoint/training_checkpointer.h"
+#include "trainer/engine/distributed/data_parallel.h"
+#include "trainer/engine/events/console_writer.h"
+#include "trainer/engine/events/jsonl_writer.h"
+#include "trainer/engine/hooks/evaluation.h"
+#include "trainer/engine/hooks/iteration_timer.h"
+#include "trainer/engine/hooks/lr_scheduler.h"
+#include "trainer/engine/hooks/model_export.h"
+#include "trainer/engine/hooks/periodic_checkpointer.h"
+#include "trainer/engine/hooks/periodic_writer.h"
+#include "trainer/engine/hooks/stop_signal.h"
+#include "trainer/engine/hooks/weights_dump.h"
+#include "trainer/engine/mask_rcnn_trainer.h"
+#include "trainer/engine/model_export.h"
+
+namespace mrcnn::engine {
+namespace {
+
+// Everything the hooks are built from; references outlive the trainer.
+struct JobParts {
+  const TrainJob& job;
+  const ProcessWorld& world;
+  const ConsoleLog& log;
+  const model::ModelConfig& mc;
+  const c10::Device& device;
+  const StepPlan& plan;
+  model::MaskRcnnImpl& net;
+  Optimizer& optimizer;
+  dist::DataParallel& dp;
+  TrainingCheckpointer& checkpointer;
+  const std::optional<DatasetSource>& test_source;
+  const TrainData* train;  // null for eval-only
+};
+
+std::function<void()> BarrierOf(dist::DataParallel& dp) {
+  if (!dp.active())
+    return {};
+  return [&dp] { dp.Barrier(); };
+}
+
+std::vector<std::unique_ptr<EventWriter>> BuildWriters(const JobParts& p, int64_t start_iter) {
+  std::vector<std::unique_ptr<EventWriter>> writers;
+  if (p.world.rank != 0)
+    return writers;
+  const TrainWindowSpec spec{p.plan.max_iter, p.plan.images_per_iteration};
+  writers.push_back(std::make_unique<ConsoleWriter>(p.log, spec, start_iter));
+  writers.push_back(
+      std::make_unique<JsonlWriter>(p.job.output_dir / "metrics.jsonl", spec, start_iter));
+  return writers;
+}
+
+EvaluationHook::Evaluate EvaluatorOf(const JobParts& p) {
+  if (p.world.rank != 0)
+    return {};
+  return [&p](int64_t completed) {
+    return EvaluateChannel(p.net, *p.test_source, p.mc, p.job.config, p.device, completed);
+  };
+}
+
+// The hooks in the order they run (see README.md for why this order).
+std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, int64_t start_iter) {
+  const TrainConfig& config = p.job.config;
+  std::vector<std::unique_ptr<HookBase>> hooks;
+  if (const char* dir = std::getenv("MRCNN_DUMP_WEIGHTS_DIR"); dir != nullptr && *dir != '\0') {
+    hooks.push_back(std::make_unique<WeightsDumpHook>(
+        [&p, path = std::filesystem::path(dir)](const std::string& when) {
+          DumpWeights(p.net, path, p.world.rank, when);
+        }));
+  }
+  hooks.push_back(std::make_unique<IterationTimerHook>(p.log));
+  Optimizer& optimizer = p.optimizer;
+  hooks.push_back(std::make_unique<LrSchedulerHook>(
+      BuildLrSchedule(config), [&optimizer](double lr) { optimizer.set_lr(lr); }));
+  auto checkpointer = std::make_unique<PeriodicCheckpointerHook>(
+      p.checkpointer, config.GetInt("SOLVER.CHECKPOINT_PERIOD"), BarrierOf(p.dp));
+  auto stop = std::make_unique<StopSignalHook>(*checkpointer, p.log);
+  hooks.push_back(std::move(checkpointer));
+  hooks.push_back(std::move(stop));
+  if (p.test_source) {
+    hooks.push_back(std::make_unique<EvaluationHook>(config.GetInt("TEST.EVAL_PERIOD"),
+                                                     EvaluatorOf(p), BarrierOf(p.dp)));
+  }
+  hooks.push_back(std::make_unique<PeriodicWriterHook>(BuildWriters(p, start_iter),
+                                                       config.GetInt("SOLVER.LOG_PERIOD")));
+  std::function<void()> write_model;
+  if (p.world.rank == 0) {
+    write_model = [&p] {
+      WriteModelDir(p.net, p.job.config, *p.train->dataset, p.job.model_dir);
+      p.log.Line("[model] wrote " + p.job.model_dir.string() +
+                 " (model.safetensors, config.yaml, classes.json)");
+    };
+  }
+  hooks.push_back(std::make_unique<ModelExportHook>(std::move(write_model), BarrierOf(p.dp)));
+  return hooks;
+}
+
+int RunEvalOnly(const JobParts& p, int64_t start_iter) {
+  if (!p.test_source)
+    throw common::ConfigError("config", "DATASETS.TEST", "eval-only needs a val or test channel");
+  EventStorage storage;
+  for (auto& event : EvaluatorOf(p)(start_iter))
+    storage.PutEvaluation(std::move(event));
+  for (auto& writer : BuildWriters(p, start_iter))
+    writer->WriteEvaluations(storage);
+  return 0;
+}
+
+void LogJobStart(const TrainJob& job, const ConsoleLog& log) {
+  std::string sources;
+  for (const auto& src : job.config_sources)
+    sources += (sources.empty() ? "" : " -> ") + src;
+  log.Line("[config] sources: " + sources);
+  log.Line("[config] resolved:\n" + job.config.ToYaml());
+}
+
+void LogRunStart(const JobParts& p, const TrainingState& state) {
+  const bool amp = BuildAmpDtype(p.job.config, p.device).has_value();
+  p.log.Line("[train] device: " + p.device.str() + "  seed: " + std::to_string(state.seed) +
+             "  processes: " + std::to_string(p.world.world_size) +
+             " (gradient all-reduce: " + p.dp.gradient_backend() +
+             ")  images/iter: " + std::to_string(p.plan.images_per_iteration) +
+             "  accumulation: " + std::to_string(p.plan.accumulation) +
+             "  amp: " + (amp ? p.job.config.GetString("SOLVER.AMP.DTYPE") : "off"));
+}
+
+}  // namespace
+
+int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
+  const TrainConfig& config = job.config;
+  const ConsoleLog log(world.rank == 0);
+  LogJobStart(job, log);
+  const c10::Device device = BuildDevice(config, world.local_rank);
+  // Rendezvous first, so a rank that cannot reach the others fails before loading data.
+  auto dp = BuildDataParallel(config, world, device);
+  const int64_t seed = BuildSeed(config, *dp);
+  const model::ModelConfig mc = BuildModelConfig(config);
+  const std::optional<DatasetSource> test_source = BuildTestSource(job);
+  std::optional<TrainData> train;
+  if (!job.eval_only)
+    train = BuildTrainData(job, mc, log);
+
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  model::MaskRcnn net = BuildModel(mc, device, job.weights, log);
+  auto optimizer = BuildOptimizer(config, ParametersOf(*net));
+  const StepPlan plan = BuildStepPlan(config, world.world_size);
+  GradScaler scaler = BuildGradScaler(config, device);
+  TrainStepOptions step_options = BuildTrainStepOptions(config, device);
+  BuildLrSchedule(config);  // validated before anything long-running starts
+
+  TrainingState state{*net, *optimizer, scaler, seed, 0};
+  TrainingCheckpointer checkpointer(BuildCheckpointDir(job), state, *dp, log);
+  const int64_t start_iter = checkpointer.ResumeOrLoad(job.resume, job.eval_only);
+  const JobParts parts{job,  world,      log, mc,           device,      plan,
+                       *net, *optimizer, *dp, checkpointer, test_source, train ? &*train : nullptr};
+  LogRunStart(parts, state);
+  if (job.eval_only)
+    return RunEvalOnly(parts, start_iter);
+
+  auto loader =
+      BuildTrainLoader(config, mc, *train, world, plan, state.seed, state.batches_consumed);
+  TrainStep step(*net, *optimizer, scaler, dp.get(), device, std::move(step_options));
+  EventStorage storage(world.world_size, [&dp](std::vector<double>& v) { dp->SumInPlace(v); });
+  MaskRcnnTrainer trainer(std::move(storage), step, *loader, state, device, plan.accumulation);
+  trainer.RegisterHooks(BuildHooks(parts, start_iter));
+  trainer.Train(start_iter, plan.max_iter);
+  return 0;
+}
+
+}  // namespace mrcnn::engine
