@@ -7,7 +7,7 @@ them decide whether a key exists at all (an empty `resume` means "decide from th
 checkpoint", an empty weights URI means "no weights channel"). Standard library only
 and Python 3.7-compatible, since the components image provides nothing else.
 
-The hyperparameters are the ones `trainer train` understands (trainer/engine/job_config.h):
+The hyperparameters are the ones `trainer train` understands (trainer/engine/config/job_config.h):
 `config-file`, `opts`, `resume`, `eval-only`, sent as plain strings the way raw-API
 users send them; the entrypoint decodes them as the contract describes."""
 import argparse

@@ -131,7 +131,7 @@ def mrcnn_sagemaker_pipeline(
     weights_s3_uri: str = "",
     checkpoint_s3_uri: str = "",
     training_input_mode: str = "File",
-    # Hyperparameters as `trainer train` expects them (trainer/engine/job_config.h).
+    # Hyperparameters as `trainer train` expects them (trainer/engine/config/job_config.h).
     config_file: str = "mask_rcnn_R_50_FPN_1x.yaml",
     opts: str = "",
     resume: str = "",

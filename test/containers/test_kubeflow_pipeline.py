@@ -320,7 +320,7 @@ def test_bad_job_inputs_fail_the_step_with_the_parameter_named(compiled, steps, 
 
 PRINT_METRIC_DEFINITIONS = """
 #include <cstdio>
-#include "trainer/engine/log_format.h"
+#include "trainer/engine/events/log_format.h"
 int main() { std::printf("%s\\n", mrcnn::engine::MetricDefinitions().dump().c_str()); }
 """
 
@@ -333,7 +333,7 @@ def test_default_metric_definitions_are_the_trainers(compiled, tmp_path):
     program = tmp_path / "print_metric_definitions"
     cxx = os.environ.get("CXX", "c++")
     build = subprocess.run([cxx, "-std=c++20", "-O0", f"-I{ROOT}", str(source),
-                            str(ROOT / "trainer" / "engine" / "log_format.cpp"), "-lfmt", "-o", str(program)],
+                            str(ROOT / "trainer" / "engine" / "events" / "log_format.cpp"), "-lfmt", "-o", str(program)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     printed = subprocess.run([str(program)], capture_output=True, text=True, timeout=60, check=True)

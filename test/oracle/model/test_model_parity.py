@@ -31,7 +31,9 @@ DIRECT_CONV = {**os.environ, "MRCNN_CPU_WINOGRAD": "0"}
 def randomise(model, seed):
     """Non-trivial BN statistics and peaky class scores, so every stage is exercised and
     random-weight detections do not tie (near-uniform softmax scores would make the top-k
-    order depend on rounding)."""
+    order depend on rounding). The box regressions (RPN and box head) are damped: random deltas make boxes a
+    few hundredths of a pixel tall, whose IoUs (hence NMS) flip with float rounding that
+    differs between CPUs' convolution kernels."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
@@ -43,6 +45,8 @@ def randomise(model, seed):
                 m.bias.copy_(torch.rand(n, generator=g) * 0.2 - 0.1)
         model.roi_heads.box_predictor.cls_score.weight.mul_(40.0)
         model.rpn.head.cls_logits.weight.mul_(20.0)
+        model.roi_heads.box_predictor.bbox_pred.weight.mul_(0.1)
+        model.rpn.head.bbox_pred.weight.mul_(0.1)
 
 
 def freeze_batchnorm(module):
@@ -137,8 +141,12 @@ def compare_eval(tv, ours, images):
                                f"{det['scores'][k].item()}) has no counterpart"
             j = candidates[0]
             used.add(j)
-            iou = mask_iou(ours[f"masks.{i}"][j, 0], det["masks"][k, 0])
-            assert iou >= 0.99, f"image {i} detection {k}: mask IoU {iou}"
+            mine, theirs = ours[f"masks.{i}"][j, 0], det["masks"][k, 0]
+            iou = mask_iou(mine, theirs)
+            # Small masks: one pixel whose probability sits at the 0.5 threshold moves the
+            # IoU by over 1%; a real difference flips pixels that are clearly on one side.
+            clear_flips = (((mine >= 0.5) != (theirs >= 0.5)) & ((theirs - 0.5).abs() > 0.02)).sum().item()
+            assert iou >= 0.99 or clear_flips == 0, f"image {i} detection {k}: mask IoU {iou}, {clear_flips} clear flips"
     return total
 
 

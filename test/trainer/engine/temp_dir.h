@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "trainer/engine/checkpoint/atomic_file.h"
+
 namespace mrcnn::test {
 
 struct TempDir {
@@ -18,10 +20,13 @@ struct TempDir {
     path = std::filesystem::temp_directory_path() / (prefix + std::to_string(rd()));
   }
   ~TempDir() {
-    ::nftw(
-        path.c_str(),
-        [](const char* p, const struct stat*, int, struct FTW*) { return std::remove(p); }, 16,
-        FTW_DEPTH | FTW_PHYS);
+    // The directory, and the staging directory beside it that atomic writes into it use.
+    const auto staging = engine::StagingDirFor(path);
+    for (const auto& p : {path, staging}) {
+      ::nftw(
+          p.c_str(), [](const char* f, const struct stat*, int, struct FTW*) { return std::remove(f); }, 16,
+          FTW_DEPTH | FTW_PHYS);
+    }
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -115,4 +118,58 @@ TEST_CASE("RNG state round trip reproduces the random stream", "[checkpoint]") {
   torch::rand({100});
   RestoreRngState(state);
   CHECK(torch::equal(torch::rand({8}), first));
+}
+
+TEST_CASE("a write in progress is staged beside the directory, never in it", "[checkpoint]") {
+  TempDir root;
+  const fs::path dir = root.path / "checkpoints";
+  fs::create_directories(dir);
+  const fs::path staging = StagingDirFor(dir);
+  CHECK(staging == root.path / ".checkpoints.partial");
+  CHECK(StagingDirFor(root.path / "checkpoints/") == staging);
+
+  // A writer killed in the middle of a large write leaves its temporary in the staging
+  // directory only; the next start removes it.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      const std::string big(256u << 20, 'x');
+      for (;;)
+        WriteFileAtomically(dir / "checkpoint_00000001.safetensors", big);
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  const fs::path partial = staging / ("checkpoint_00000001.safetensors.tmp" + std::to_string(child));
+  bool seen = false;
+  for (int i = 0; i < 2000 && !seen; ++i) {  // up to 20 s
+    std::error_code ec;
+    seen = fs::exists(partial, ec) && fs::file_size(partial, ec) > 0;
+    if (!seen)
+      ::usleep(10000);
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(seen);
+  REQUIRE(WIFSIGNALED(status));
+  for (const auto& entry : fs::directory_iterator(dir))  // only complete files, if any
+    CHECK(entry.path().filename() == "checkpoint_00000001.safetensors");
+  REQUIRE(fs::exists(partial));
+
+  // Our own PID's leftover (a restarted container reuses PIDs) and a dead writer's go; a
+  // live writer's (PID 1 exists in every PID namespace) and other files stay.
+  auto touch = [](const fs::path& p) { std::ofstream(p) << "x"; };
+  touch(staging / "keep.txt");
+  touch(dir / ("checkpoint_00000002.safetensors.tmp" + std::to_string(::getpid())));
+  touch(dir / "checkpoint_00000003.safetensors.tmp1");
+  touch(dir / "notes.tmp99999999");
+  const auto removed = CheckpointDir(dir, 2).RemoveStaleTemporaries();
+  CHECK(removed.size() == 2);
+  CHECK_FALSE(fs::exists(partial));
+  CHECK_FALSE(fs::exists(dir / ("checkpoint_00000002.safetensors.tmp" + std::to_string(::getpid()))));
+  CHECK(fs::exists(dir / "checkpoint_00000003.safetensors.tmp1"));
+  CHECK(fs::exists(dir / "notes.tmp99999999"));
+  CHECK(fs::exists(staging / "keep.txt"));
 }

@@ -99,6 +99,10 @@ fs::path CheckpointDir::Save(int64_t iteration, const NamedTensors& tensors) con
   return file;
 }
 
+std::vector<fs::path> CheckpointDir::RemoveStaleTemporaries() const {
+  return engine::RemoveStaleTemporaries(dir_, "checkpoint_");
+}
+
 std::vector<fs::path> CheckpointDir::List() const {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;

@@ -1,6 +1,7 @@
 #pragma once
 // Training checkpoints in one directory (checkpointconfig.json LocalPath, which SageMaker
-// syncs to S3): "checkpoint_<iteration, 8 digits>.safetensors", written atomically, the
+// syncs to S3): "checkpoint_<iteration, 8 digits>.safetensors", written atomically (staged
+// beside the directory and renamed in, so the upload never sees a partial file), the
 // newest K kept. Each file is a safetensors map of named tensors (model/*, optimizer/*,
 // scaler/*, rng/*, ...) plus "checkpoint/iteration" and "checkpoint/crc32": a CRC-32 over
 // every other tensor's name and bytes in key order, so a corrupted or truncated file is
@@ -36,6 +37,11 @@ class CheckpointDir {
   // Writes the checkpoint of `iteration` (creating the directory), then deletes all but
   // the newest `keep`. Returns the file written. Tensors may be on any device.
   std::filesystem::path Save(int64_t iteration, const NamedTensors& tensors) const;
+
+  // Removes partial writes (checkpoint_*.tmp<pid>) of writers that are gone, here and in
+  // the staging directory beside it (atomic_file.h); returns what was removed. Called
+  // once at start by the one process that writes checkpoints.
+  std::vector<std::filesystem::path> RemoveStaleTemporaries() const;
 
   // Checkpoint files present, oldest first (temporary files are not listed).
   std::vector<std::filesystem::path> List() const;

@@ -73,6 +73,10 @@ void TrainingCheckpointer::AgreeWithRoot(int64_t& start_iter) {
 }
 
 int64_t TrainingCheckpointer::ResumeOrLoad(std::optional<bool> resume, bool eval_only) {
+  if (dp_.rank() == 0) {
+    for (const auto& removed : dir_.RemoveStaleTemporaries())
+      log_.Line("[checkpoint] removed a partial write left by a stopped writer: " + removed.string());
+  }
   int64_t start_iter = 0;
   if (resume.value_or(true)) {
     auto loaded = dir_.LoadNewestValid(
