@@ -26,4 +26,21 @@ std::filesystem::path ResolveBaseDir(const std::optional<std::string>& flag, con
   return "/opt/ml";
 }
 
+ResolvedModelDir ResolveModelDir(const std::optional<std::string>& model_dir_flag,
+                                 const std::optional<std::string>& base_dir_flag,
+                                 const EnvMap& env) {
+  if (model_dir_flag && !model_dir_flag->empty())
+    return {*model_dir_flag, "--model-dir"};
+  if (auto from_env = Lookup(env, "SM_MODEL_DIR"); from_env && !from_env->empty())
+    return {*from_env, "SM_MODEL_DIR"};
+  const auto base = ResolveBaseDir(base_dir_flag, env);
+  std::string source = "the default base dir /opt/ml";
+  if (base_dir_flag && !base_dir_flag->empty()) {
+    source = "--base-dir " + *base_dir_flag;
+  } else if (auto from_env = Lookup(env, "SAGEMAKER_BASE_DIR"); from_env && !from_env->empty()) {
+    source = "SAGEMAKER_BASE_DIR=" + *from_env;
+  }
+  return {MakeJobPaths(base).model, source};
+}
+
 }  // namespace mrcnn::common

@@ -29,4 +29,16 @@ JobPaths MakeJobPaths(const std::filesystem::path& base);
 // SAGEMAKER_BASE_DIR (when non-empty), else "/opt/ml".
 std::filesystem::path ResolveBaseDir(const std::optional<std::string>& flag, const EnvMap& env);
 
+struct ResolvedModelDir {
+  std::filesystem::path dir;
+  std::string source;  // for messages: "--model-dir", "SM_MODEL_DIR", "SAGEMAKER_BASE_DIR=/x", ...
+};
+
+// The model dir, one rule for every command: the --model-dir flag value if
+// given, else SM_MODEL_DIR (when non-empty; the trainer writes there too), else
+// <base>/model with the base dir of ResolveBaseDir(base_dir_flag, env).
+ResolvedModelDir ResolveModelDir(const std::optional<std::string>& model_dir_flag,
+                                 const std::optional<std::string>& base_dir_flag,
+                                 const EnvMap& env);
+
 }  // namespace mrcnn::common

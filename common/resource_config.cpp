@@ -63,10 +63,10 @@ ResourceConfig ParseResourceConfig(const std::filesystem::path& file) {
                       "is missing; expected this container's host name, e.g. \"algo-1\"");
   }
   rc.current_host = *current;
+  // Kept in the order written, as the public toolkit keeps it: node rank is the index
+  // here and the first host is the master, so SageMaker's algo-1 leads even in jobs of
+  // ten hosts or more, where sorting as strings would put algo-10 before algo-2.
   rc.hosts = HostList(*doc, "hosts", file, "hosts");
-  // SageMaker documents hosts as sorted lexicographically; sort anyway so node
-  // ranks never depend on the order a hand-written file lists them in.
-  std::sort(rc.hosts.begin(), rc.hosts.end());
   if (std::find(rc.hosts.begin(), rc.hosts.end(), rc.current_host) == rc.hosts.end()) {
     throw ConfigError(file.string(), "current_host",
                       fmt::format("must be one of \"hosts\" {}, got \"{}\"",
@@ -103,7 +103,7 @@ ResourceConfig ParseResourceConfig(const std::filesystem::path& file) {
           OptionalString(g, "instance_type", file, field + ".instance_type").value_or("");
       group.hosts = HostList(g, "hosts", file, field + ".hosts");
       for (const auto& host : group.hosts) {
-        if (!std::binary_search(rc.hosts.begin(), rc.hosts.end(), host)) {
+        if (std::find(rc.hosts.begin(), rc.hosts.end(), host) == rc.hosts.end()) {
           throw ConfigError(file.string(), field + ".hosts",
                             fmt::format("names \"{}\", which is not in \"hosts\" {}", host,
                                         nlohmann::json(rc.hosts).dump()));

@@ -19,7 +19,7 @@ struct ResourceConfig {
   std::string current_instance_type;
   std::string current_group_name;
   std::string network_interface_name;
-  std::vector<std::string> hosts;  // sorted as strings: "algo-10" < "algo-2", like the toolkit
+  std::vector<std::string> hosts;  // as written (the toolkit's order); node rank = index
   std::vector<InstanceGroup> instance_groups;
   // The file as read; when absent {"current_host":"algo-1","hosts":["algo-1"]},
   // which is what SM_RESOURCE_CONFIG then shows.

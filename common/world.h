@@ -19,7 +19,7 @@
 //      hosts = SLURM_JOB_NODELIST (or SLURM_NODELIST) expanded; with more tasks
 //      than nodes each task already is one slot (SLURM_LOCALID);
 //   6. SageMaker resourceconfig.json present: node_rank = index of current_host
-//      in the sorted hosts, nnodes = len(hosts), master = hosts[0];
+//      in its hosts as written, nnodes = len(hosts), master = hosts[0];
 //   7. single node.
 // Processes per node (where the launcher does not fix it): overrides, then
 // PET_NPROC_PER_NODE (a number; "cpu" = CPU count; "auto"/"gpu" fall through),

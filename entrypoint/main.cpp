@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
   mrcnn::entrypoint::TrainOptions env_options;
   CLI::App* env = app.add_subcommand("env", "print the resolved job as JSON");
   AddTrainOptions(*env, env_options);
-  app.add_subcommand("serve", "exec the model server with the remaining arguments");
+  app.add_subcommand("serve",
+                     "exec the model server with the remaining arguments; it serves --model-dir, "
+                     "else $SM_MODEL_DIR, else <base>/model with base = --base-dir, else "
+                     "$SAGEMAKER_BASE_DIR, else /opt/ml (as train does)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 
 // `entrypoint serve [--server PATH] [args...]`: the server is found at
 // --server, then $MRCNN_SERVER, then `server` next to this binary, then
-// /usr/local/bin/server.
+// /usr/local/bin/server. The model dir (--model-dir, SM_MODEL_DIR, --base-dir,
+// SAGEMAKER_BASE_DIR) is left to the server, so `server` run by itself follows
+// the same rule.
 int ExecServer(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   std::string server;

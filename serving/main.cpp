@@ -46,9 +46,9 @@ int main(int argc, char** argv) {
   const std::string kind = ResolvePredictorKind(config);
   ResolveWorkers(config, kind, static_cast<int>(std::thread::hardware_concurrency()));
   LogLine(
-      "predictor {} from {}, {} worker(s) of {} intra-op thread(s), batches of up to {} images "
-      "/ {} us, queue {}, payload limit {} bytes",
-      kind, config.model_dir.string(), config.workers, config.num_threads,
+      "predictor {} from {} ({}), {} worker(s) of {} intra-op thread(s), batches of up to {} "
+      "images / {} us, queue {}, payload limit {} bytes",
+      kind, config.model_dir.string(), config.model_dir_source, config.workers, config.num_threads,
       config.batching.max_batch_images, config.batching.max_wait.count(),
       config.batching.queue_capacity, config.max_payload_bytes);
 

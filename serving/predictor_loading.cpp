@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include "serving/image_statistics_predictor.h"
 #include "serving/log_line.h"
@@ -47,6 +49,15 @@ InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config) {
   const std::string kind = ResolvePredictorKind(config);
   return [config, kind]() -> std::unique_ptr<Predictor> {
     const auto started = std::chrono::steady_clock::now();
+    // Said here, with where the path came from, because the model's own loader would only
+    // name a file missing inside it.
+    std::error_code ec;
+    if (!std::filesystem::is_directory(config.model_dir, ec)) {
+      throw std::runtime_error(
+          fmt::format("the model dir {} (from {}) is not a directory: put the model there, or "
+                      "name it with --model-dir, SM_MODEL_DIR, --base-dir or SAGEMAKER_BASE_DIR",
+                      config.model_dir.string(), config.model_dir_source));
+    }
     std::unique_ptr<Predictor> predictor;
     if (kind == "statistics") {
       predictor = std::make_unique<ImageStatisticsPredictor>(

@@ -5,9 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <thread>
 
 #include "common/config_error.h"
+#include "common/job_paths.h"
 
 namespace mrcnn::serving {
 namespace {
@@ -61,7 +63,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
       "Mask R-CNN inference server (SageMaker serving contract: /ping, /invocations, "
       "/execution-parameters)",
       "server"};
-  std::string model_dir = config.model_dir.string();
+  std::optional<std::string> model_dir;
+  std::optional<std::string> base_dir;
   std::string port_file;
   double payload_mb = static_cast<double>(config.max_payload_bytes) / (1 << 20);
   int max_batch = config.batching.max_batch_images;
@@ -72,7 +75,11 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--host", config.host, "address to bind (0.0.0.0; tests use 127.0.0.1)");
   app.add_option("--port", config.port, "port (SAGEMAKER_BIND_TO_PORT, else 8080; 0 = any)");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
-  app.add_option("--model-dir", model_dir, "model directory (/opt/ml/model)");
+  app.add_option("--model-dir", model_dir,
+                 "model directory (default: $SM_MODEL_DIR, else <base dir>/model)");
+  app.add_option("--base-dir", base_dir,
+                 "job tree root whose model/ is served when neither --model-dir nor "
+                 "SM_MODEL_DIR is given (default: $SAGEMAKER_BASE_DIR, else /opt/ml)");
   app.add_option("--predictor", config.predictor,
                  "model | statistics | auto (auto = statistics when the model dir holds "
                  "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
@@ -139,7 +146,9 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
     throw CommandLineExit{app.exit(e)};
   }
 
-  config.model_dir = model_dir;
+  auto resolved = common::ResolveModelDir(model_dir, base_dir, env);
+  config.model_dir = std::move(resolved.dir);
+  config.model_dir_source = std::move(resolved.source);
   config.port_file = port_file;
   config.max_payload_bytes = static_cast<size_t>(payload_mb * (1 << 20));
   config.batching.max_batch_images = max_batch;

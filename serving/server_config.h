@@ -10,6 +10,9 @@
 //                                       ResolveWorkers below)
 //   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
 //   MRCNN_SERVING_BATCH_WAIT_MS         the same as the flags, for `docker run -e`
+//   SM_MODEL_DIR, SAGEMAKER_BASE_DIR    the model dir: --model-dir, else SM_MODEL_DIR, else
+//                                       <base>/model, base = --base-dir, else
+//                                       SAGEMAKER_BASE_DIR, else /opt/ml (as `train` uses)
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -27,6 +30,7 @@ struct ServerConfig {
   uint16_t port = 8080;             // 0 = any free port (see port_file)
   std::filesystem::path port_file;  // when set, the bound port is written there (atomically)
   std::filesystem::path model_dir = "/opt/ml/model";
+  std::string model_dir_source = "the default base dir /opt/ml";  // for the startup log
   std::string predictor = "auto";  // auto | model | statistics (a test facility)
   std::string device = "cpu";
   std::string precision = "fp32";

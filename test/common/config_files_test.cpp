@@ -35,6 +35,20 @@ TEST_CASE("job paths: --base-dir beats SAGEMAKER_BASE_DIR beats /opt/ml", "[path
   CHECK(ResolveBaseDir(std::nullopt, {{"SAGEMAKER_BASE_DIR", ""}}) == "/opt/ml");
 }
 
+TEST_CASE("job paths: model dir is --model-dir, SM_MODEL_DIR, then <base>/model", "[paths]") {
+  const EnvMap base_only = {{"SAGEMAKER_BASE_DIR", "/env/ml"}};
+  const auto from_base = ResolveModelDir(std::nullopt, std::nullopt, base_only);
+  CHECK(from_base.dir == "/env/ml/model");
+  CHECK(from_base.source == "SAGEMAKER_BASE_DIR=/env/ml");
+  CHECK(ResolveModelDir(std::nullopt, std::string("/flag/ml"), base_only).dir == "/flag/ml/model");
+  CHECK(ResolveModelDir(std::nullopt, std::nullopt, {}).dir == "/opt/ml/model");
+  const EnvMap sm = {{"SAGEMAKER_BASE_DIR", "/env/ml"}, {"SM_MODEL_DIR", "/sm/model"}};
+  CHECK(ResolveModelDir(std::nullopt, std::string("/flag/ml"), sm).dir == "/sm/model");
+  CHECK(ResolveModelDir(std::string("/m"), std::string("/flag/ml"), sm).dir == "/m");
+  CHECK(ResolveModelDir(std::string(""), std::nullopt, {{"SM_MODEL_DIR", ""}}).dir ==
+        "/opt/ml/model");
+}
+
 TEST_CASE("env map: snapshot of environ and lookups", "[env]") {
   setenv("MRCNN_COMMON_TEST_VAR", "a=b", 1);
   const auto env = CurrentEnvironment();

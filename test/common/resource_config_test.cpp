@@ -29,13 +29,13 @@ TEST_CASE("resourceconfig: the documented example parses", "[resourceconfig]") {
   CHECK(rc.raw["hosts"] == nlohmann::json::array({"algo-1", "algo-2"}));
 }
 
-TEST_CASE("resourceconfig: hosts are sorted as strings, algo-10 before algo-2",
+TEST_CASE("resourceconfig: hosts keep the order written, like the public toolkit",
           "[resourceconfig]") {
   JobTree tree;
   const auto file = tree.WriteConfig(
       "resourceconfig.json", R"({"current_host":"algo-10","hosts":["algo-2","algo-10","algo-1"]})");
   const auto rc = ParseResourceConfig(file);
-  CHECK(rc.hosts == std::vector<std::string>{"algo-1", "algo-10", "algo-2"});
+  CHECK(rc.hosts == std::vector<std::string>{"algo-2", "algo-10", "algo-1"});
   // Optional fields take the public toolkit's defaults.
   CHECK(rc.current_instance_type == "local");
   CHECK(rc.current_group_name == "homogeneousCluster");
@@ -68,7 +68,7 @@ TEST_CASE("resourceconfig: bad files name the file, the field and what was expec
   };
   SECTION("current_host not in hosts") {
     fails_with(R"({"current_host":"algo-3","hosts":["algo-2","algo-1"]})", "current_host",
-               R"("current_host" must be one of "hosts" ["algo-1","algo-2"], got "algo-3")");
+               R"("current_host" must be one of "hosts" ["algo-2","algo-1"], got "algo-3")");
   }
   SECTION("current_host missing") {
     fails_with(R"({"hosts":["algo-1"]})", "current_host", "is missing");
@@ -79,7 +79,13 @@ TEST_CASE("resourceconfig: bad files name the file, the field and what was expec
   }
   SECTION("duplicate hosts") {
     fails_with(R"({"current_host":"algo-1","hosts":["algo-1","algo-2","algo-1"]})", "hosts[2]",
-               "duplicates host \"algo-1\"");
+               R"("hosts[2]" duplicates host "algo-1"; every host must appear once)");
+  }
+  SECTION("duplicate hosts in an instance group") {
+    fails_with(
+        R"({"current_host":"algo-1","hosts":["algo-1","algo-2"],"instance_groups":[
+               {"instance_group_name":"g","hosts":["algo-2","algo-2"]}]})",
+        "instance_groups[0].hosts[1]", "duplicates host \"algo-2\"");
   }
   SECTION("empty hosts") {
     fails_with(R"({"current_host":"algo-1","hosts":[]})", "hosts", "is empty");

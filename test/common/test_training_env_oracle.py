@@ -70,6 +70,18 @@ CASES = {
         entry_point="",
         env={},
     ),
+    # SageMaker writes algo-1..algo-N in that order; from ten hosts on, sorting as strings
+    # would move algo-10..algo-12 before algo-2.
+    "twelve_hosts": dict(
+        hyperparameters={"sagemaker_pytorch_ddp_enabled": "true"},
+        resources={"current_host": "algo-2", "current_instance_type": "ml.p4d.24xlarge",
+                   "current_group_name": "homogeneousCluster",
+                   "hosts": [f"algo-{n}" for n in range(1, 13)],
+                   "network_interface_name": "eth0"},
+        inputs={"train": {"TrainingInputMode": "File"}},
+        entry_point="",
+        env={"TRAINING_JOB_NAME": "big-12"},
+    ),
     "heterogeneous_with_topology": dict(
         hyperparameters={
             "sagemaker_program": '"launch.sh"', "sagemaker_container_log_level": "10",
@@ -148,10 +160,27 @@ def test_world_from_the_same_tree(tmp_path):
                              "master_addr": "algo-1", "master_port": 29500}
 
 
+@pytest.mark.parametrize("current", ["algo-1", "algo-2", "algo-10", "algo-12"])
+def test_twelve_hosts_node_rank_and_master_match_the_toolkit(tmp_path, current):
+    case = dict(CASES["twelve_hosts"])
+    case["resources"] = dict(case["resources"], current_host=current)
+    base = tmp_path / "ml"
+    write_tree(base, case)
+    env = clean_env(base, case["env"])
+    theirs = json.loads(run_toolkit(env)["sm"]["SM_TRAINING_ENV"])
+    ours = run_ours(env, "")
+    # The toolkit's torchrun launcher passes --node_rank hosts.index(current_host) and
+    # --master_addr master_hostname.
+    assert ours["world"]["node_rank"] == theirs["hosts"].index(current) == int(current[5:]) - 1
+    assert ours["world"]["nnodes"] == len(theirs["hosts"]) == 12
+    assert ours["world"]["master_addr"] == theirs["master_hostname"] == "algo-1"
+    assert json.loads(ours["sm"]["SM_HOSTS"]) == theirs["hosts"] == [f"algo-{n}" for n in range(1, 13)]
+
+
 def test_bad_tree_is_reported_with_file_and_field(tmp_path):
     base = tmp_path / "ml"
     write_tree(base, dict(hyperparameters={}, resources={"current_host": "algo-3", "hosts": ["algo-2", "algo-1"]},
                           inputs={}))
     out = subprocess.run([str(PRINTER)], env=clean_env(base, {}), capture_output=True, text=True)
     assert out.returncode == 1
-    assert 'resourceconfig.json: "current_host" must be one of "hosts" ["algo-1","algo-2"], got "algo-3"' in out.stderr
+    assert 'resourceconfig.json: "current_host" must be one of "hosts" ["algo-2","algo-1"], got "algo-3"' in out.stderr

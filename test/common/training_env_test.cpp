@@ -144,3 +144,36 @@ TEST_CASE("SM_*: a local tree without config files", "[training_env]") {
   CHECK(vars.at("SM_DISTRIBUTION_INSTANCE_GROUPS") == "[]");
   CHECK(vars.at("SM_CURRENT_INSTANCE_TYPE") == "local");
 }
+
+TEST_CASE("12 hosts keep SageMaker's order: node rank n-1 for algo-n, master algo-1",
+          "[training_env][world]") {
+  json hosts = json::array();
+  for (int n = 1; n <= 12; ++n)
+    hosts.push_back("algo-" + std::to_string(n));
+  for (const int n : {1, 2, 9, 10, 12}) {
+    const std::string current = "algo-" + std::to_string(n);
+    CAPTURE(current);
+    JobTree tree;
+    tree.WriteConfig("hyperparameters.json", "{}");
+    tree.WriteConfig("inputdataconfig.json", "{}");
+    tree.WriteConfig("resourceconfig.json",
+                     json{{"current_host", current}, {"hosts", hosts}}.dump());
+    const auto job = LoadJobEnvironment(tree.base(), {{"CUDA_VISIBLE_DEVICES", "0"}});
+    const auto world = ResolveWorld(job, {}, {});
+    CHECK(world.launcher == Launcher::kSageMaker);
+    CHECK(world.node_rank == n - 1);
+    CHECK(world.nnodes == 12);
+    CHECK(world.master_addr == "algo-1");
+    CHECK(json(world.hosts) == hosts);
+    const auto vars = TrainingEnvironmentVariables(job, world, "");
+    CHECK(vars.at("SM_HOSTS") == hosts.dump());
+    const auto training_env = json::parse(vars.at("SM_TRAINING_ENV"));
+    CHECK(training_env["hosts"] == hosts);
+    CHECK(training_env["master_hostname"] == "algo-1");
+    CHECK(training_env["is_master"] == (n == 1));
+    const auto child = ProcessVariables(world, 0);
+    CHECK(child.at("GROUP_RANK") == std::to_string(n - 1));
+    CHECK(child.at("RANK") == std::to_string(n - 1));
+    CHECK(child.at("MASTER_ADDR") == "algo-1");
+  }
+}

@@ -44,7 +44,7 @@ TEST_CASE("world: SageMaker hosts give node rank, count and master", "[world]") 
   const auto w = ResolveWorld(job, {}, {});
   CHECK(w.launcher == Launcher::kSageMaker);
   CHECK(LauncherName(w.launcher) == "sagemaker");
-  CHECK(w.node_rank == 2);  // sorted as strings: algo-1, algo-10, algo-2
+  CHECK(w.node_rank == 2);  // the index in hosts as given, whatever their names
   CHECK(w.nnodes == 3);
   CHECK(w.nproc_per_node == 8);
   CHECK(w.WorldSize() == 24);

@@ -58,25 +58,42 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args,
   dir_ = MakeTempDir();
   std::filesystem::create_directory(dir_ / "model");
   std::ofstream(dir_ / "model" / "statistics_predictor.json") << predictor_config.dump();
-  const auto port_file = dir_ / "port";
+  std::vector<std::string> argv = {MRCNN_SERVER_BINARY,
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   "0",
+                                   "--port-file",
+                                   (dir_ / "port").string(),
+                                   "--model-dir",
+                                   (dir_ / "model").string(),
+                                   "--predictor",
+                                   "statistics"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Start(std::move(argv), env, true);
+}
 
-  std::vector<std::string> argv_strings = {MRCNN_SERVER_BINARY,
-                                           "--host",
-                                           "127.0.0.1",
-                                           "--port",
-                                           "0",
-                                           "--port-file",
-                                           port_file.string(),
-                                           "--model-dir",
-                                           (dir_ / "model").string(),
-                                           "--predictor",
-                                           "statistics"};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+ServerProcess::ServerProcess(const Command& command,
+                             const std::map<std::string, std::string>& env) {
+  dir_ = MakeTempDir();
+  std::vector<std::string> argv = command.argv;
+  for (std::string arg : {std::string("--host"), std::string("127.0.0.1"), std::string("--port"),
+                          std::string("0"), std::string("--port-file"), (dir_ / "port").string()}) {
+    argv.push_back(std::move(arg));
+  }
+  Start(std::move(argv), env, command.wait_for_port);
+}
+
+void ServerProcess::Start(std::vector<std::string> argv_strings,
+                          const std::map<std::string, std::string>& env, bool wait_for_port) {
+  const auto port_file = dir_ / "port";
   std::map<std::string, std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const size_t eq = entry.find('=');
-    if (eq != std::string::npos && entry.rfind("SAGEMAKER_", 0) != 0) {
+    // SAGEMAKER_* and SM_* of whoever runs the tests would pick ports and model dirs.
+    if (eq != std::string::npos && entry.rfind("SAGEMAKER_", 0) != 0 &&
+        entry.rfind("SM_", 0) != 0) {
       environment[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
   }
@@ -108,6 +125,9 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args,
     ::dup2(err, STDERR_FILENO);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
+  }
+  if (!wait_for_port) {
+    return;
   }
   const auto give_up = Clock::now() + std::chrono::seconds(20);
   while (Clock::now() < give_up) {

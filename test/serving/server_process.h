@@ -32,6 +32,14 @@ class ServerProcess {
   // statistics_predictor.json = predictor_config, plus `args`, with `env` added to ours.
   ServerProcess(const std::vector<std::string>& args, const nlohmann::json& predictor_config,
                 const std::map<std::string, std::string>& env = {});
+  // Runs `argv` (e.g. `entrypoint serve --server ...`) followed by --host 127.0.0.1 --port 0
+  // --port-file, so the command line and `env` alone decide the model dir. With
+  // `wait_for_port` false it returns at once, for servers expected to exit before listening.
+  struct Command {
+    std::vector<std::string> argv;
+    bool wait_for_port = true;
+  };
+  ServerProcess(const Command& command, const std::map<std::string, std::string>& env);
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -46,6 +54,9 @@ class ServerProcess {
   std::string Log() const;  // stderr so far
 
  private:
+  void Start(std::vector<std::string> argv, const std::map<std::string, std::string>& env,
+             bool wait_for_port);
+
   std::filesystem::path dir_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;

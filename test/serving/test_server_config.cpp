@@ -100,3 +100,30 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "many"}}),
                   mrcnn::common::ConfigError);
 }
+
+TEST_CASE("model dir: --model-dir, else SM_MODEL_DIR, else <base>/model as train resolves base",
+          "[serving][config]") {
+  const ServerConfig defaults = Parse({}, {});
+  CHECK(defaults.model_dir == "/opt/ml/model");
+  CHECK(defaults.model_dir_source == "the default base dir /opt/ml");
+
+  const ServerConfig from_base_env = Parse({}, {{"SAGEMAKER_BASE_DIR", "/jobs/ml"}});
+  CHECK(from_base_env.model_dir == "/jobs/ml/model");
+  CHECK(from_base_env.model_dir_source == "SAGEMAKER_BASE_DIR=/jobs/ml");
+
+  const ServerConfig from_base_flag =
+      Parse({"--base-dir", "/flag/ml"}, {{"SAGEMAKER_BASE_DIR", "/jobs/ml"}});
+  CHECK(from_base_flag.model_dir == "/flag/ml/model");
+  CHECK(from_base_flag.model_dir_source == "--base-dir /flag/ml");
+
+  const mrcnn::common::EnvMap both = {{"SAGEMAKER_BASE_DIR", "/jobs/ml"},
+                                      {"SM_MODEL_DIR", "/sm/model"}};
+  CHECK(Parse({"--base-dir", "/flag/ml"}, both).model_dir == "/sm/model");
+  CHECK(Parse({}, both).model_dir_source == "SM_MODEL_DIR");
+  const ServerConfig flagged = Parse({"--model-dir", "/mine", "--base-dir", "/flag/ml"}, both);
+  CHECK(flagged.model_dir == "/mine");
+  CHECK(flagged.model_dir_source == "--model-dir");
+
+  // Empty values count as unset, as for the base dir.
+  CHECK(Parse({}, {{"SM_MODEL_DIR", ""}, {"SAGEMAKER_BASE_DIR", ""}}).model_dir == "/opt/ml/model");
+}

@@ -69,3 +69,29 @@ TEST_CASE("explicit keys with {channel}, and errors naming the key") {
                     Catch::Contains("DATASETS.ANNOTATION_FILE") && Catch::Contains("instances_test.json"));
   fs::remove_all(ch);
 }
+
+TEST_CASE("images without their annotation file point at ShardedByS3Key") {
+  const fs::path ch = FreshDir("sharded");
+  const auto error_of = [&] {
+    try {
+      ResolveChannelLayout(ch, "train", "", "");
+    } catch (const mrcnn::common::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  // Nothing there: the plain message, no guess about sharding.
+  CHECK_THAT(error_of(), Catch::Contains("annotations.json") && !Catch::Contains("ShardedByS3Key"));
+  // The part of a sharded channel a host without the COCO file gets: images only.
+  Touch(ch / "images" / "000007.jpg");
+  CHECK_THAT(error_of(), Catch::Contains("DATASETS.ANNOTATION_FILE") &&
+                             Catch::Contains("holds images but no annotation file") &&
+                             Catch::Contains("ShardedByS3Key") &&
+                             Catch::Contains("FullyReplicated"));
+  fs::remove_all(ch / "images");
+  Touch(ch / "000008.PNG");
+  CHECK_THAT(error_of(), Catch::Contains("ShardedByS3Key"));
+  CHECK_THROWS_WITH(ResolveChannelLayout(ch, "train", "coco.json", ""),
+                    Catch::Contains("coco.json") && Catch::Contains("FullyReplicated"));
+  fs::remove_all(ch);
+}

@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -166,4 +168,85 @@ TEST_CASE("the configs dir: env, then beside the executable", "[job]") {
   fs::create_directories(t.root / "build/bin");
   CHECK(ConfigDir({}, t.root / "build/bin/trainer") == fs::weakly_canonical(t.root / "configs"));
   CHECK(ConfigDir({}, "") == "/opt/mrcnn/configs");
+}
+
+TEST_CASE("a Pipe channel is refused naming inputdataconfig.json, the channel and File/FastFile",
+          "[job]") {
+  JobTree t;
+  // SageMaker makes no directory for a Pipe channel, only FIFOs beside where it would be.
+  fs::remove_all(t.root / "ml/input/data/train");
+  t.Write("ml/input/config/inputdataconfig.json",
+          R"({"train": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated"}})");
+  std::string err = ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); });
+  CHECK_THAT(
+      err,
+      Catch::Contains(
+          "inputdataconfig.json: \"train.TrainingInputMode\" is \"Pipe\" for channel \"train\""));
+  CHECK_THAT(err, Catch::Contains("Pipe mode is not supported"));
+  CHECK_THAT(err, Catch::Contains("\"File\" or \"FastFile\""));
+  CHECK_THAT(err, !Catch::Contains("is missing"));
+
+  // Under the entrypoint the channel comes as SM_CHANNEL_TRAIN; the file still decides.
+  EnvMap env = t.Env();
+  env["SM_CHANNEL_TRAIN"] = (t.root / "ml/input/data/train").string();
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, env, ""); }),
+             Catch::Contains("Pipe mode is not supported"));
+
+  // The evaluated channel too; a Pipe channel the trainer does not read is left alone.
+  fs::create_directories(t.root / "ml/input/data/train");
+  t.Write("ml/input/config/inputdataconfig.json",
+          R"({"train": {"TrainingInputMode": "File"}, "val": {"TrainingInputMode": "Pipe"}})");
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }),
+             Catch::Contains("\"val.TrainingInputMode\""));
+  t.Write(
+      "ml/input/config/inputdataconfig.json",
+      R"({"train": {"TrainingInputMode": "FastFile"}, "extra": {"TrainingInputMode": "Pipe"}})");
+  CHECK_NOTHROW(ResolveTrainJob({}, t.Env(), ""));
+}
+
+TEST_CASE("a FIFO <channel>_0 where the channel dir should be is Pipe mode", "[job]") {
+  JobTree t;
+  fs::remove_all(t.root / "ml/input/data/train");
+  const fs::path fifo = t.root / "ml/input/data/train_0";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string err = ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); });
+  CHECK_THAT(err, Catch::Contains("inputdataconfig.json"));
+  CHECK_THAT(err, Catch::Contains(
+                      "\"train.TrainingInputMode\" looks like \"Pipe\" for channel \"train\""));
+  CHECK_THAT(err, Catch::Contains(fifo.string() + " is a FIFO"));
+  CHECK_THAT(err, Catch::Contains("use \"File\" or \"FastFile\""));
+  // A plain file of that name is not a Pipe channel: the usual missing-channel error.
+  fs::remove(fifo);
+  t.Write("ml/input/data/train_0", "x");
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }), Catch::Contains("is missing"));
+}
+
+TEST_CASE("ShardedByS3Key on several hosts is refused, suggesting FullyReplicated", "[job]") {
+  JobTree t;
+  t.Write("ml/input/config/inputdataconfig.json",
+          R"({"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}})");
+  t.Write("ml/input/config/hyperparameters.json", "{}");
+  // One host gets every object, so sharding changes nothing.
+  t.Write("ml/input/config/resourceconfig.json",
+          R"({"current_host": "algo-1", "hosts": ["algo-1"]})");
+  CHECK_NOTHROW(ResolveTrainJob({}, t.Env(), ""));
+
+  t.Write("ml/input/config/resourceconfig.json",
+          R"({"current_host": "algo-2", "hosts": ["algo-1", "algo-2", "algo-3"]})");
+  std::string err = ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); });
+  CHECK_THAT(err,
+             Catch::Contains(
+                 "inputdataconfig.json: \"train.S3DistributionType\" is \"ShardedByS3Key\" for "
+                 "channel \"train\" on 3 hosts"));
+  CHECK_THAT(err, Catch::Contains("\"FullyReplicated\""));
+
+  t.Write("ml/input/config/inputdataconfig.json",
+          R"({"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"},
+              "weights": {"S3DistributionType": "ShardedByS3Key"}})");
+  // weights is not there, but the declaration alone says this host would get part of it.
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }),
+             Catch::Contains("\"weights.S3DistributionType\""));
+  t.Write("ml/input/config/inputdataconfig.json",
+          R"({"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})");
+  CHECK_NOTHROW(ResolveTrainJob({}, t.Env(), ""));
 }

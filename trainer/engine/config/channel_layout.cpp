@@ -1,5 +1,6 @@
 #include "trainer/engine/config/channel_layout.h"
 
+#include <cctype>
 #include <system_error>
 #include <vector>
 
@@ -23,6 +24,28 @@ fs::path UnderChannel(const fs::path& channel_dir, const std::string& value) {
   return p.is_absolute() ? p : channel_dir / p;
 }
 
+// Images without their COCO file is what a host gets from a channel sharded over several
+// hosts: the file went to one host only. The walk runs only once the file is missing.
+std::string ShardingHint(const fs::path& channel_dir, const std::string& channel_name) {
+  const std::string hint =
+      "; the channel holds images but no annotation file: if it is ShardedByS3Key on several "
+      "hosts, the annotation file went to one host only, so set its S3DistributionType in "
+      "inputdataconfig.json to FullyReplicated";
+  std::error_code ec;
+  if (fs::is_directory(channel_dir / "images", ec) ||
+      fs::is_directory(channel_dir / channel_name, ec)) {
+    return hint;
+  }
+  for (fs::directory_iterator it(channel_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string ext = it->path().extension().string();
+    for (char& c : ext)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png")
+      return hint;
+  }
+  return "";
+}
+
 }  // namespace
 
 ChannelLayout ResolveChannelLayout(const fs::path& channel_dir, const std::string& channel_name,
@@ -38,7 +61,8 @@ ChannelLayout ResolveChannelLayout(const fs::path& channel_dir, const std::strin
       throw common::ConfigError(
           where, "DATASETS.ANNOTATION_FILE",
           "names " + layout.annotation_file.string() +
-              ", which does not exist: fix the key or the channel's contents");
+              ", which does not exist: fix the key or the channel's contents" +
+              ShardingHint(channel_dir, channel_name));
     }
   } else {
     const std::vector<fs::path> tried = {
@@ -54,7 +78,8 @@ ChannelLayout ResolveChannelLayout(const fs::path& channel_dir, const std::strin
       throw common::ConfigError(where, "DATASETS.ANNOTATION_FILE",
                                 "is empty (find by layout) and neither " + tried[0].string() +
                                     " nor " + tried[1].string() +
-                                    " exists: set the key to the COCO file's path in the channel");
+                                    " exists: set the key to the COCO file's path in the channel" +
+                                    ShardingHint(channel_dir, channel_name));
     }
   }
   if (!image_dir_key_value.empty()) {

@@ -5,6 +5,8 @@
 
 #include "common/checkpoint_config.h"
 #include "common/config_error.h"
+#include "common/input_data_config.h"
+#include "common/resource_config.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -28,14 +30,68 @@ bool ParseBoolArg(const std::string& key, const std::string& value) {
   throw ConfigError(kArgsSource, key, "must be true or false, got \"" + value + "\"");
 }
 
-std::optional<fs::path> Channel(const std::string& name, const common::EnvMap& env, const common::JobPaths& paths) {
-  std::string upper = name;
-  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-  if (auto v = common::Lookup(env, "SM_CHANNEL_" + upper); v && !v->empty()) {
-    if (fs::exists(*v)) return fs::path(*v);
-    return std::nullopt;
+// What SageMaker says about how it delivers the channels: the trainer reads a channel as one
+// directory holding the COCO file and every image it names, which two settings do not give.
+struct ChannelDelivery {
+  fs::path input_data_config;             // <base>/input/config/inputdataconfig.json
+  std::vector<common::Channel> declared;  // empty when that file is absent
+  size_t hosts = 1;                       // resourceconfig.json's hosts
+};
+
+ChannelDelivery ReadChannelDelivery(const common::JobPaths& paths) {
+  ChannelDelivery delivery;
+  delivery.input_data_config = paths.input_config / "inputdataconfig.json";
+  std::error_code ec;
+  if (fs::exists(delivery.input_data_config, ec)) {
+    delivery.declared = common::ParseInputDataConfig(delivery.input_data_config, paths.input_data);
   }
+  delivery.hosts =
+      common::ParseResourceConfig(paths.input_config / "resourceconfig.json").hosts.size();
+  return delivery;
+}
+
+// Throws when `name` comes in a form the trainer cannot read. `dir` is where the channel's
+// directory is expected (SM_CHANNEL_<NAME>, else <base>/input/data/<name>).
+void CheckChannelDelivery(const std::string& name, const fs::path& dir,
+                          const ChannelDelivery& delivery) {
+  const std::string file = delivery.input_data_config.string();
+  const auto declared = std::find_if(delivery.declared.begin(), delivery.declared.end(),
+                                     [&](const common::Channel& ch) { return ch.name == name; });
+  const std::string pipe_advice =
+      ": Pipe mode is not supported (it streams the channel through FIFOs " + dir.string() +
+      "_0, " + dir.string() +
+      "_1, ... and the trainer reads a directory); use \"File\" or "
+      "\"FastFile\" (the estimator's input_mode, or TrainingInput(..., input_mode=\"File\"))";
+  if (declared != delivery.declared.end() && declared->mode == common::InputMode::kPipe) {
+    throw ConfigError(file, name + ".TrainingInputMode",
+                      "is \"Pipe\" for channel \"" + name + "\"" + pipe_advice);
+  }
+  std::error_code ec;
+  if (!fs::exists(dir, ec) && fs::is_fifo(dir.string() + "_0", ec)) {
+    throw ConfigError(file, name + ".TrainingInputMode",
+                      "looks like \"Pipe\" for channel \"" + name + "\" (" + dir.string() +
+                          "_0 is a FIFO and " + dir.string() + " does not exist)" + pipe_advice);
+  }
+  if (declared != delivery.declared.end() && declared->s3_distribution_type == "ShardedByS3Key" &&
+      delivery.hosts > 1) {
+    throw ConfigError(
+        file, name + ".S3DistributionType",
+        "is \"ShardedByS3Key\" for channel \"" + name + "\" on " + std::to_string(delivery.hosts) +
+            " hosts: each host gets only some of the channel's S3 objects, so the COCO annotation "
+            "file lands on one host and the images it names are spread over all of them; use "
+            "\"FullyReplicated\" (TrainingInput(..., distribution=\"FullyReplicated\"))");
+  }
+}
+
+std::optional<fs::path> Channel(const std::string& name, const common::EnvMap& env,
+                                const common::JobPaths& paths, const ChannelDelivery& delivery) {
+  std::string upper = name;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
   fs::path dir = paths.input_data / name;
+  if (auto v = common::Lookup(env, "SM_CHANNEL_" + upper); v && !v->empty())
+    dir = *v;
+  CheckChannelDelivery(name, dir, delivery);
   if (fs::exists(dir)) return dir;
   return std::nullopt;
 }
@@ -169,12 +225,13 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
     job.config_sources.push_back("opts");
   }
 
+  const ChannelDelivery delivery = ReadChannelDelivery(job.paths);
   const auto& train_channels = job.config.GetStringList("DATASETS.TRAIN");
   if (train_channels.size() != 1) {
     throw ConfigError("config", "DATASETS.TRAIN", "must name exactly one channel, e.g. [\"train\"]");
   }
   if (!args.eval_only) {
-    auto train = Channel(train_channels.front(), env, job.paths);
+    auto train = Channel(train_channels.front(), env, job.paths, delivery);
     if (!train) {
       throw ConfigError("environment", "SM_CHANNEL_" + train_channels.front(),
                         "the training channel \"" + train_channels.front() + "\" (DATASETS.TRAIN) is missing");
@@ -183,13 +240,14 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
     job.train_channel = train_channels.front();
   }
   for (const auto& name : job.config.GetStringList("DATASETS.TEST")) {
-    if (auto dir = Channel(name, env, job.paths)) {
+    if (auto dir = Channel(name, env, job.paths, delivery)) {
       job.test_dir = *dir;
       job.test_channel = name;
       break;
     }
   }
-  job.weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"), Channel("weights", env, job.paths));
+  job.weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"),
+                               Channel("weights", env, job.paths, delivery));
   if (job.weights && !fs::is_regular_file(*job.weights)) {
     throw ConfigError("config", "MODEL.WEIGHTS", "names " + job.weights->string() + ", which does not exist");
   }

@@ -16,6 +16,10 @@
 //   --base-dir D           the /opt/ml root (default SAGEMAKER_BASE_DIR or /opt/ml)
 // Environment: SM_CHANNEL_<NAME> (else <base>/input/data/<name>), SM_MODEL_DIR,
 // SM_OUTPUT_DATA_DIR, input/config/checkpointconfig.json. Torch-free.
+// A channel the trainer reads (train, the evaluated test channel, weights) must be a
+// directory with all of its objects: Pipe mode (per inputdataconfig.json, or FIFOs
+// <channel>_0, ... where the directory should be) and ShardedByS3Key with more than one
+// host in resourceconfig.json are ConfigErrors naming inputdataconfig.json and the field.
 #include <filesystem>
 #include <optional>
 #include <string>
