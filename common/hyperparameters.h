@@ -1,5 +1,5 @@
 #pragma once
-// input/config/hyperparameters.json (CONTRACT §1).
+// input/config/hyperparameters.json (docs/contract.md, "Files").
 //
 // The SageMaker SDK sends every value as a string holding JSON ("10", "true",
 // "\"train.py\"", "[1,2]"); the raw CreateTrainingJob API lets users send plain

@@ -1,5 +1,5 @@
 #pragma once
-// The SageMaker container layout under one base directory (CONTRACT §1).
+// The SageMaker container layout under one base directory (docs/contract.md, "Files").
 #include <filesystem>
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// input/config/resourceconfig.json (CONTRACT §1).
+// input/config/resourceconfig.json (docs/contract.md, "Files").
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // The SM_* variables exactly as the public sagemaker-training toolkit names and
-// encodes them (CONTRACT §1): SM_HOSTS, SM_CURRENT_HOST, SM_HPS, SM_HP_<KEY>,
+// encodes them (docs/contract.md, "Environment"): SM_HOSTS, SM_CURRENT_HOST, SM_HPS, SM_HP_<KEY>,
 // SM_USER_ARGS, SM_CHANNELS, SM_CHANNEL_<NAME>, SM_TRAINING_ENV, SM_NUM_GPUS, ...
 #include <string>
 
