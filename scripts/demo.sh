@@ -61,6 +61,7 @@ if ((status)); then
   exit "$status"
 fi
 log "model dir: $base/model"
+log "TensorBoard event files: $base/output/tensorboard (view: $top/.venv/bin/tensorboard --logdir $base/output/tensorboard --host 127.0.0.1)"
 ls -l "$base/model"
 
 # 4. Serve it and ask about one validation image.

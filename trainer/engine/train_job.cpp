@@ -14,10 +14,12 @@
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/events/console_writer.h"
 #include "trainer/engine/events/jsonl_writer.h"
+#include "trainer/engine/events/tensorboard/tensorboard_writer.h"
 #include "trainer/engine/hooks/evaluation.h"
 #include "trainer/engine/hooks/iteration_timer.h"
 #include "trainer/engine/hooks/lr_scheduler.h"
 #include "trainer/engine/hooks/model_export.h"
+#include "trainer/engine/hooks/parameter_histograms.h"
 #include "trainer/engine/hooks/periodic_checkpointer.h"
 #include "trainer/engine/hooks/periodic_writer.h"
 #include "trainer/engine/hooks/stop_signal.h"
@@ -58,6 +60,13 @@ std::vector<std::unique_ptr<EventWriter>> BuildWriters(const JobParts& p, int64_
   writers.push_back(std::make_unique<ConsoleWriter>(p.log, spec, start_iter));
   writers.push_back(
       std::make_unique<JsonlWriter>(p.job.output_dir / "metrics.jsonl", spec, start_iter));
+  if (p.job.tensorboard_dir) {
+    auto tensorboard =
+        std::make_unique<TensorBoardWriter>(*p.job.tensorboard_dir, spec, start_iter);
+    p.log.Line("[tensorboard] writing " + tensorboard->file().string() +
+               " (view: tensorboard --logdir " + p.job.tensorboard_dir->string() + ")");
+    writers.push_back(std::move(tensorboard));
+  }
   return writers;
 }
 
@@ -70,7 +79,8 @@ EvaluationHook::Evaluate EvaluatorOf(const JobParts& p) {
 }
 
 // The hooks in the order they run (see README.md for why this order).
-std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, int64_t start_iter) {
+std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, TrainStep& step,
+                                                  int64_t start_iter) {
   const TrainConfig& config = p.job.config;
   std::vector<std::unique_ptr<HookBase>> hooks;
   if (const char* dir = std::getenv("MRCNN_DUMP_WEIGHTS_DIR"); dir != nullptr && *dir != '\0') {
@@ -92,6 +102,9 @@ std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, int64_t sta
     hooks.push_back(std::make_unique<EvaluationHook>(config.GetInt("TEST.EVAL_PERIOD"),
                                                      EvaluatorOf(p), BarrierOf(p.dp)));
   }
+  if (const int64_t period = config.GetInt("TENSORBOARD.HISTOGRAM_PERIOD");
+      period > 0 && p.world.rank == 0)
+    hooks.push_back(std::make_unique<ParameterHistogramsHook>(period, ParametersOf(p.net), step));
   hooks.push_back(std::make_unique<PeriodicWriterHook>(BuildWriters(p, start_iter),
                                                        config.GetInt("SOLVER.LOG_PERIOD")));
   std::function<void()> write_model;
@@ -173,7 +186,7 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   TrainStep step(*net, *optimizer, scaler, dp.get(), device, std::move(step_options));
   EventStorage storage(world.world_size, [&dp](std::vector<double>& v) { dp->SumInPlace(v); });
   MaskRcnnTrainer trainer(std::move(storage), step, *loader, state, device, plan.accumulation);
-  trainer.RegisterHooks(BuildHooks(parts, start_iter));
+  trainer.RegisterHooks(BuildHooks(parts, step, start_iter));
   trainer.Train(start_iter, plan.max_iter);
   return 0;
 }

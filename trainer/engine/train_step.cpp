@@ -79,6 +79,8 @@ bool TrainStep::Finish() {
     else
       torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
   }
+  if (finite && gradient_probe_)
+    gradient_probe_(trainable_);
   if (finite)
     optimizer_.Step();
   if (scaler_.enabled())

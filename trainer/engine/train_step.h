@@ -77,6 +77,12 @@ class TrainStep {
   using PhaseHook = std::function<void(const char* phase)>;
   void set_phase_hook(PhaseHook hook) { phase_hook_ = std::move(hook); }
 
+  // Called in Finish with the parameters once their gradients are final (averaged over
+  // the ranks, unscaled, clipped) and before the update, when the update is applied;
+  // for ParameterHistogramsHook. Empty by default.
+  using GradientProbe = std::function<void(const std::vector<at::Tensor>& params)>;
+  void set_gradient_probe(GradientProbe probe) { gradient_probe_ = std::move(probe); }
+
  private:
   void Phase(const char* name) const {
     if (phase_hook_)
@@ -91,6 +97,7 @@ class TrainStep {
   TrainStepOptions options_;
   std::vector<at::Tensor> trainable_;
   PhaseHook phase_hook_;
+  GradientProbe gradient_probe_;
 };
 
 }  // namespace mrcnn::engine

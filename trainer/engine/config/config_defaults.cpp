@@ -109,6 +109,11 @@ void AddDataAndSolverDefaults(Values& v) {
   v["DIST.TIMEOUT_SECONDS"] = 300.0;  // rendezvous, and the longest wait for a peer's data
   v["DIST.BARRIER_TIMEOUT_SECONDS"] = 7200.0;  // waits for rank 0's evaluation / checkpoints
 
+  // --- TensorBoard event files (events/tensorboard/) ---
+  v["TENSORBOARD.ENABLED"] = true;
+  v["TENSORBOARD.DIR"] = S("");  // "" = tensorboardoutputconfig.json LocalPath, else <base>/output/tensorboard
+  v["TENSORBOARD.HISTOGRAM_PERIOD"] = int64_t{0};  // weight/gradient norms and histograms; 0 = off
+
   v["TEST.EVAL_PERIOD"] = int64_t{0};  // 0 = only at the end
   v["TEST.DETECTIONS_PER_IMAGE"] = int64_t{100};
 

@@ -5,6 +5,7 @@
 
 #include "common/checkpoint_config.h"
 #include "common/config_error.h"
+#include "common/json_file.h"
 #include "common/input_data_config.h"
 #include "common/resource_config.h"
 
@@ -178,6 +179,19 @@ std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std
                         " .safetensors files; name one with MODEL.WEIGHTS");
 }
 
+std::optional<fs::path> ResolveTensorBoardDir(const TrainConfig& config, const common::JobPaths& paths) {
+  if (!config.GetBool("TENSORBOARD.ENABLED"))
+    return std::nullopt;
+  if (const std::string& dir = config.GetString("TENSORBOARD.DIR"); !dir.empty())
+    return fs::path(dir);
+  const fs::path file = paths.input_config / "tensorboardoutputconfig.json";
+  if (const auto doc = common::ReadJsonObjectFile(file)) {
+    if (auto local = common::OptionalString(*doc, "LocalPath", file, "LocalPath"); local && !local->empty())
+      return fs::path(*local);
+  }
+  return paths.output / "tensorboard";
+}
+
 TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, const fs::path& executable) {
   TrainJob job;
   // Under the entrypoint the base dir reaches us only through the SM_* paths it exports
@@ -256,6 +270,7 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
   job.output_dir = !output.empty() ? fs::path(output) : EnvPathOr(env, "SM_OUTPUT_DATA_DIR", job.paths.output_data);
   job.checkpoint_dir =
       common::ParseCheckpointConfig(job.paths.input_config / "checkpointconfig.json", job.paths).local_path;
+  job.tensorboard_dir = ResolveTensorBoardDir(job.config, job.paths);
   job.resume = args.resume;
   job.eval_only = args.eval_only;
   return job;

@@ -57,9 +57,16 @@ struct TrainJob {
   std::filesystem::path model_dir;
   std::filesystem::path output_dir;      // OUTPUT_DIR, else SM_OUTPUT_DATA_DIR, else <base>/output/data
   std::filesystem::path checkpoint_dir;  // checkpointconfig.json LocalPath, else <base>/checkpoints
+  std::optional<std::filesystem::path> tensorboard_dir;  // see ResolveTensorBoardDir
   std::optional<bool> resume;
   bool eval_only = false;
 };
+
+// Where TensorBoard event files go: TENSORBOARD.DIR when set; else SageMaker's
+// TensorBoardOutputConfig LocalPath (input/config/tensorboardoutputconfig.json, which
+// SageMaker writes when the job has one and uploads from); else <base>/output/tensorboard.
+// nullopt when TENSORBOARD.ENABLED is false.
+std::optional<std::filesystem::path> ResolveTensorBoardDir(const TrainConfig& config, const common::JobPaths& paths);
 
 // The configs directory of the image (see above). `executable` is this program's path.
 std::filesystem::path ConfigDir(const common::EnvMap& env, const std::filesystem::path& executable);

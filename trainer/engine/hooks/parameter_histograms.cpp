@@ -1,0 +1,109 @@
+#include "trainer/engine/hooks/parameter_histograms.h"
+
+#include <torch/torch.h>
+
+#include "trainer/engine/train_step.h"
+
+namespace mrcnn::engine {
+namespace {
+
+at::Tensor Flat(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> parts;
+  for (const auto& t : tensors) {
+    if (t.defined())
+      parts.push_back(t.detach().to(torch::kCPU, torch::kFloat).reshape({-1}));
+  }
+  return parts.empty() ? at::Tensor() : torch::cat(parts);
+}
+
+}  // namespace
+
+std::string ParameterGroup(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    parts.push_back(name.substr(start, dot - start));
+    start = dot + 1;
+  }
+  parts.push_back(name.substr(start));
+  const size_t keep = parts.size() > 3 && parts[0] == "backbone" && parts[1] == "body" ? 3 : 2;
+  std::string group;
+  for (size_t i = 0; i < std::min(keep, parts.size() - 1); ++i)
+    group += (group.empty() ? "" : ".") + parts[i];
+  return group.empty() ? parts.front() : group;
+}
+
+HistogramEvent HistogramOf(const at::Tensor& values, const std::string& tag, int64_t iteration) {
+  HistogramEvent h;
+  h.iteration = iteration;
+  h.tag = tag;
+  const at::Tensor v = values.to(torch::kDouble);
+  h.num = static_cast<double>(v.numel());
+  if (v.numel() == 0)
+    return h;
+  h.min = v.min().item<double>();
+  h.max = v.max().item<double>();
+  h.sum = v.sum().item<double>();
+  h.sum_squares = v.pow(2).sum().item<double>();
+  constexpr int kBuckets = 30;
+  const double lo = h.min, hi = h.max > h.min ? h.max : h.min + 1e-12;
+  const at::Tensor counts = torch::histc(v, kBuckets, lo, hi).contiguous();
+  const double* c = counts.data_ptr<double>();
+  for (int b = 0; b < kBuckets; ++b) {
+    h.bucket_limits.push_back(lo + (hi - lo) * (b + 1) / kBuckets);
+    h.bucket_counts.push_back(c[b]);
+  }
+  return h;
+}
+
+ParameterHistogramsHook::ParameterHistogramsHook(int64_t period, const NamedParameters& parameters,
+                                                 TrainStep& step)
+    : period_(period) {
+  size_t trainable_index = 0;
+  for (const auto& [name, p] : parameters) {
+    const std::string group = ParameterGroup(name);
+    groups_[group].push_back(p);
+    if (p.requires_grad())
+      positions_[group].push_back(trainable_index++);
+  }
+  step.set_gradient_probe([this](const std::vector<at::Tensor>& params) {
+    if (!armed_)
+      return;
+    torch::NoGradGuard no_grad;
+    for (const auto& [group, indices] : positions_) {
+      std::vector<at::Tensor> grads;
+      for (size_t i : indices) {
+        if (i < params.size())
+          grads.push_back(params[i].grad());
+      }
+      if (auto flat = Flat(grads); flat.defined())
+        gradients_[group] = flat;
+    }
+  });
+}
+
+void ParameterHistogramsHook::BeforeStep(TrainerBase& trainer) {
+  armed_ = period_ > 0 && trainer.done() % period_ == 0;
+  gradients_.clear();
+}
+
+void ParameterHistogramsHook::AfterStep(TrainerBase& trainer) {
+  if (!armed_)
+    return;
+  armed_ = false;
+  torch::NoGradGuard no_grad;
+  EventStorage& s = trainer.storage();
+  const int64_t step = trainer.done();
+  for (const auto& [group, params] : groups_) {
+    const at::Tensor w = Flat(params);
+    s.PutScalar("weights_norm/" + group, w.norm().item<double>());
+    s.PutHistogram(HistogramOf(w, "weights/" + group, step));
+  }
+  for (const auto& [group, g] : gradients_) {
+    s.PutScalar("grads_norm/" + group, g.norm().item<double>());
+    s.PutHistogram(HistogramOf(g, "grads/" + group, step));
+  }
+  gradients_.clear();
+}
+
+}  // namespace mrcnn::engine
