@@ -7,6 +7,8 @@
 
 #include "trainer/data/coco_dataset.h"
 #include "trainer/data/data_loader.h"
+#include "trainer/data/draw_detections.h"
+#include "trainer/data/image_decode.h"
 #include "trainer/data/mask_rle.h"
 #include "trainer/engine/config/config.h"
 #include "trainer/engine/model_inputs.h"
@@ -60,12 +62,40 @@ void CollectDetections(const model::ImageResult& r, int64_t image_id, const data
   }
 }
 
+// The image file with `r`'s confident detections drawn over it, as a TensorBoard image.
+ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
+                      const DatasetSource& source, const data::CocoDataset& gt, int64_t iteration) {
+  constexpr double kShownScore = 0.5;
+  cv::Mat rgb = data::DecodeImageRgb(source.layout.image_dir / image.file_name);
+  auto b = r.boxes.to(torch::kCPU, torch::kDouble).contiguous();
+  auto l = r.labels.to(torch::kCPU).contiguous();
+  auto s = r.scores.to(torch::kCPU, torch::kDouble).contiguous();
+  at::Tensor m;
+  if (r.masks.defined())
+    m = r.masks.ge(0.5).to(torch::kCPU, torch::kUInt8).contiguous();
+  const bool masks_fit = m.defined() && m.size(2) == rgb.rows && m.size(3) == rgb.cols;
+  for (int64_t k = b.size(0) - 1; k >= 0; --k) {  // the best drawn last, on top
+    const double score = s[k].item<double>();
+    if (score < kShownScore)
+      continue;
+    const double* xyxy = b[k].data_ptr<double>();
+    const int64_t category = gt.CategoryOfLabel(l[k].item<int64_t>());
+    std::string label = std::to_string(category);
+    for (const auto& c : gt.categories()) {
+      if (c.id == category)
+        label = c.name;
+    }
+    data::DrawDetection(rgb, {{xyxy[0], xyxy[1], xyxy[2], xyxy[3]}, label, score, category},
+                        masks_fit ? m[k][0].data_ptr<uint8_t>() : nullptr);
+  }
+  return {iteration, "val/" + image.file_name, rgb.rows, rgb.cols, 3, data::EncodePngRgb(rgb)};
+}
+
 }  // namespace
 
-std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
-                                             const model::ModelConfig& mc,
-                                             const TrainConfig& config, const c10::Device& device,
-                                             int64_t iteration) {
+EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+                                 const model::ModelConfig& mc, const TrainConfig& config,
+                                 const c10::Device& device, int64_t iteration) {
   auto ground_truth =
       data::CocoDataset::Load(source.layout.annotation_file, eval::GroundTruthLoadOptions());
   data::CocoLoadOptions view;
@@ -82,6 +112,9 @@ std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const Dat
   net.detection_settings().masks = mc.mask_on;
   torch::NoGradGuard no_grad;
   std::vector<eval::Detection> boxes, masks;
+  EvaluationOutput out;
+  const auto images_to_draw =
+      static_cast<size_t>(std::max<int64_t>(0, config.GetInt("TENSORBOARD.EVAL_IMAGES")));
   while (auto batch = loader.Next()) {
     model::ImageBatch ib = ToImageBatch(*batch, device);
     auto features = net.Features(ib.tensors);
@@ -89,18 +122,23 @@ std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const Dat
     std::vector<model::ImageResult> results;
     net.RoiHeads(features, rpn.proposals, ib.image_sizes, nullptr, &results);
     net.Postprocess(ib, results);
-    for (size_t i = 0; i < results.size(); ++i)
+    for (size_t i = 0; i < results.size(); ++i) {
       CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);
+      if (out.images.size() < images_to_draw) {
+        const auto& image =
+            images->images()[static_cast<size_t>(images->ImageIndex(batch->image_ids[i]))];
+        out.images.push_back(DrawnImage(results[i], image, source, ground_truth, iteration));
+      }
+    }
   }
   if (was_training)
     net.train();
-  std::vector<EvaluationEvent> events;
-  events.push_back(
+  out.metrics.push_back(
       {iteration, "bbox", eval::EvaluateCoco(ground_truth, boxes, eval::IouType::kBbox).stats});
   if (mc.mask_on)
-    events.push_back(
+    out.metrics.push_back(
         {iteration, "segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm).stats});
-  return events;
+  return out;
 }
 
 }  // namespace mrcnn::engine

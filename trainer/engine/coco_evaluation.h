@@ -1,12 +1,14 @@
 #pragma once
 // COCO box (and mask, with MODEL.MASK_ON) evaluation of the model on one channel: every
 // image, in order, on this process, through pycocotools-equivalent COCOeval
-// (trainer/eval). The model is put in eval mode for the pass and restored after.
+// (trainer/eval), plus pictures of a few of its predictions for TensorBoard. The model is put in
+// eval mode for the pass and restored after.
 #include <cstdint>
 #include <vector>
 
 #include "trainer/engine/config/channel_layout.h"
 #include "trainer/engine/events/event_storage.h"
+#include "trainer/engine/hooks/evaluation.h"
 
 namespace c10 {
 struct Device;
@@ -26,10 +28,11 @@ struct DatasetSource {
   std::string channel;
 };
 
-// One event per IoU type ("bbox", then "segm" when masks are on), named `iteration`.
-std::vector<EvaluationEvent> EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
-                                             const model::ModelConfig& mc,
-                                             const TrainConfig& config, const c10::Device& device,
-                                             int64_t iteration);
+// One metrics event per IoU type ("bbox", then "segm" when masks are on), named
+// `iteration`, and the first TENSORBOARD.EVAL_IMAGES images of the channel with their
+// detections scoring >= 0.5 drawn (tag "val/<file name>").
+EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+                                 const model::ModelConfig& mc, const TrainConfig& config,
+                                 const c10::Device& device, int64_t iteration);
 
 }  // namespace mrcnn::engine

@@ -123,10 +123,16 @@ int RunEvalOnly(const JobParts& p, int64_t start_iter) {
   if (!p.test_source)
     throw common::ConfigError("config", "DATASETS.TEST", "eval-only needs a val or test channel");
   EventStorage storage;
-  for (auto& event : EvaluatorOf(p)(start_iter))
+  EvaluationOutput out = EvaluatorOf(p)(start_iter);
+  for (auto& event : out.metrics)
     storage.PutEvaluation(std::move(event));
-  for (auto& writer : BuildWriters(p, start_iter))
+  for (auto& image : out.images)
+    storage.PutImage(std::move(image));
+  for (auto& writer : BuildWriters(p, start_iter)) {
     writer->WriteEvaluations(storage);
+    writer->WriteMedia(storage);
+    writer->Close();
+  }
   return 0;
 }
 

@@ -187,7 +187,8 @@ TEST_CASE("evaluation: every period (not at the last iteration), then once at th
   int barriers = 0;
   auto evaluate = [&](int64_t done) {
     evaluated.push_back(done);
-    return std::vector<EvaluationEvent>{{done, "bbox", {0.5}}, {done, "segm", {0.25}}};
+    return EvaluationOutput{{{done, "bbox", {0.5}}, {done, "segm", {0.25}}},
+                            {{done, "val/0", 1, 1, 3, "png"}}};
   };
   FakeTrainer t;
   t.RegisterHooks(MakeHooks(std::make_unique<EvaluationHook>(5, evaluate, [&] { ++barriers; })));
@@ -195,6 +196,7 @@ TEST_CASE("evaluation: every period (not at the last iteration), then once at th
   CHECK(evaluated == std::vector<int64_t>{5, 10});
   CHECK(barriers == 1);  // after the periodic one; the end has the job's final barrier
   REQUIRE(t.storage().evaluations().size() == 4);
+  CHECK(t.storage().images().size() == 2);
   CHECK(t.storage().evaluations()[2].iteration == 10);
   CHECK(t.storage().evaluations()[3].iou_type == "segm");
 
@@ -296,7 +298,7 @@ TEST_CASE("stop: the requested iteration is saved once, logged, and nothing runs
           2,
           [&](int64_t d) {
             evaluated.push_back(d);
-            return std::vector<EvaluationEvent>{};
+            return EvaluationOutput{};
           },
           std::function<void()>{}),
       std::make_unique<PeriodicWriterHook>(std::move(writers), 4),
@@ -436,7 +438,7 @@ TEST_CASE("metrics.jsonl: one record per window and per evaluation, appended", "
     t.RegisterHooks(MakeHooks(std::make_unique<EvaluationHook>(
                                   0,
                                   [](int64_t d) {
-                                    return std::vector<EvaluationEvent>{{d, "bbox", {0.5, 0.75}}};
+                                    return EvaluationOutput{{{d, "bbox", {0.5, 0.75}}}, {}};
                                   },
                                   std::function<void()>{}),
                               std::make_unique<PeriodicWriterHook>(std::move(writers), 3)));

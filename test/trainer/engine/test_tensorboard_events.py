@@ -149,3 +149,18 @@ def test_a_killed_and_resumed_run_continues_the_same_curves(shapes, reference, t
         got = [(e.step, e.value) for e in acc.Scalars(tag)]
         assert [s for s, _ in got] == list(range(1, MAX_ITER + 1)), (tag, got)
         assert got == [(e.step, e.value) for e in ref.Scalars(tag)], tag
+
+
+def test_validation_pictures_at_each_evaluation(reference):
+    import io
+
+    from PIL import Image
+    _, acc = reference
+    tags = acc.Tags()["images"]
+    assert len(tags) == 3 and all(t.startswith("val/") for t in tags), tags  # 3 val images, at most 4
+    for tag in tags:
+        events = acc.Images(tag)
+        assert [e.step for e in events] == [MAX_ITER]
+        picture = Image.open(io.BytesIO(events[0].encoded_image_string))
+        assert picture.size == (64, 64) == (events[0].width, events[0].height)
+        assert picture.mode == "RGB" and len(set(picture.getdata())) > 10  # a real picture, not blank

@@ -113,6 +113,7 @@ void AddDataAndSolverDefaults(Values& v) {
   v["TENSORBOARD.ENABLED"] = true;
   v["TENSORBOARD.DIR"] = S("");  // "" = tensorboardoutputconfig.json LocalPath, else <base>/output/tensorboard
   v["TENSORBOARD.HISTOGRAM_PERIOD"] = int64_t{0};  // weight/gradient norms and histograms; 0 = off
+  v["TENSORBOARD.EVAL_IMAGES"] = int64_t{4};  // val images drawn with predictions at each evaluation
 
   v["TEST.EVAL_PERIOD"] = int64_t{0};  // 0 = only at the end
   v["TEST.DETECTIONS_PER_IMAGE"] = int64_t{100};

@@ -8,8 +8,11 @@ EvaluationHook::EvaluationHook(int64_t period, Evaluate evaluate, std::function<
 void EvaluationHook::Run(TrainerBase& trainer, int64_t completed) {
   if (!evaluate_)
     return;
-  for (auto& event : evaluate_(completed))
+  EvaluationOutput out = evaluate_(completed);
+  for (auto& event : out.metrics)
     trainer.storage().PutEvaluation(std::move(event));
+  for (auto& image : out.images)
+    trainer.storage().PutImage(std::move(image));
 }
 
 void EvaluationHook::AfterStep(TrainerBase& trainer) {
