@@ -62,6 +62,7 @@ if ((status)); then
 fi
 log "model dir: $base/model"
 log "TensorBoard event files: $base/output/tensorboard (view: $top/.venv/bin/tensorboard --logdir $base/output/tensorboard --host 127.0.0.1)"
+log "run report: $base/output/data/report.html (open it in a browser)"
 ls -l "$base/model"
 
 # 4. Serve it and ask about one validation image.

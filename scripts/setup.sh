@@ -14,6 +14,7 @@ apt_packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libturbojpeg0-dev
   protobuf-compiler libprotobuf-dev
+  chromium
   clang libclang-rt-14-dev
 )
 missing=()

@@ -133,11 +133,15 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   }
   if (was_training)
     net.train();
-  out.metrics.push_back(
-      {iteration, "bbox", eval::EvaluateCoco(ground_truth, boxes, eval::IouType::kBbox).stats});
+  auto metrics = [&](const char* iou_type, const eval::CocoEvalResult& r) {
+    EvaluationEvent e{iteration, iou_type, r.stats, {}};
+    for (const auto& category : r.per_category)
+      e.per_category.emplace_back(category.name, category.ap);
+    out.metrics.push_back(std::move(e));
+  };
+  metrics("bbox", eval::EvaluateCoco(ground_truth, boxes, eval::IouType::kBbox));
   if (mc.mask_on)
-    out.metrics.push_back(
-        {iteration, "segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm).stats});
+    metrics("segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm));
   return out;
 }
 

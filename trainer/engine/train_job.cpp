@@ -22,6 +22,7 @@
 #include "trainer/engine/hooks/parameter_histograms.h"
 #include "trainer/engine/hooks/periodic_checkpointer.h"
 #include "trainer/engine/hooks/periodic_writer.h"
+#include "trainer/engine/hooks/run_report.h"
 #include "trainer/engine/hooks/stop_signal.h"
 #include "trainer/engine/hooks/weights_dump.h"
 #include "trainer/engine/mask_rcnn_trainer.h"
@@ -78,6 +79,18 @@ EvaluationHook::Evaluate EvaluatorOf(const JobParts& p) {
   };
 }
 
+RunReportInputs ReportInputsOf(const JobParts& p) {
+  RunReportInputs in;
+  in.title = std::string(p.job.eval_only ? "Mask R-CNN evaluation" : "Mask R-CNN training run") +
+             (p.job.paths.base.empty() ? "" : " (" + p.job.paths.base.string() + ")");
+  in.config_yaml = p.job.config.ToYaml();
+  in.device = p.device.str();
+  in.processes = p.world.world_size;
+  in.images_per_iteration = p.plan.images_per_iteration;
+  in.max_iter = p.plan.max_iter;
+  return in;
+}
+
 // The hooks in the order they run (see README.md for why this order).
 std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, TrainStep& step,
                                                   int64_t start_iter) {
@@ -105,6 +118,10 @@ std::vector<std::unique_ptr<HookBase>> BuildHooks(const JobParts& p, TrainStep& 
   if (const int64_t period = config.GetInt("TENSORBOARD.HISTOGRAM_PERIOD");
       period > 0 && p.world.rank == 0)
     hooks.push_back(std::make_unique<ParameterHistogramsHook>(period, ParametersOf(p.net), step));
+  if (p.world.rank == 0) {
+    hooks.push_back(std::make_unique<RunReportHook>(p.job.output_dir / "report.html",
+                                                    ReportInputsOf(p), p.log));
+  }
   hooks.push_back(std::make_unique<PeriodicWriterHook>(BuildWriters(p, start_iter),
                                                        config.GetInt("SOLVER.LOG_PERIOD")));
   std::function<void()> write_model;
@@ -128,6 +145,12 @@ int RunEvalOnly(const JobParts& p, int64_t start_iter) {
     storage.PutEvaluation(std::move(event));
   for (auto& image : out.images)
     storage.PutImage(std::move(image));
+  if (p.world.rank == 0) {
+    RunReportInputs report = ReportInputsOf(p);
+    report.pictures = storage.images();
+    WriteRunReport(p.job.output_dir / "report.html", storage, report);
+    p.log.Line("[report] wrote " + (p.job.output_dir / "report.html").string());
+  }
   for (auto& writer : BuildWriters(p, start_iter)) {
     writer->WriteEvaluations(storage);
     writer->WriteMedia(storage);

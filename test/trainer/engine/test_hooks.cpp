@@ -187,7 +187,7 @@ TEST_CASE("evaluation: every period (not at the last iteration), then once at th
   int barriers = 0;
   auto evaluate = [&](int64_t done) {
     evaluated.push_back(done);
-    return EvaluationOutput{{{done, "bbox", {0.5}}, {done, "segm", {0.25}}},
+    return EvaluationOutput{{{done, "bbox", {0.5}, {}}, {done, "segm", {0.25}, {}}},
                             {{done, "val/0", 1, 1, 3, "png"}}};
   };
   FakeTrainer t;
@@ -438,7 +438,7 @@ TEST_CASE("metrics.jsonl: one record per window and per evaluation, appended", "
     t.RegisterHooks(MakeHooks(std::make_unique<EvaluationHook>(
                                   0,
                                   [](int64_t d) {
-                                    return EvaluationOutput{{{d, "bbox", {0.5, 0.75}}}, {}};
+                                    return EvaluationOutput{{{d, "bbox", {0.5, 0.75}, {}}}, {}};
                                   },
                                   std::function<void()>{}),
                               std::make_unique<PeriodicWriterHook>(std::move(writers), 3)));

@@ -90,7 +90,7 @@ TEST_CASE("events: version, resume marker, per-iteration scalars, evaluations, m
       s.PutScalar("stop_requested", 0);
     }
     w.WriteTraining(s);
-    s.PutEvaluation({5, "bbox", {0.25, 0.5}});
+    s.PutEvaluation({5, "bbox", {0.25, 0.5}, {}});
     w.WriteEvaluations(s);
     w.WriteEvaluations(s);  // nothing new: nothing written
     s.PutHistogram({5, "weights/rpn.head", -1, 1, 4, 0, 2, {0, 1}, {2, 2}});

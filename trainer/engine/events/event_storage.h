@@ -58,6 +58,8 @@ struct EvaluationEvent {
   int64_t iteration = 0;  // completed iterations when it ran
   std::string iou_type;   // "bbox" | "segm"
   std::array<double, 12> stats{};
+  // AP@[.5:.95] per category (name, AP; -1 when the category has no ground truth).
+  std::vector<std::pair<std::string, double>> per_category;
 };
 
 // An image for writers that show pictures (e.g. predictions drawn on a validation image).
