@@ -64,16 +64,23 @@ at::Tensor MultiLevelRoiAlign(const std::vector<at::Tensor>& features, const at:
                               int64_t pooled_width, int64_t sampling_ratio, bool aligned,
                               int64_t canonical_scale = 224, int64_t canonical_level = 4);
 
-// Pairwise IoU, a: N×4, b: M×4 -> N×M (torchvision.ops.box_iou).
+// Pairwise IoU, a: N×4, b: M×4 -> N×M (torchvision.ops.box_iou). Everything
+// torchvision.ops.box_iou takes is taken, with its result: batch dimensions
+// ([..., N, 4] × [..., M, 4] -> [..., N, M], broadcast; a may be one box [4]), mixed
+// dtypes (promoted), float16/bfloat16 (areas and intersections in float32, float32
+// result), integer boxes (integer arithmetic, default-float result). 2-D float32/float64
+// boxes of one dtype run the kernel; the rest uses torchvision's formula as ATen ops.
 at::Tensor BoxIou(const at::Tensor& a, const at::Tensor& b);
 
 // Regression targets of reference_boxes (gt, N×4) relative to proposals (N×4) with
-// weights (wx, wy, ww, wh): torchvision BoxCoder.encode_single. Returns N×4.
+// weights (wx, wy, ww, wh): torchvision BoxCoder.encode_single. Returns N×4. Mixed
+// dtypes promote and float16/bfloat16 compute in their dtype, as torchvision.
 at::Tensor EncodeBoxes(const at::Tensor& reference_boxes, const at::Tensor& proposals,
                        const std::array<double, 4>& weights);
 
 // Inverse of EncodeBoxes: rel_codes N×(4k) applied to boxes N×4 -> N×(4k)
-// (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp).
+// (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp; boxes cast
+// to the codes' dtype, float16/bfloat16 computed in that dtype as torchvision).
 at::Tensor DecodeBoxes(const at::Tensor& rel_codes, const at::Tensor& boxes,
                        const std::array<double, 4>& weights, double clamp = std::log(1000.0 / 16));
 
