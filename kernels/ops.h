@@ -47,8 +47,15 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
 // (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.
 // Differentiable w.r.t. input. Under autocast it runs in float32 and returns the
 // input's dtype. float32/float64/float16/bfloat16 accepted (float accumulation).
-// A roi whose batch index is outside [0, B) is an error on CPU; on CUDA (where
-// checking would need a sync) it pools zeros and receives no gradient.
+// As torchvision: sampling_ratio <= 0 (its default is -1) samples adaptively,
+// ceil(roi_size / pooled_size) points per bin and axis; pooled sizes may be 0 (empty
+// output); any spatial_scale is taken. Degenerate rois: a sampling point with a NaN
+// coordinate (the other inside the map) makes its bin NaN and sends no gradient; an
+// adaptive grid that is NaN, infinite or beyond int32 samples nothing (zeros, as
+// torchvision's CPU kernel on x86); an empty feature map pools zeros.
+// A roi whose batch index is outside [0, B) (or NaN), or whose adaptive grid needs more
+// than 2^31-1 sampling points, is an error on CPU; on CUDA (where checking would need
+// a sync) it pools zeros and receives no gradient.
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned);
@@ -57,7 +64,10 @@ at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spat
 // scales[l] = spatial scale of level l (e.g. 1/4, 1/8, 1/16, 1/32; powers of two,
 // finest first). Each roi (K×5 as in RoiAlign) goes to the level given by
 // torchvision's LevelMapper: floor(canonical_level + log2(sqrt(area)/canonical_scale)
-// + 1e-6) clamped to [-log2(scales.front()), -log2(scales.back())]. Output
+// + 1e-6) clamped to [-log2(scales.front()), -log2(scales.back())] (area in float32 for
+// float16/bfloat16 rois, as torchvision's box_area). A roi whose area is NaN or negative
+// (NaN coordinates, x2 < x1) has no level and pools zeros, as in MultiScaleRoIAlign; with
+// a single level every roi goes to it (plain RoiAlign), as there. Output
 // K×C×pooled_h×pooled_w in input roi order; differentiable w.r.t. every feature map.
 at::Tensor MultiLevelRoiAlign(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                               const std::vector<double>& scales, int64_t pooled_height,
