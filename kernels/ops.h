@@ -35,11 +35,15 @@ namespace mrcnn::kernels {
 // never suppress). boxes: N×4 float32/float64 (CUDA also half/bfloat16), scores: N.
 at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
 
-// NMS applied independently within each value of idxs (int64, N), in one pass (no
-// per-class loop). Result: kept indices sorted by decreasing score, identical to
-// torchvision.ops.batched_nms, including the order of equal scores (lower index first,
-// except on CPU above 1000 boxes where torchvision orders ties by ATen's default
-// descending sort and so do we).
+// NMS applied independently within each value of idxs (N, any real dtype; classes are
+// distinct values), in one pass (no per-class loop). Result: kept indices sorted by
+// decreasing score, identical to torchvision.ops.batched_nms (CPU), which has two
+// algorithms and so do we: up to 1000 boxes, IoUs are taken on torchvision's
+// coordinate-trick boxes (boxes + idx * (max coordinate + 1)), so they round as there,
+// and where that trick lets classes interact (IoU threshold < 0, negative coordinates,
+// fractional or non-finite idxs, NaN/inf boxes) the result is torchvision's; above
+// 1000 boxes, per-class NMS on the boxes as given, boxes with a NaN idx never kept,
+// equal scores ordered by ATen's default descending sort (on CUDA: lower index first).
 at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                       double iou_threshold);
 

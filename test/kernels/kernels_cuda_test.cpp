@@ -61,6 +61,18 @@ TEST_CASE("batched nms cuda equals cpu", "[cuda]") {
     CHECK(SameIndices(mk::BatchedNms(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), 0.5),
                       mk::BatchedNms(boxes, scores, idxs, 0.5)));
   }
+  // Both torchvision algorithms (<= 1000 boxes: coordinate trick; above: per class) on
+  // the inputs where they differ from plain per-class NMS.
+  for (int64_t n : {300, 1500}) {
+    const at::Tensor boxes = RandomBoxes(n, 300, 60) - 100;  // negative coordinates
+    const at::Tensor scores = at::rand({n});
+    at::Tensor idxs = at::randint(0, 5, {n}, at::kLong).to(at::kDouble) / 3;  // fractional
+    idxs.slice(0, 0, n, 7).fill_(std::numeric_limits<double>::quiet_NaN());
+    for (double thr : {-0.5, 0.0, 0.5}) {
+      CHECK(SameIndices(mk::BatchedNms(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), thr),
+                        mk::BatchedNms(boxes, scores, idxs, thr)));
+    }
+  }
 }
 
 TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
