@@ -113,7 +113,8 @@ at::Tensor GenerateAnchors(const std::vector<std::array<int64_t, 2>>& feature_si
 // the best gt index per prediction, -1 where the best quality < low_threshold, -2
 // where low <= best < high. allow_low_quality_matches restores the best match of
 // every prediction that is a (tied) highest-quality prediction of some gt. Thresholds
-// compare in the matrix dtype and NaN counts as the largest quality, as torch.max does.
+// compare in the matrix dtype (float32/float64/float16/bfloat16) and NaN counts as the
+// largest quality, as torch.max does.
 at::Tensor MatchProposals(const at::Tensor& match_quality, double high_threshold,
                           double low_threshold, bool allow_low_quality_matches);
 
