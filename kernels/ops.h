@@ -129,7 +129,8 @@ std::pair<at::Tensor, at::Tensor> SampleBalanced(
 
 // torchvision paste_masks_in_image: masks N×1×R×R (probabilities), boxes N×4 in
 // image pixels -> N×1×image_height×image_width, same dtype as masks. Each mask is
-// padded by `padding` zero pixels, its box expanded by (R+2p)/R and truncated to
+// padded by `padding` zero pixels, its box expanded by (R+2p)/R in the boxes' dtype (as
+// torchvision: float16/bfloat16/float64/integer boxes round there) and truncated to
 // integers, and the padded mask bilinearly resized (align_corners=False) into it.
 at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
                       int64_t image_width, int64_t padding = 1);
