@@ -35,11 +35,15 @@ namespace mrcnn::kernels {
 // never suppress). boxes: N×4 float32/float64 (CUDA also half/bfloat16), scores: N.
 at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
 
-// NMS applied independently within each value of idxs (int64, N), in one pass (no
-// per-class loop). Result: kept indices sorted by decreasing score, identical to
-// torchvision.ops.batched_nms, including the order of equal scores (lower index first,
-// except on CPU above 1000 boxes where torchvision orders ties by ATen's default
-// descending sort and so do we).
+// NMS applied independently within each value of idxs (N, any real dtype; classes are
+// distinct values), in one pass (no per-class loop). Result: kept indices sorted by
+// decreasing score, identical to torchvision.ops.batched_nms (CPU), which has two
+// algorithms and so do we: up to 1000 boxes, IoUs are taken on torchvision's
+// coordinate-trick boxes (boxes + idx * (max coordinate + 1)), so they round as there,
+// and where that trick lets classes interact (IoU threshold < 0, negative coordinates,
+// fractional or non-finite idxs, NaN/inf boxes) the result is torchvision's; above
+// 1000 boxes, per-class NMS on the boxes as given, boxes with a NaN idx never kept,
+// equal scores ordered by ATen's default descending sort (on CUDA: lower index first).
 at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                       double iou_threshold);
 
@@ -47,8 +51,15 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
 // (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.
 // Differentiable w.r.t. input. Under autocast it runs in float32 and returns the
 // input's dtype. float32/float64/float16/bfloat16 accepted (float accumulation).
-// A roi whose batch index is outside [0, B) is an error on CPU; on CUDA (where
-// checking would need a sync) it pools zeros and receives no gradient.
+// As torchvision: sampling_ratio <= 0 (its default is -1) samples adaptively,
+// ceil(roi_size / pooled_size) points per bin and axis; pooled sizes may be 0 (empty
+// output); any spatial_scale is taken. Degenerate rois: a sampling point with a NaN
+// coordinate (the other inside the map) makes its bin NaN and sends no gradient; an
+// adaptive grid that is NaN, infinite or beyond int32 samples nothing (zeros, as
+// torchvision's CPU kernel on x86); an empty feature map pools zeros.
+// A roi whose batch index is outside [0, B) (or NaN), or whose adaptive grid needs more
+// than 2^31-1 sampling points, is an error on CPU; on CUDA (where checking would need
+// a sync) it pools zeros and receives no gradient.
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned);
@@ -57,23 +68,33 @@ at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spat
 // scales[l] = spatial scale of level l (e.g. 1/4, 1/8, 1/16, 1/32; powers of two,
 // finest first). Each roi (K×5 as in RoiAlign) goes to the level given by
 // torchvision's LevelMapper: floor(canonical_level + log2(sqrt(area)/canonical_scale)
-// + 1e-6) clamped to [-log2(scales.front()), -log2(scales.back())]. Output
+// + 1e-6) clamped to [-log2(scales.front()), -log2(scales.back())] (area in float32 for
+// float16/bfloat16 rois, as torchvision's box_area). A roi whose area is NaN or negative
+// (NaN coordinates, x2 < x1) has no level and pools zeros, as in MultiScaleRoIAlign; with
+// a single level every roi goes to it (plain RoiAlign), as there. Output
 // K×C×pooled_h×pooled_w in input roi order; differentiable w.r.t. every feature map.
 at::Tensor MultiLevelRoiAlign(const std::vector<at::Tensor>& features, const at::Tensor& rois,
                               const std::vector<double>& scales, int64_t pooled_height,
                               int64_t pooled_width, int64_t sampling_ratio, bool aligned,
                               int64_t canonical_scale = 224, int64_t canonical_level = 4);
 
-// Pairwise IoU, a: N×4, b: M×4 -> N×M (torchvision.ops.box_iou).
+// Pairwise IoU, a: N×4, b: M×4 -> N×M (torchvision.ops.box_iou). Everything
+// torchvision.ops.box_iou takes is taken, with its result: batch dimensions
+// ([..., N, 4] × [..., M, 4] -> [..., N, M], broadcast; a may be one box [4]), mixed
+// dtypes (promoted), float16/bfloat16 (areas and intersections in float32, float32
+// result), integer boxes (integer arithmetic, default-float result). 2-D float32/float64
+// boxes of one dtype run the kernel; the rest uses torchvision's formula as ATen ops.
 at::Tensor BoxIou(const at::Tensor& a, const at::Tensor& b);
 
 // Regression targets of reference_boxes (gt, N×4) relative to proposals (N×4) with
-// weights (wx, wy, ww, wh): torchvision BoxCoder.encode_single. Returns N×4.
+// weights (wx, wy, ww, wh): torchvision BoxCoder.encode_single. Returns N×4. Mixed
+// dtypes promote and float16/bfloat16 compute in their dtype, as torchvision.
 at::Tensor EncodeBoxes(const at::Tensor& reference_boxes, const at::Tensor& proposals,
                        const std::array<double, 4>& weights);
 
 // Inverse of EncodeBoxes: rel_codes N×(4k) applied to boxes N×4 -> N×(4k)
-// (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp).
+// (torchvision BoxCoder.decode_single; dw/dh clamped at `clamp` before exp; boxes cast
+// to the codes' dtype, float16/bfloat16 computed in that dtype as torchvision).
 at::Tensor DecodeBoxes(const at::Tensor& rel_codes, const at::Tensor& boxes,
                        const std::array<double, 4>& weights, double clamp = std::log(1000.0 / 16));
 
@@ -92,7 +113,8 @@ at::Tensor GenerateAnchors(const std::vector<std::array<int64_t, 2>>& feature_si
 // the best gt index per prediction, -1 where the best quality < low_threshold, -2
 // where low <= best < high. allow_low_quality_matches restores the best match of
 // every prediction that is a (tied) highest-quality prediction of some gt. Thresholds
-// compare in the matrix dtype and NaN counts as the largest quality, as torch.max does.
+// compare in the matrix dtype (float32/float64/float16/bfloat16) and NaN counts as the
+// largest quality, as torch.max does.
 at::Tensor MatchProposals(const at::Tensor& match_quality, double high_threshold,
                           double low_threshold, bool allow_low_quality_matches);
 
@@ -107,7 +129,8 @@ std::pair<at::Tensor, at::Tensor> SampleBalanced(
 
 // torchvision paste_masks_in_image: masks N×1×R×R (probabilities), boxes N×4 in
 // image pixels -> N×1×image_height×image_width, same dtype as masks. Each mask is
-// padded by `padding` zero pixels, its box expanded by (R+2p)/R and truncated to
+// padded by `padding` zero pixels, its box expanded by (R+2p)/R in the boxes' dtype (as
+// torchvision: float16/bfloat16/float64/integer boxes round there) and truncated to
 // integers, and the padded mask bilinearly resized (align_corners=False) into it.
 at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
                       int64_t image_width, int64_t padding = 1);

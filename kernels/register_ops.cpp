@@ -7,10 +7,12 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 #include <vector>
 
 #include "kernels/anchors/anchor_grid.h"
+#include "kernels/box_ops/box_ops_torchvision.h"
 #include "kernels/sampling/balanced_sampler.h"
 
 namespace mrcnn::kernels {
@@ -175,14 +177,9 @@ at::Tensor MultiLevelAutocast(at::TensorList features, const at::Tensor& rois,
       .to(features.empty() ? rois.scalar_type() : features[0].scalar_type());
 }
 
-// torchvision LevelMapper on K×5 rois, in the same float operations.
-at::Tensor MapRoiLevels(const at::Tensor& rois, at::ArrayRef<double> scales,
-                        int64_t canonical_scale, int64_t canonical_level) {
-  const char* op = "mrcnn::map_roi_levels";
-  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
-              ": rois must be K×5 (batch_index, x1, y1, x2, y2), got shape ", rois.sizes());
+// -log2 of each FPN level scale (scales must be 1/2^k).
+std::vector<int64_t> LevelIds(at::ArrayRef<double> scales, const char* op) {
   TORCH_CHECK(!scales.empty(), op, ": scales must name at least one level");
-  TORCH_CHECK(canonical_scale > 0, op, ": canonical_scale must be positive");
   std::vector<int64_t> level_ids;
   for (double s : scales) {
     TORCH_CHECK(s > 0 && s <= 1, op, ": every scale must be in (0, 1], got ", s);
@@ -191,20 +188,34 @@ at::Tensor MapRoiLevels(const at::Tensor& rois, at::ArrayRef<double> scales,
                 " is not a power of two (FPN level scales are 1/2^k)");
     level_ids.push_back(static_cast<int64_t>(lvl));
   }
+  return level_ids;
+}
+
+// torchvision LevelMapper on K×5 rois, in the same float operations.
+at::Tensor MapRoiLevels(const at::Tensor& rois, at::ArrayRef<double> scales,
+                        int64_t canonical_scale, int64_t canonical_level) {
+  const char* op = "mrcnn::map_roi_levels";
+  TORCH_CHECK(rois.dim() == 2 && rois.size(1) == 5, op,
+              ": rois must be K×5 (batch_index, x1, y1, x2, y2), got shape ", rois.sizes());
+  TORCH_CHECK(canonical_scale > 0, op, ": canonical_scale must be positive");
+  const std::vector<int64_t> level_ids = LevelIds(scales, op);
   // As torchvision's MultiScaleRoIAlign: the level range comes from the first and last
   // scale; level l of that range reads features[l].
   const int64_t k_min = level_ids.front(), k_max = level_ids.back();
   TORCH_CHECK(k_max >= k_min && k_max - k_min < static_cast<int64_t>(level_ids.size()), op,
               ": scales span levels ", k_min, "..", k_max, " but only ", level_ids.size(),
               " feature maps are given (scales must be finest first)");
-  const at::Tensor boxes = rois.slice(1, 1, 5);
-  const at::Tensor area =
-      (boxes.select(1, 2) - boxes.select(1, 0)) * (boxes.select(1, 3) - boxes.select(1, 1));
-  const at::Tensor s = at::sqrt(area);
+  // box_area upcasts float16/bfloat16 to float32, so the levels are computed in float32.
+  const at::Tensor s = at::sqrt(TorchvisionBoxArea(rois.slice(1, 1, 5)));
   const at::Tensor eps = at::scalar_tensor(1e-6, s.options());
   at::Tensor target = at::floor(at::log2(s / canonical_scale) + canonical_level + eps);
   target = at::clamp(target, static_cast<double>(k_min), static_cast<double>(k_max));
-  return target.to(at::kLong) - k_min;
+  // A NaN target (NaN or negative area) becomes INT64_MIN - k_min, the value
+  // torchvision's cast gives on x86 CPUs, here on every device: outside every level,
+  // so the roi pools zeros.
+  const at::Tensor nan_level =
+      at::full_like(target, std::numeric_limits<int64_t>::min(), target.options().dtype(at::kLong));
+  return at::where(at::isnan(target), nan_level, target.to(at::kLong)) - k_min;
 }
 
 at::Tensor MultiLevelRoiAlignComposite(at::TensorList features, const at::Tensor& rois,
@@ -213,6 +224,12 @@ at::Tensor MultiLevelRoiAlignComposite(at::TensorList features, const at::Tensor
                                        int64_t canonical_scale, int64_t canonical_level) {
   TORCH_CHECK(features.size() == scales.size(), "mrcnn::multi_level_roi_align: got ",
               features.size(), " feature maps but ", scales.size(), " scales");
+  if (features.size() == 1) {
+    LevelIds(scales, "mrcnn::multi_level_roi_align");
+    // As MultiScaleRoIAlign: one level is a plain roi_align (no level mapping, so rois
+    // of NaN area are pooled like any other).
+    return CallRoiAlign(features[0], rois, scales[0], pooled_h, pooled_w, sampling_ratio, aligned);
+  }
   const at::Tensor levels = MapRoiLevels(rois, scales, canonical_scale, canonical_level);
   return CallMultiLevel(features, rois, levels, scales, pooled_h, pooled_w, sampling_ratio,
                         aligned);

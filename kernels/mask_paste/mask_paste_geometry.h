@@ -1,6 +1,7 @@
-// Integer paste box and bilinear source coordinates of torchvision's
-// paste_masks_in_image, written once for the CPU and CUDA kernels. Float operations
-// are spelled out so both devices round identically.
+// Paste box and bilinear source coordinates of torchvision's paste_masks_in_image,
+// written once for the CPU and CUDA kernels (the expanded integer boxes come from
+// PasteBoxes in mask_paste_args.h). Float operations are spelled out so both devices
+// round identically.
 #pragma once
 
 #include <cstdint>
@@ -18,32 +19,16 @@ struct PasteBox {
   int64_t w, h;            // size of the resized mask
 };
 
-// expand_boxes(box, scale) then .to(int64), as torchvision does in float32.
-MRCNN_HOST_DEVICE inline PasteBox ComputePasteBox(float bx1, float by1, float bx2, float by2,
-                                                  float scale) {
-#if defined(__CUDA_ARCH__)
-  const float w_half = __fmul_rn(__fmul_rn(__fsub_rn(bx2, bx1), 0.5f), scale);
-  const float h_half = __fmul_rn(__fmul_rn(__fsub_rn(by2, by1), 0.5f), scale);
-  const float x_c = __fmul_rn(__fadd_rn(bx2, bx1), 0.5f);
-  const float y_c = __fmul_rn(__fadd_rn(by2, by1), 0.5f);
+// The paste box of one expanded integer box (x0, y0, x1, y1) as PasteBoxes gives it:
+// torchvision's w = x1 - x0 + 1 (int64, wrapping), at least 1.
+MRCNN_HOST_DEVICE inline PasteBox MakePasteBox(const int64_t* corners) {
   PasteBox b;
-  b.x0 = static_cast<int64_t>(__fsub_rn(x_c, w_half));
-  b.x1 = static_cast<int64_t>(__fadd_rn(x_c, w_half));
-  b.y0 = static_cast<int64_t>(__fsub_rn(y_c, h_half));
-  b.y1 = static_cast<int64_t>(__fadd_rn(y_c, h_half));
-#else
-  const float w_half = ((bx2 - bx1) * 0.5f) * scale;
-  const float h_half = ((by2 - by1) * 0.5f) * scale;
-  const float x_c = (bx2 + bx1) * 0.5f;
-  const float y_c = (by2 + by1) * 0.5f;
-  PasteBox b;
-  b.x0 = static_cast<int64_t>(x_c - w_half);
-  b.x1 = static_cast<int64_t>(x_c + w_half);
-  b.y0 = static_cast<int64_t>(y_c - h_half);
-  b.y1 = static_cast<int64_t>(y_c + h_half);
-#endif
-  b.w = b.x1 - b.x0 + 1;
-  b.h = b.y1 - b.y0 + 1;
+  b.x0 = corners[0];
+  b.y0 = corners[1];
+  b.x1 = corners[2];
+  b.y1 = corners[3];
+  b.w = static_cast<int64_t>(static_cast<uint64_t>(b.x1) - static_cast<uint64_t>(b.x0) + 1);
+  b.h = static_cast<int64_t>(static_cast<uint64_t>(b.y1) - static_cast<uint64_t>(b.y0) + 1);
   if (b.w < 1)
     b.w = 1;
   if (b.h < 1)
@@ -88,11 +73,6 @@ MRCNN_HOST_DEVICE inline float PaddedMaskValue(const scalar_t* mask, int64_t r, 
   if (py < 0 || py >= r || px < 0 || px >= r)
     return 0.f;
   return static_cast<float>(mask[py * r + px]);
-}
-
-// (R + 2·padding) / R in float, as torchvision's expand_boxes scale.
-MRCNN_HOST_DEVICE inline float PasteScale(int64_t r, int64_t padding) {
-  return static_cast<float>(static_cast<double>(r + 2 * padding) / static_cast<double>(r));
 }
 
 }  // namespace mrcnn::kernels

@@ -1,10 +1,14 @@
-// Argument checks and the per-level view shared by the CPU and CUDA ROIAlign
-// kernels (single level = one-entry table).
+// Argument checks and the per-roi arithmetic shared by the CPU and CUDA ROIAlign
+// kernels (single level = one-entry table), so both accept the same arguments and
+// treat degenerate rois the same way.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace mrcnn::kernels {
@@ -14,13 +18,51 @@ inline void CheckRois(const at::Tensor& rois, const char* op) {
               ": rois must be K×5 (batch_index, x1, y1, x2, y2), got shape ", rois.sizes());
 }
 
+// As torchvision: pooled sizes may be 0 (an empty output); sampling_ratio <= 0 means
+// adaptive sampling (ceil(roi_size / pooled_size) points per bin and axis), > 0 that
+// many points. The kernels index with int, so values beyond int32 are rejected.
 inline void CheckPooling(int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                          const char* op) {
-  TORCH_CHECK(pooled_height > 0 && pooled_width > 0, op,
-              ": pooled_height and pooled_width must be positive, got ", pooled_height, "×",
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(pooled_height >= 0 && pooled_width >= 0, op,
+              ": pooled_height and pooled_width must be >= 0, got ", pooled_height, "×",
               pooled_width);
-  TORCH_CHECK(sampling_ratio >= 0, op, ": sampling_ratio must be >= 0 (0 = adaptive), got ",
+  TORCH_CHECK(pooled_height <= kIntMax && pooled_width <= kIntMax, op,
+              ": pooled_height and pooled_width must fit in int32, got ", pooled_height, "×",
+              pooled_width);
+  TORCH_CHECK(sampling_ratio <= kIntMax, op,
+              ": sampling_ratio must fit in int32 (<= 0: adaptive, > 0: points per bin and axis), "
+              "got ",
               sampling_ratio);
+}
+
+// The batch index of a roi (stored as a float): truncated toward zero as torchvision
+// does, or -1 when it is NaN or cannot be an index (the kernels then reject the roi on
+// CPU and pool zeros on CUDA, where checking would need a sync).
+template <typename acc_t>
+C10_HOST_DEVICE inline int64_t RoiBatchIndex(acc_t value) {
+  return value > acc_t(-1) && value < acc_t(4.6e18) ? static_cast<int64_t>(value) : -1;
+}
+
+// Sampling points per bin along one axis for adaptive sampling, from
+// ceiled = ceil(roi_size / pooled_size). torchvision converts that value to int; when
+// it is not in [1, INT32_MAX] (roi size <= 0 when aligned, NaN or infinite coordinates,
+// sizes beyond int range) the roi samples nothing and pools zeros, which is what
+// torchvision's CPU kernel does (the x86 conversion gives INT_MIN: empty loops).
+template <typename acc_t>
+C10_HOST_DEVICE inline int AdaptiveGridSize(acc_t ceiled) {
+  return ceiled >= acc_t(1) && ceiled < acc_t(2147483648.0) ? static_cast<int>(ceiled) : 0;
+}
+
+// torchvision's CPU kernel stores one int-indexed record per sampling point of a roi,
+// so it cannot pool a roi with more than INT32_MAX of them (it fails or overflows).
+// Such a roi (a huge adaptive grid) is rejected here on CPU and pools zeros on CUDA,
+// instead of running for hours.
+C10_HOST_DEVICE inline bool TooManySamples(int64_t pooled_h, int64_t pooled_w, int64_t grid_h,
+                                           int64_t grid_w) {
+  return static_cast<double>(pooled_h) * static_cast<double>(pooled_w) *
+             static_cast<double>(grid_h) * static_cast<double>(grid_w) >
+         2147483647.0;
 }
 
 // Features of every level must agree on batch size, channels, dtype and device.

@@ -165,6 +165,21 @@ TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
     const at::Tensor out = mk::RoiAlign(ones, rois, 1.0, 3, 3, 0, true);
     CHECK(at::allclose(out, at::ones_like(out)));
   }
+  SECTION("sampling_ratio <= 0 is adaptive (torchvision's default is -1)") {
+    const at::Tensor rois =
+        at::tensor({0., 1.3, 0.7, 7.2, 5.9, 1., -2., 3., 4.5, 12.}, at::kDouble).view({2, 5});
+    for (bool aligned : {false, true}) {
+      const at::Tensor adaptive = mk::RoiAlign(input, rois, 0.5, 3, 2, 0, aligned);
+      CHECK(at::equal(mk::RoiAlign(input, rois, 0.5, 3, 2, -1, aligned), adaptive));
+      CHECK(at::equal(mk::RoiAlign(input, rois, 0.5, 3, 2, -9, aligned), adaptive));
+    }
+  }
+  SECTION("pooled size 0 gives an empty output, negative sizes are rejected") {
+    const at::Tensor rois = at::tensor({0., 1., 1., 6., 6.}, at::kDouble).view({1, 5});
+    CHECK(mk::RoiAlign(input, rois, 1.0, 0, 4, -1, true).sizes() == at::IntArrayRef({1, 3, 0, 4}));
+    CHECK_THROWS_WITH(mk::RoiAlign(input, rois, 1.0, -1, 4, -1, true),
+                      Catch::Contains("pooled_height and pooled_width must be >= 0"));
+  }
   SECTION("batch index out of range is rejected") {
     const at::Tensor rois = at::tensor({5., 1., 1., 6., 6.}, at::kDouble).view({1, 5});
     CHECK_THROWS_WITH(mk::RoiAlign(input, rois, 1.0, 2, 2, 2, true),

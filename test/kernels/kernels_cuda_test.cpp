@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -60,6 +61,18 @@ TEST_CASE("batched nms cuda equals cpu", "[cuda]") {
     CHECK(SameIndices(mk::BatchedNms(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), 0.5),
                       mk::BatchedNms(boxes, scores, idxs, 0.5)));
   }
+  // Both torchvision algorithms (<= 1000 boxes: coordinate trick; above: per class) on
+  // the inputs where they differ from plain per-class NMS.
+  for (int64_t n : {300, 1500}) {
+    const at::Tensor boxes = RandomBoxes(n, 300, 60) - 100;  // negative coordinates
+    const at::Tensor scores = at::rand({n});
+    at::Tensor idxs = at::randint(0, 5, {n}, at::kLong).to(at::kDouble) / 3;  // fractional
+    idxs.slice(0, 0, n, 7).fill_(std::numeric_limits<double>::quiet_NaN());
+    for (double thr : {-0.5, 0.0, 0.5}) {
+      CHECK(SameIndices(mk::BatchedNms(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), thr),
+                        mk::BatchedNms(boxes, scores, idxs, thr)));
+    }
+  }
 }
 
 TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
@@ -69,7 +82,7 @@ TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
   const at::Tensor rois = at::cat({at::randint(0, 2, {200, 1}).to(at::kFloat), boxes}, 1);
   const at::Tensor w = at::rand({200, 16, 7, 7});
   for (bool aligned : {false, true}) {
-    for (int64_t sr : {0, 1, 2, 4}) {
+    for (int64_t sr : {-1, 0, 1, 2, 4}) {
       const at::Tensor xc = x.clone().requires_grad_(true);
       const at::Tensor xg = x.to(kCuda).requires_grad_(true);
       const at::Tensor yc = mk::RoiAlign(xc, rois, 0.5, 7, 7, sr, aligned);
@@ -79,6 +92,22 @@ TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
       (yg * w.to(kCuda)).sum().backward();
       CHECK(at::allclose(xg.grad().cpu(), xc.grad(), 1e-4, 1e-4));
     }
+  }
+  SECTION("degenerate rois and sizes pool as on the CPU") {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    const at::Tensor odd = at::tensor({0., 1., nan, 9., 9., 1., 2., 3., inf,  8.,
+                                       0., 9., 2.,  1., 1., 1., 3., 3., 1e30, 9.},
+                                      at::kFloat)
+                               .view({4, 5});
+    for (int64_t sr : {-1, 2}) {
+      for (double scale : {0.5, 0.0, -1.0}) {
+        const at::Tensor yc = mk::RoiAlign(x, odd, scale, 7, 7, sr, true);
+        const at::Tensor yg = mk::RoiAlign(x.to(kCuda), odd.to(kCuda), scale, 7, 7, sr, true);
+        CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5, /*equal_nan=*/true));
+      }
+    }
+    CHECK(mk::RoiAlign(x.to(kCuda), rois.to(kCuda), 0.5, 0, 7, -1, false).numel() == 0);
   }
   SECTION("half precision accumulates in float") {
     const at::Tensor yh =

@@ -8,15 +8,16 @@
 #include <cmath>
 
 #include "kernels/box_ops/box_ops_args.h"
+#include "kernels/box_ops/box_ops_torchvision.h"
 
 namespace mrcnn::kernels {
 namespace {
 
 at::Tensor BoxIouCpu(const at::Tensor& a_in, const at::Tensor& b_in) {
-  CheckBoxes(a_in, "mrcnn::box_iou", "boxes1");
-  CheckBoxes(b_in, "mrcnn::box_iou", "boxes2");
-  TORCH_CHECK(a_in.scalar_type() == b_in.scalar_type(),
-              "mrcnn::box_iou: boxes1 and boxes2 must share a dtype");
+  CheckIouBoxes(a_in, b_in, "mrcnn::box_iou");
+  if (!KernelBoxes(a_in, b_in)) {
+    return TorchvisionBoxIou(a_in, b_in);
+  }
   const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
   const int64_t n = a.size(0), m = b.size(0);
   at::Tensor out = at::empty({n, m}, a.options());
@@ -60,6 +61,9 @@ at::Tensor EncodeBoxesCpu(const at::Tensor& reference_in, const at::Tensor& prop
   CheckWeights(weights, op);
   TORCH_CHECK(reference_in.size(0) == proposals_in.size(0), op,
               ": reference_boxes and proposals must have the same number of rows");
+  if (!KernelBoxes(reference_in, proposals_in)) {
+    return TorchvisionEncodeBoxes(reference_in, proposals_in, weights);
+  }
   const at::Tensor ref = reference_in.contiguous();
   const at::Tensor prop = proposals_in.to(ref.scalar_type()).contiguous();
   const int64_t n = ref.size(0);
@@ -97,6 +101,9 @@ at::Tensor DecodeBoxesCpu(const at::Tensor& codes_in, const at::Tensor& boxes_in
       codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
       ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
       codes_in.sizes());
+  if (!KernelDtype(codes_in)) {
+    return TorchvisionDecodeBoxes(codes_in, boxes_in, weights, clamp);
+  }
   const at::Tensor codes = codes_in.contiguous();
   const at::Tensor boxes = boxes_in.to(codes.scalar_type()).contiguous();
   const int64_t n = codes.size(0), k = codes.size(1) / 4;

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "kernels/box_ops/box_ops_args.h"
+#include "kernels/box_ops/box_ops_torchvision.h"
 
 namespace mrcnn::kernels {
 namespace {
@@ -104,10 +105,10 @@ unsigned BlocksFor(int64_t total) {
 }
 
 at::Tensor BoxIouCuda(const at::Tensor& a_in, const at::Tensor& b_in) {
-  CheckBoxes(a_in, "mrcnn::box_iou", "boxes1");
-  CheckBoxes(b_in, "mrcnn::box_iou", "boxes2");
-  TORCH_CHECK(a_in.scalar_type() == b_in.scalar_type(),
-              "mrcnn::box_iou: boxes1 and boxes2 must share a dtype");
+  CheckIouBoxes(a_in, b_in, "mrcnn::box_iou");
+  if (!KernelBoxes(a_in, b_in)) {
+    return TorchvisionBoxIou(a_in, b_in);
+  }
   const c10::cuda::CUDAGuard guard(a_in.device());
   const at::Tensor a = a_in.contiguous(), b = b_in.to(a_in.device()).contiguous();
   at::Tensor out = at::empty({a.size(0), b.size(0)}, a.options());
@@ -132,6 +133,9 @@ at::Tensor EncodeBoxesCuda(const at::Tensor& reference_in, const at::Tensor& pro
   CheckWeights(weights, op);
   TORCH_CHECK(reference_in.size(0) == proposals_in.size(0), op,
               ": reference_boxes and proposals must have the same number of rows");
+  if (!KernelBoxes(reference_in, proposals_in)) {
+    return TorchvisionEncodeBoxes(reference_in, proposals_in, weights);
+  }
   const c10::cuda::CUDAGuard guard(reference_in.device());
   const at::Tensor ref = reference_in.contiguous();
   const at::Tensor prop = proposals_in.to(ref.device(), ref.scalar_type()).contiguous();
@@ -160,6 +164,9 @@ at::Tensor DecodeBoxesCuda(const at::Tensor& codes_in, const at::Tensor& boxes_i
       codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
       ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
       codes_in.sizes());
+  if (!KernelDtype(codes_in)) {
+    return TorchvisionDecodeBoxes(codes_in, boxes_in, weights, clamp);
+  }
   const c10::cuda::CUDAGuard guard(codes_in.device());
   const at::Tensor codes = codes_in.contiguous();
   const at::Tensor boxes = boxes_in.to(codes.device(), codes.scalar_type()).contiguous();

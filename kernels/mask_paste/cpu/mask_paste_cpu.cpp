@@ -16,16 +16,15 @@ namespace {
 // Pastes every mask into out (N×H×W of out_t, zero-filled by the caller), writing
 // Store(value) for each pixel inside its box.
 template <typename scalar_t, typename out_t, typename StoreFn>
-void PasteRows(const scalar_t* pm, const float* pb, int64_t n, int64_t r, int64_t padding,
-               float scale, int64_t image_height, int64_t image_width, out_t* po, StoreFn store) {
+void PasteRows(const scalar_t* pm, const int64_t* pb, int64_t n, int64_t r, int64_t padding,
+               int64_t image_height, int64_t image_width, out_t* po, StoreFn store) {
   const int64_t padded = r + 2 * padding;
   at::parallel_for(0, n * image_height, 16, [&](int64_t begin, int64_t end) {
     std::vector<LinearTap> x_taps;
     int64_t taps_for = -1;
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i = row / image_height, y = row % image_height;
-      const float* b = pb + 4 * i;
-      const PasteBox box = ComputePasteBox(b[0], b[1], b[2], b[3], scale);
+      const PasteBox box = MakePasteBox(pb + 4 * i);
       if (y < std::max<int64_t>(box.y0, 0) || y >= std::min(box.y1 + 1, image_height)) {
         continue;
       }
@@ -65,9 +64,8 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
                  double threshold) {
   CheckPasteArgs(op, masks_in, boxes_in, image_height, image_width, padding);
   const at::Tensor masks = masks_in.contiguous();
-  const at::Tensor boxes = boxes_in.to(at::kFloat).contiguous();
   const int64_t n = masks.size(0), r = masks.size(2);
-  const float scale = PasteScale(r, padding);
+  const at::Tensor boxes = PasteBoxes(boxes_in, r, padding).contiguous();
   at::Tensor out = at::empty({n, 1, image_height, image_width},
                              binary ? masks.options().dtype(at::kByte) : masks.options());
   if (out.numel() == 0) {
@@ -76,17 +74,16 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, masks.scalar_type(), "mask_paste_cpu", [&] {
         const scalar_t* pm = masks.data_ptr<scalar_t>();
-        const float* pb = boxes.data_ptr<float>();
+        const int64_t* pb = boxes.data_ptr<int64_t>();
         if (binary) {
           const scalar_t t = static_cast<scalar_t>(threshold);
           out.fill_(static_cast<scalar_t>(0) >= t ? 1 : 0);
-          PasteRows(pm, pb, n, r, padding, scale, image_height, image_width,
-                    out.data_ptr<uint8_t>(),
+          PasteRows(pm, pb, n, r, padding, image_height, image_width, out.data_ptr<uint8_t>(),
                     [t](scalar_t v) { return static_cast<uint8_t>(v >= t ? 1 : 0); });
         } else {
           out.zero_();
-          PasteRows(pm, pb, n, r, padding, scale, image_height, image_width,
-                    out.data_ptr<scalar_t>(), [](scalar_t v) { return v; });
+          PasteRows(pm, pb, n, r, padding, image_height, image_width, out.data_ptr<scalar_t>(),
+                    [](scalar_t v) { return v; });
         }
       });
   return out;

@@ -32,17 +32,16 @@ struct StoreBinary {
 
 template <typename scalar_t, typename Store>
 __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
-                            const float* __restrict__ boxes, int64_t r, int64_t padding,
-                            float scale, int64_t height, int64_t width,
-                            typename Store::out_t* __restrict__ out, Store store) {
+                            const int64_t* __restrict__ boxes, int64_t r, int64_t padding,
+                            int64_t height, int64_t width, typename Store::out_t* __restrict__ out,
+                            Store store) {
   const int64_t padded = r + 2 * padding;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const int64_t x = idx % width;
     const int64_t y = (idx / width) % height;
     const int64_t i = idx / width / height;
-    const float* b = boxes + 4 * i;
-    const PasteBox box = ComputePasteBox(b[0], b[1], b[2], b[3], scale);
+    const PasteBox box = MakePasteBox(boxes + 4 * i);
     const bool inside = y >= max(box.y0, int64_t(0)) && y < min(box.y1 + 1, height) &&
                         x >= max(box.x0, int64_t(0)) && x < min(box.x1 + 1, width);
     if (!inside) {
@@ -71,9 +70,8 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
   CheckPasteArgs(op, masks_in, boxes_in, image_height, image_width, padding);
   const c10::cuda::CUDAGuard guard(masks_in.device());
   const at::Tensor masks = masks_in.contiguous();
-  const at::Tensor boxes = boxes_in.to(masks.device(), at::kFloat).contiguous();
   const int64_t n = masks.size(0), r = masks.size(2);
-  const float scale = PasteScale(r, padding);
+  const at::Tensor boxes = PasteBoxes(boxes_in, r, padding).to(masks.device()).contiguous();
   at::Tensor out = at::empty({n, 1, image_height, image_width},
                              binary ? masks.options().dtype(at::kByte) : masks.options());
   const int64_t total = out.numel();
@@ -88,11 +86,11 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
         if (binary) {
           const StoreBinary<scalar_t> store{static_cast<scalar_t>(threshold)};
           PasteKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
+              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<int64_t>(), r, padding,
               image_height, image_width, out.data_ptr<uint8_t>(), store);
         } else {
           PasteKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<float>(), r, padding, scale,
+              total, masks.data_ptr<scalar_t>(), boxes.data_ptr<int64_t>(), r, padding,
               image_height, image_width, out.data_ptr<scalar_t>(), StoreValue<scalar_t>{});
         }
         C10_CUDA_KERNEL_LAUNCH_CHECK();

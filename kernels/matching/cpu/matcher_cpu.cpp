@@ -36,7 +36,7 @@ at::Tensor MatchProposalsCpu(const at::Tensor& quality_in, double high_threshold
   const at::Tensor q = quality_in.contiguous();
   const int64_t g_count = q.size(0), n = q.size(1);
   at::Tensor out = at::empty({n}, q.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "matcher_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "matcher_cpu", [&] {
     const scalar_t* pq = q.data_ptr<scalar_t>();
     int64_t* po = out.data_ptr<int64_t>();
     // torch compares a float tensor with a Python float in the tensor's dtype.

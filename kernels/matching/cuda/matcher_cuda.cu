@@ -2,6 +2,7 @@
 // per prediction finds its best gt, applies the thresholds and restores low-quality
 // matches. No host synchronisation.
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -12,10 +13,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Comparisons in the opmath type: exact for float16/bfloat16 (their values are
+// exact in float) and free of the ambiguous half operators.
+template <typename T>
+__device__ inline at::opmath_type<T> Value(T v) {
+  return static_cast<at::opmath_type<T>>(v);
+}
+
 // torch.max semantics: NaN is the largest value and the first NaN wins.
 template <typename T>
 __device__ inline bool Beats(T candidate, T best) {
-  return !isnan(best) && (candidate > best || isnan(candidate));
+  return !isnan(Value(best)) && (Value(candidate) > Value(best) || isnan(Value(candidate)));
 }
 
 template <typename T>
@@ -51,21 +59,21 @@ __global__ void MatchKernel(int64_t g_count, int64_t n, const T* __restrict__ q,
   }
   T best = q[i];
   int64_t arg = 0;
-  bool low_quality = allow_low_quality && q[i] == gt_best[0];
+  bool low_quality = allow_low_quality && Value(q[i]) == Value(gt_best[0]);
   for (int64_t g = 1; g < g_count; ++g) {
     const T v = q[g * n + i];
     if (Beats(v, best)) {
       best = v;
       arg = g;
     }
-    if (allow_low_quality && v == gt_best[g]) {
+    if (allow_low_quality && Value(v) == Value(gt_best[g])) {
       low_quality = true;
     }
   }
   int64_t m = arg;
-  if (best < low) {
+  if (Value(best) < Value(low)) {
     m = -1;
-  } else if (best < high) {
+  } else if (Value(best) < Value(high)) {
     m = -2;
   }
   out[i] = low_quality ? arg : m;
@@ -87,7 +95,7 @@ at::Tensor MatchProposalsCuda(const at::Tensor& quality_in, double high_threshol
   at::Tensor out = at::empty({n}, q.options().dtype(at::kLong));
   at::Tensor gt_best = at::empty({g_count}, q.options());
   auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "matcher_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, q.scalar_type(), "matcher_cuda", [&] {
     if (allow_low_quality_matches) {
       GtBestKernel<scalar_t><<<static_cast<unsigned>(g_count), kThreads, 0, stream>>>(
           n, q.data_ptr<scalar_t>(), gt_best.data_ptr<scalar_t>());

@@ -9,23 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "kernels/nms/nms_args.h"
 #include "kernels/nms/nms_threshold.h"
 
 namespace mrcnn::kernels {
 namespace {
-
-void CheckNmsInputs(const at::Tensor& boxes, const at::Tensor& scores, const char* op) {
-  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, op,
-              ": boxes must be N×4 (x1,y1,x2,y2), got shape ", boxes.sizes());
-  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0), op,
-              ": scores must be 1-D with one entry per box (", boxes.size(0), "), got shape ",
-              scores.sizes());
-  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
-              ": boxes and scores must share a dtype, got ", boxes.scalar_type(), " and ",
-              scores.scalar_type());
-}
 
 // Greedy suppression over `count` boxes already sorted by decreasing score, stored
 // as separate coordinate arrays. keep[i] = 1 for survivors.
@@ -86,16 +77,12 @@ at::Tensor KeptIndices(const std::vector<uint8_t>& suppressed, const int64_t* or
   return keep;
 }
 
-at::Tensor NmsCpu(const at::Tensor& dets, const at::Tensor& scores, double iou_threshold) {
-  CheckNmsInputs(dets, scores, "mrcnn::nms");
-  if (dets.size(0) == 0) {
-    return at::empty({0}, dets.options().dtype(at::kLong));
-  }
-  const at::Tensor boxes = dets.contiguous();
+// Plain NMS of `boxes` (contiguous) in score order.
+at::Tensor NmsKeep(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
   const at::Tensor order = std::get<1>(scores.sort(/*stable=*/true, 0, /*descending=*/true));
   const int64_t n = boxes.size(0);
   std::vector<uint8_t> suppressed(n, 0);
-  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn::nms", [&] {
+  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_nms_cpu", [&] {
     SortedBoxes<scalar_t> sorted(n);
     GatherSorted(boxes, order.data_ptr<int64_t>(), n, sorted);
     SuppressSorted(sorted.x1.data(), sorted.y1.data(), sorted.x2.data(), sorted.y2.data(),
@@ -105,25 +92,67 @@ at::Tensor NmsCpu(const at::Tensor& dets, const at::Tensor& scores, double iou_t
   return KeptIndices(suppressed, order.data_ptr<int64_t>());
 }
 
-// torchvision.ops.batched_nms switches from the coordinate-offset trick to its
-// per-class loop above this many CPU boxes; only the order of equal scores differs.
-constexpr int64_t kTorchvisionPerClassAbove = 1000;
-
-at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor& idxs,
-                         double iou_threshold) {
-  CheckNmsInputs(dets, scores, "mrcnn::batched_nms");
-  TORCH_CHECK(idxs.dim() == 1 && idxs.size(0) == dets.size(0),
-              "mrcnn::batched_nms: idxs must be 1-D with one class/level id per box (",
-              dets.size(0), "), got shape ", idxs.sizes());
+at::Tensor NmsCpu(const at::Tensor& dets, const at::Tensor& scores, double iou_threshold) {
+  CheckNmsInputs(dets, scores, "mrcnn::nms");
   if (dets.size(0) == 0) {
     return at::empty({0}, dets.options().dtype(at::kLong));
   }
-  const at::Tensor boxes = dets.contiguous();
-  const int64_t n = boxes.size(0);
+  return NmsKeep(dets.contiguous(), scores, iou_threshold);
+}
+
+// True when every coordinate of each run (class) of the class-sorted boxes lies on one
+// side of every coordinate of each other run: then boxes of different classes have an
+// empty intersection, so their IoU is +-0 or NaN and never exceeds a threshold >= 0.
+// NaN coordinates answer false.
+template <typename T>
+bool RunsSeparated(const SortedBoxes<T>& sorted, const std::vector<int64_t>& run_start) {
+  const size_t runs = run_start.size() - 1;
+  std::vector<std::pair<T, T>> ranges(runs);
+  for (size_t r = 0; r < runs; ++r) {
+    T lo = std::numeric_limits<T>::infinity(), hi = -std::numeric_limits<T>::infinity();
+    for (int64_t k = run_start[r]; k < run_start[r + 1]; ++k) {
+      for (const T v : {sorted.x1[k], sorted.y1[k], sorted.x2[k], sorted.y2[k]}) {
+        if (std::isnan(v)) {
+          return false;
+        }
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+    ranges[r] = {lo, hi};
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t r = 1; r < runs; ++r) {
+    if (!(ranges[r - 1].second <= ranges[r].first)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// torchvision.ops.batched_nms. Up to kBatchedNmsPerClassAbove boxes torchvision runs NMS
+// on coordinate-trick boxes; IoUs are taken on those boxes here too, one class at a
+// time when the shifted classes cannot interact (the usual case), else over all boxes
+// at once, exactly as torchvision (negative thresholds, negative coordinates,
+// fractional or NaN idxs, non-finite boxes). Above that it runs NMS per distinct idx
+// value on the boxes as given, as torchvision does, dropping boxes whose idx is NaN
+// (torchvision's per-class loop never selects them).
+at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor& idxs,
+                         double iou_threshold) {
+  const char* op = "mrcnn::batched_nms";
+  CheckNmsInputs(dets, scores, op);
+  CheckIdxs(idxs, dets, op);
+  if (dets.size(0) == 0) {
+    return at::empty({0}, dets.options().dtype(at::kLong));
+  }
+  const int64_t n = dets.size(0);
+  const bool coordinate_trick = n <= kBatchedNmsPerClassAbove;
+  const at::Tensor boxes =
+      (coordinate_trick ? CoordinateTrickBoxes(dets, idxs) : dets).contiguous();
   // Score order first, then a stable sort by class: each class becomes a contiguous
   // run that is still in decreasing-score order.
   const at::Tensor order = std::get<1>(scores.sort(/*stable=*/true, 0, /*descending=*/true));
-  const at::Tensor classes_in_order = idxs.to(at::kLong).index_select(0, order);
+  const at::Tensor classes_in_order = ClassKeys(idxs).index_select(0, order);
   const at::Tensor by_class = std::get<1>(classes_in_order.sort(/*stable=*/true, 0, false));
   const at::Tensor class_order = order.index_select(0, by_class).contiguous();
   const at::Tensor sorted_classes = classes_in_order.index_select(0, by_class).contiguous();
@@ -138,9 +167,14 @@ at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const
   const int64_t runs = static_cast<int64_t>(run_start.size()) - 1;
 
   std::vector<uint8_t> suppressed(n, 0);
-  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn::batched_nms", [&] {
+  bool per_class = true;
+  AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_nms_cpu", [&] {
     SortedBoxes<scalar_t> sorted(n);
     GatherSorted(boxes, class_order.data_ptr<int64_t>(), n, sorted);
+    if (coordinate_trick && (iou_threshold < 0 || !RunsSeparated(sorted, run_start))) {
+      per_class = false;
+      return;
+    }
     const scalar_t threshold = StrictThreshold<scalar_t>(iou_threshold);
     at::parallel_for(0, runs, 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -151,6 +185,17 @@ at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const
       }
     });
   });
+  if (!per_class) {
+    return NmsKeep(boxes, scores, iou_threshold);
+  }
+  if (!coordinate_trick && idxs.is_floating_point()) {
+    const at::Tensor nan_in_class_order =
+        at::isnan(idxs).index_select(0, class_order).to(at::kByte).contiguous();
+    const uint8_t* nan = nan_in_class_order.data_ptr<uint8_t>();
+    for (int64_t k = 0; k < n; ++k) {
+      suppressed[k] |= nan[k];
+    }
+  }
   // Survivors back in global score order: mark them by score rank and walk the ranks.
   std::vector<uint8_t> kept_by_rank(n, 0);
   const int64_t* by_class_ptr = by_class.data_ptr<int64_t>();
@@ -162,9 +207,10 @@ at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const
     suppressed_by_rank[k] = static_cast<uint8_t>(!kept_by_rank[k]);
   }
   const at::Tensor keep = KeptIndices(suppressed_by_rank, order.data_ptr<int64_t>());
-  if (n > kTorchvisionPerClassAbove) {
-    // torchvision orders this many boxes with ATen's default (unstable) descending sort
-    // of the kept scores taken in index order; equal scores follow that sort's order.
+  if (!coordinate_trick) {
+    // torchvision's per-class algorithm orders its survivors with ATen's default
+    // (unstable) descending sort of their scores taken in index order; equal scores
+    // follow that sort's order.
     const at::Tensor by_index = std::get<0>(keep.sort(0, false));
     return by_index.index_select(0, std::get<1>(scores.index_select(0, by_index).sort(0, true)));
   }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/nms/nms_args.h"
 #include "kernels/nms/nms_threshold.h"
 
 namespace mrcnn::kernels {
@@ -152,30 +153,18 @@ __global__ void ReduceMaskKernel(int64_t n, const uint64_t* __restrict__ mask,
   }
 }
 
-at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor* idxs,
-                   double iou_threshold, const char* op) {
-  TORCH_CHECK(dets.is_cuda() && scores.is_cuda(), op, ": boxes and scores must be CUDA tensors");
-  TORCH_CHECK(dets.dim() == 2 && dets.size(1) == 4, op,
-              ": boxes must be N×4 (x1,y1,x2,y2), got shape ", dets.sizes());
-  TORCH_CHECK(scores.dim() == 1 && scores.size(0) == dets.size(0), op,
-              ": scores must be 1-D with one entry per box (", dets.size(0), "), got shape ",
-              scores.sizes());
-  if (idxs) {
-    TORCH_CHECK(idxs->dim() == 1 && idxs->size(0) == dets.size(0), op,
-                ": idxs must be 1-D with one class/level id per box");
-  }
-  const c10::cuda::CUDAGuard guard(dets.device());
+// NMS of dets in score order; with class_keys, boxes of different keys never suppress
+// each other, and boxes flagged in `dropped` (original order) are not returned.
+at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor* class_keys,
+                   const at::Tensor* dropped, double iou_threshold, const char* op) {
   const int64_t n = dets.size(0);
-  if (n == 0) {
-    return at::empty({0}, dets.options().dtype(at::kLong));
-  }
   const at::Tensor order = std::get<1>(scores.sort(/*stable=*/true, 0, /*descending=*/true));
   // Half/bfloat16 boxes are compared in float (their values are exact in float).
   const auto compute_dtype = dets.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::Tensor sorted_boxes = dets.index_select(0, order).to(compute_dtype).contiguous();
   at::Tensor sorted_classes;
-  if (idxs) {
-    sorted_classes = idxs->to(at::kLong).index_select(0, order).contiguous();
+  if (class_keys) {
+    sorted_classes = class_keys->index_select(0, order).contiguous();
   }
   const int64_t col_blocks = CeilDiv(n, kBoxesPerBlock);
   TORCH_CHECK(col_blocks <= 65535, op, ": at most ", 65535 * kBoxesPerBlock,
@@ -185,7 +174,8 @@ at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::T
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(col_blocks));
   AT_DISPATCH_FLOATING_TYPES(compute_dtype, "nms_cuda", [&] {
     SuppressionMaskKernel<scalar_t><<<grid, kBoxesPerBlock, 0, stream>>>(
-        n, sorted_boxes.data_ptr<scalar_t>(), idxs ? sorted_classes.data_ptr<int64_t>() : nullptr,
+        n, sorted_boxes.data_ptr<scalar_t>(),
+        class_keys ? sorted_classes.data_ptr<int64_t>() : nullptr,
         StrictThreshold<scalar_t>(iou_threshold),
         reinterpret_cast<uint64_t*>(mask.data_ptr<int64_t>()));
   });
@@ -199,17 +189,47 @@ at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::T
       in_shared ? nullptr : reinterpret_cast<uint64_t*>(removed_global.data_ptr<int64_t>()),
       in_shared, keep.data_ptr<uint8_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (dropped) {
+    keep.masked_fill_(dropped->index_select(0, order), 0);
+  }
   // nonzero synchronises once: the number of kept boxes sizes the output.
   return order.index_select(0, keep.nonzero().squeeze(1));
 }
 
 at::Tensor NmsCuda(const at::Tensor& dets, const at::Tensor& scores, double iou_threshold) {
-  return NmsImpl(dets, scores, nullptr, iou_threshold, "mrcnn::nms");
+  const char* op = "mrcnn::nms";
+  CheckNmsInputs(dets, scores, op);
+  TORCH_CHECK(dets.is_cuda(), op, ": boxes and scores must be CUDA tensors");
+  const c10::cuda::CUDAGuard guard(dets.device());
+  if (dets.size(0) == 0) {
+    return at::empty({0}, dets.options().dtype(at::kLong));
+  }
+  return NmsImpl(dets, scores, nullptr, nullptr, iou_threshold, op);
 }
 
+// As the CPU kernel (see there): up to kBatchedNmsPerClassAbove boxes, NMS over
+// torchvision's coordinate-trick boxes (every pair is compared anyway, so there is
+// nothing to gain from a class test here); above, NMS per distinct idx value on the
+// boxes as given, boxes with a NaN idx dropped.
 at::Tensor BatchedNmsCuda(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor& idxs,
                           double iou_threshold) {
-  return NmsImpl(dets, scores, &idxs, iou_threshold, "mrcnn::batched_nms");
+  const char* op = "mrcnn::batched_nms";
+  CheckNmsInputs(dets, scores, op);
+  CheckIdxs(idxs, dets, op);
+  TORCH_CHECK(dets.is_cuda(), op, ": boxes, scores and idxs must be CUDA tensors");
+  const c10::cuda::CUDAGuard guard(dets.device());
+  if (dets.size(0) == 0) {
+    return at::empty({0}, dets.options().dtype(at::kLong));
+  }
+  if (dets.size(0) <= kBatchedNmsPerClassAbove) {
+    return NmsImpl(CoordinateTrickBoxes(dets, idxs), scores, nullptr, nullptr, iou_threshold, op);
+  }
+  const at::Tensor keys = ClassKeys(idxs);
+  if (idxs.is_floating_point()) {
+    const at::Tensor nan = at::isnan(idxs);
+    return NmsImpl(dets, scores, &keys, &nan, iou_threshold, op);
+  }
+  return NmsImpl(dets, scores, &keys, nullptr, iou_threshold, op);
 }
 
 }  // namespace

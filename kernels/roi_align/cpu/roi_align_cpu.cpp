@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/roi_align/roi_align_args.h"
@@ -20,13 +21,14 @@ template <typename acc_t>
 struct Sample {
   int64_t p1, p2, p3, p4;
   acc_t w1, w2, w3, w4;
+  bool valid;
 };
 
 template <typename acc_t>
 struct RoiGeometry {
   int64_t batch;
   acc_t start_h, start_w, bin_h, bin_w;
-  int64_t grid_h, grid_w;
+  int64_t grid_h, grid_w;  // >= 0
   acc_t count;
 };
 
@@ -34,7 +36,7 @@ template <typename scalar_t, typename acc_t>
 RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t pooled_h,
                                    int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
   RoiGeometry<acc_t> g;
-  g.batch = static_cast<int64_t>(roi[0]);
+  g.batch = RoiBatchIndex(static_cast<acc_t>(roi[0]));
   const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
   g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
   g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
@@ -48,70 +50,101 @@ RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t poo
   }
   g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
   g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
-  g.grid_h =
-      sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / pooled_h));
-  g.grid_w =
-      sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / pooled_w));
+  g.grid_h = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(std::ceil(roi_h / pooled_h));
+  g.grid_w = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(std::ceil(roi_w / pooled_w));
   g.count = std::max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
   return g;
 }
 
-// Bilinear taps of every sampling point, bin-major. Points outside the map get
-// zero weights (and position 0), as in torchvision.
+// Coordinate of sampling point i of bin p along one axis.
+template <typename acc_t>
+inline acc_t SamplePosition(acc_t start, acc_t bin, int64_t p, int64_t i, int64_t grid) {
+  return start + static_cast<acc_t>(p) * bin +
+         static_cast<acc_t>(i + .5f) * bin / static_cast<acc_t>(grid);
+}
+
+// Bilinear taps of one sampling point. Points outside the map get zero weights at
+// position 0, as in torchvision's CPU forward (the forward adds 0 * in[0]); a NaN
+// coordinate (the other one inside the map) gets NaN weights at position 0, so the
+// bin pools NaN as in torchvision (which reads out of bounds there). `valid` tells
+// the backward pass to skip both, as torchvision does. Callers skip empty maps.
+template <typename acc_t>
+inline Sample<acc_t> BilinearSample(acc_t y, acc_t x, int64_t height, int64_t width) {
+  if (y < -1.0 || y > height || x < -1.0 || x > width) {
+    return Sample<acc_t>{0, 0, 0, 0, 0, 0, 0, 0, false};
+  }
+  if (std::isnan(y) || std::isnan(x)) {
+    const acc_t nan = std::numeric_limits<acc_t>::quiet_NaN();
+    return Sample<acc_t>{0, 0, 0, 0, nan, nan, nan, nan, false};
+  }
+  if (y <= 0)
+    y = 0;
+  if (x <= 0)
+    x = 0;
+  int64_t y_low = static_cast<int64_t>(y);
+  int64_t x_low = static_cast<int64_t>(x);
+  int64_t y_high, x_high;
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = static_cast<acc_t>(y_low);
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    x = static_cast<acc_t>(x_low);
+  } else {
+    x_high = x_low + 1;
+  }
+  const acc_t ly = y - y_low, lx = x - x_low;
+  const acc_t hy = acc_t(1) - ly, hx = acc_t(1) - lx;
+  return Sample<acc_t>{y_low * width + x_low,
+                       y_low * width + x_high,
+                       y_high * width + x_low,
+                       y_high * width + x_high,
+                       hy * hx,
+                       hy * lx,
+                       ly * hx,
+                       ly * lx,
+                       true};
+}
+
+// Taps of every sampling point of a roi, bin-major.
 template <typename acc_t>
 void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, int64_t pooled_h,
                     int64_t pooled_w, std::vector<Sample<acc_t>>& samples) {
-  const int64_t grid_h = std::max<int64_t>(g.grid_h, 0);
-  const int64_t grid_w = std::max<int64_t>(g.grid_w, 0);
-  samples.resize(static_cast<size_t>(pooled_h * pooled_w * grid_h * grid_w));
+  samples.resize(static_cast<size_t>(pooled_h * pooled_w * g.grid_h * g.grid_w));
   size_t k = 0;
   for (int64_t ph = 0; ph < pooled_h; ++ph) {
     for (int64_t pw = 0; pw < pooled_w; ++pw) {
-      for (int64_t iy = 0; iy < grid_h; ++iy) {
-        const acc_t yy = g.start_h + static_cast<acc_t>(ph) * g.bin_h +
-                         static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(grid_h);
-        for (int64_t ix = 0; ix < grid_w; ++ix) {
-          const acc_t xx = g.start_w + static_cast<acc_t>(pw) * g.bin_w +
-                           static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(grid_w);
-          Sample<acc_t>& s = samples[k++];
-          acc_t y = yy, x = xx;
-          if (y < -1.0 || y > height || x < -1.0 || x > width) {
-            s = Sample<acc_t>{0, 0, 0, 0, 0, 0, 0, 0};
-            continue;
-          }
-          if (y <= 0)
-            y = 0;
-          if (x <= 0)
-            x = 0;
-          int64_t y_low = static_cast<int64_t>(y);
-          int64_t x_low = static_cast<int64_t>(x);
-          int64_t y_high, x_high;
-          if (y_low >= height - 1) {
-            y_high = y_low = height - 1;
-            y = static_cast<acc_t>(y_low);
-          } else {
-            y_high = y_low + 1;
-          }
-          if (x_low >= width - 1) {
-            x_high = x_low = width - 1;
-            x = static_cast<acc_t>(x_low);
-          } else {
-            x_high = x_low + 1;
-          }
-          const acc_t ly = y - y_low, lx = x - x_low;
-          const acc_t hy = acc_t(1) - ly, hx = acc_t(1) - lx;
-          s.p1 = y_low * width + x_low;
-          s.p2 = y_low * width + x_high;
-          s.p3 = y_high * width + x_low;
-          s.p4 = y_high * width + x_high;
-          s.w1 = hy * hx;
-          s.w2 = hy * lx;
-          s.w3 = ly * hx;
-          s.w4 = ly * lx;
+      for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+        const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
+        for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+          const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
+          samples[k++] = BilinearSample(y, x, height, width);
         }
       }
     }
   }
+}
+
+template <typename acc_t>
+void CheckSampleCount(const RoiGeometry<acc_t>& g, int64_t pooled_h, int64_t pooled_w, int64_t n) {
+  TORCH_CHECK(!TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w), "mrcnn::roi_align: roi ", n,
+              " needs ", g.grid_h, "×", g.grid_w, " sampling points in each of its ", pooled_h, "×",
+              pooled_w,
+              " bins (adaptive sampling of a huge roi: check spatial_scale and the roi, "
+              "or pass a positive sampling_ratio); at most 2^31-1 points per roi are supported");
+}
+
+// Above this many sampling points per roi (huge adaptive grids) the taps are computed
+// on the fly instead of stored: same arithmetic, bounded memory.
+constexpr double kMaxStoredSamples = 1 << 20;
+
+inline bool StoreSamples(int64_t pooled_h, int64_t pooled_w, int64_t grid_h, int64_t grid_w) {
+  return static_cast<double>(pooled_h) * static_cast<double>(pooled_w) *
+             static_cast<double>(grid_h) * static_cast<double>(grid_w) <=
+         kMaxStoredSamples;
 }
 
 // Rows and column span of a roi's taps in one plane. The gathers are latency-bound
@@ -127,7 +160,7 @@ void ComputeFootprint(const std::vector<Sample<acc_t>>& samples, int64_t width, 
   fp.rows.clear();
   int64_t x_min = width, x_max = -1;
   for (const auto& s : samples) {
-    if (s.w1 == 0 && s.w2 == 0 && s.w3 == 0 && s.w4 == 0)
+    if (!s.valid)
       continue;
     fp.rows.push_back(s.p1 / width);
     fp.rows.push_back(s.p3 / width);
@@ -164,14 +197,41 @@ struct LevelView {
   double scale;
 };
 
+// The level of roi n, or -1 when it names none: such a roi pools zeros and gets no
+// gradient, as in torchvision's MultiScaleRoIAlign (and on CUDA).
 int64_t LevelOf(const int64_t* levels, int64_t n, int64_t num_levels) {
   if (levels == nullptr) {
     return 0;
   }
   const int64_t l = levels[n];
-  TORCH_CHECK(l >= 0 && l < num_levels, "mrcnn::_multi_level_roi_align: roi ", n, " has level ", l,
-              " outside [0, ", num_levels, ")");
-  return l;
+  return l >= 0 && l < num_levels ? l : -1;
+}
+
+// Forward of one roi with taps computed on the fly (huge adaptive grids): the same
+// arithmetic, in the same order, as the stored-taps loop of ForwardKernel.
+template <typename scalar_t, typename acc_t>
+void ForwardRoiOnTheFly(const RoiGeometry<acc_t>& g, const scalar_t* batch_base, int64_t height,
+                        int64_t width, int64_t channels, int64_t pooled_h, int64_t pooled_w,
+                        scalar_t* out) {
+  const int64_t plane = height * width;
+  for (int64_t c = 0; c < channels; ++c) {
+    const scalar_t* in = batch_base + c * plane;
+    for (int64_t ph = 0; ph < pooled_h; ++ph) {
+      for (int64_t pw = 0; pw < pooled_w; ++pw) {
+        acc_t v = 0;
+        for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+          const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
+          for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+            const auto t = BilinearSample(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
+                                          height, width);
+            v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
+                 t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
+          }
+        }
+        out[(c * pooled_h + ph) * pooled_w + pw] = static_cast<scalar_t>(v / g.count);
+      }
+    }
+  }
 }
 
 template <typename scalar_t>
@@ -186,16 +246,31 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
     std::vector<Sample<acc_t>> samples;
     Footprint fp;
     for (int64_t n = begin; n < end; ++n) {
-      const LevelView<scalar_t>& lv = levels_view[LevelOf(levels, n, num_levels)];
+      const int64_t l = LevelOf(levels, n, num_levels);
+      if (l < 0) {
+        std::fill_n(out + n * channels * bins, channels * bins, scalar_t(0));
+        continue;
+      }
+      const LevelView<scalar_t>& lv = levels_view[l];
       const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
                                                       pooled_h, pooled_w, sampling_ratio, aligned);
       TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n, " has batch index ",
-                  g.batch, " outside [0, ", batch, ")");
-      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
-      const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
+                  static_cast<double>(rois[n * 5]), " outside [0, ", batch, ")");
+      CheckSampleCount(g, pooled_h, pooled_w, n);
       const int64_t plane = lv.height * lv.width;
-      ComputeFootprint(samples, lv.width, fp);
+      if (plane == 0) {  // an empty map: nothing to sample
+        std::fill_n(out + n * channels * bins, channels * bins, scalar_t(0));
+        continue;
+      }
       const scalar_t* batch_base = lv.data + g.batch * channels * plane;
+      if (!StoreSamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
+        ForwardRoiOnTheFly(g, batch_base, lv.height, lv.width, channels, pooled_h, pooled_w,
+                           out + n * channels * bins);
+        continue;
+      }
+      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
+      const int64_t per_bin = g.grid_h * g.grid_w;
+      ComputeFootprint(samples, lv.width, fp);
       for (int64_t c = 0; c < std::min(kPrefetchChannels, channels); ++c) {
         PrefetchFootprint(batch_base + c * plane, lv.width, fp, false);
       }
@@ -216,6 +291,7 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
         const Sample<acc_t>* s = samples.data();
         for (int64_t b = 0; b < bins; ++b) {
           acc_t v[kChannelBlock] = {};
+          // Out-of-map samples add 0 * in[0], as torchvision's CPU forward does.
           for (int64_t k = 0; k < per_bin; ++k, ++s) {
             const Sample<acc_t> t = *s;
             for (int64_t j = 0; j < kChannelBlock; ++j) {
@@ -231,6 +307,37 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
       }
     }
   });
+}
+
+// Backward of one roi for channels [c_begin, c_end) with taps computed on the fly: the
+// same arithmetic, in the same order, as the stored-taps loop of BackwardKernel.
+template <typename scalar_t, typename acc_t>
+void BackwardRoiOnTheFly(const RoiGeometry<acc_t>& g, acc_t* batch_base, int64_t height,
+                         int64_t width, int64_t c_begin, int64_t c_end, int64_t pooled_h,
+                         int64_t pooled_w, const scalar_t* go, int64_t sc, int64_t sh, int64_t sw) {
+  const int64_t plane = height * width;
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    acc_t* gin = batch_base + c * plane;
+    for (int64_t ph = 0; ph < pooled_h; ++ph) {
+      for (int64_t pw = 0; pw < pooled_w; ++pw) {
+        const acc_t gbin = static_cast<acc_t>(go[c * sc + ph * sh + pw * sw]);
+        for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+          const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
+          for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+            const auto t = BilinearSample(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
+                                          height, width);
+            if (!t.valid) {
+              continue;
+            }
+            gin[t.p1] += gbin * t.w1 / g.count;
+            gin[t.p2] += gbin * t.w2 / g.count;
+            gin[t.p3] += gbin * t.w3 / g.count;
+            gin[t.p4] += gbin * t.w4 / g.count;
+          }
+        }
+      }
+    }
+  }
 }
 
 // grads[l] are acc_t buffers shaped like the level's features.
@@ -250,16 +357,29 @@ void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
     Footprint fp;
     for (int64_t n = 0; n < num_rois; ++n) {
       const int64_t l = LevelOf(levels, n, num_levels);
+      if (l < 0) {
+        continue;
+      }
       const LevelView<scalar_t>& lv = levels_view[l];
       const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
                                                       pooled_h, pooled_w, sampling_ratio, aligned);
       TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align backward: roi ", n,
-                  " has batch index ", g.batch, " outside [0, ", batch, ")");
-      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
-      const int64_t per_bin = std::max<int64_t>(g.grid_h, 0) * std::max<int64_t>(g.grid_w, 0);
+                  " has batch index ", static_cast<double>(rois[n * 5]), " outside [0, ", batch,
+                  ")");
+      CheckSampleCount(g, pooled_h, pooled_w, n);
       const int64_t plane = lv.height * lv.width;
-      ComputeFootprint(samples, lv.width, fp);
+      if (plane == 0) {
+        continue;
+      }
       acc_t* batch_base = grads[l] + g.batch * channels * plane;
+      if (!StoreSamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
+        BackwardRoiOnTheFly(g, batch_base, lv.height, lv.width, c_begin, c_end, pooled_h, pooled_w,
+                            go + n * sn, sc, sh, sw);
+        continue;
+      }
+      ComputeSamples(g, lv.height, lv.width, pooled_h, pooled_w, samples);
+      const int64_t per_bin = g.grid_h * g.grid_w;
+      ComputeFootprint(samples, lv.width, fp);
       for (int64_t c = c_begin; c < std::min(c_begin + kPrefetchChannels, c_end); ++c) {
         PrefetchFootprint(batch_base + c * plane, lv.width, fp, true);
       }
@@ -286,7 +406,11 @@ void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
             }
             for (int64_t k = 0; k < per_bin; ++k, ++s) {
               const Sample<acc_t> t = *s;
-              // Out-of-map samples have zero weights; adding zero keeps them harmless.
+              // Out-of-map samples receive nothing (as in torchvision), so a non-finite
+              // gradient does not leak into position 0.
+              if (!t.valid) {
+                continue;
+              }
               for (int64_t j = 0; j < kChannelBlock; ++j) {
                 gin[j][t.p1] += gbin[j] * t.w1 / g.count;
                 gin[j][t.p2] += gbin[j] * t.w2 / g.count;
@@ -320,7 +444,7 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
   const int64_t batch = features[0].size(0), channels = features[0].size(1);
   // ForwardKernel writes every element (zeros where a roi samples nothing).
   at::Tensor out = at::empty({num_rois, channels, pooled_h, pooled_w}, features[0].options());
-  if (num_rois == 0 || channels == 0) {
+  if (out.numel() == 0) {
     return out;
   }
   at::Tensor levels;
@@ -350,6 +474,7 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
                                               int64_t pooled_w, int64_t sampling_ratio,
                                               bool aligned, const char* op) {
   CheckRois(rois_in, op);
+  CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
   const int64_t num_levels = static_cast<int64_t>(scales.size());
   TORCH_CHECK(static_cast<int64_t>(feature_shapes.size()) == 4 * num_levels, op,
               ": feature_shapes must hold B,C,H,W for each of the ", num_levels, " levels");
@@ -367,7 +492,7 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
   for (int64_t l = 0; l < num_levels; ++l) {
     grads.push_back(at::zeros(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype)));
   }
-  if (num_rois > 0 && channels > 0) {
+  if (grad.numel() > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, grad.scalar_type(), "roi_align_cpu", [&] {
           using acc_t = at::opmath_type<scalar_t>;

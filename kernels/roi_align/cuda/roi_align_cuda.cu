@@ -33,14 +33,14 @@ template <typename acc_t>
 struct Geometry {
   int64_t batch;
   acc_t start_h, start_w, bin_h, bin_w, count;
-  int grid_h, grid_w;
+  int grid_h, grid_w;  // >= 0
 };
 
 template <typename scalar_t, typename acc_t>
 __device__ inline Geometry<acc_t> RoiGeometry(const scalar_t* roi, acc_t scale, int pooled_h,
                                               int pooled_w, int sampling_ratio, bool aligned) {
   Geometry<acc_t> g;
-  g.batch = static_cast<int64_t>(roi[0]);
+  g.batch = RoiBatchIndex(static_cast<acc_t>(roi[0]));
   const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
   g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
   g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
@@ -52,9 +52,9 @@ __device__ inline Geometry<acc_t> RoiGeometry(const scalar_t* roi, acc_t scale, 
   }
   g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
   g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
-  g.grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<int>(ceil(roi_h / pooled_h));
-  g.grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<int>(ceil(roi_w / pooled_w));
-  g.count = max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
+  g.grid_h = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(ceil(roi_h / pooled_h));
+  g.grid_w = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(ceil(roi_w / pooled_w));
+  g.count = max(static_cast<acc_t>(static_cast<int64_t>(g.grid_h) * g.grid_w), acc_t(1));
   return g;
 }
 
@@ -67,8 +67,15 @@ struct Taps {
 
 template <typename acc_t>
 __device__ inline Taps<acc_t> Bilinear(acc_t y, acc_t x, int64_t height, int64_t width) {
+  // Empty maps and points outside the map: no taps, zero weights. A NaN coordinate
+  // (the other one inside the map): no taps, NaN weights, so the bin pools NaN. As the
+  // CPU kernel (and torchvision).
   Taps<acc_t> t{0, 0, 0, 0, 0, 0, 0, 0, false};
-  if (y < -1.0 || y > height || x < -1.0 || x > width) {
+  if (height <= 0 || width <= 0 || y < -1.0 || y > height || x < -1.0 || x > width) {
+    return t;
+  }
+  if (isnan(y) || isnan(x)) {
+    t.w1 = t.w2 = t.w3 = t.w4 = y + x;  // NaN
     return t;
   }
   if (y <= 0)
@@ -121,8 +128,8 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     }
     const auto g = RoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
                                                 sampling_ratio, aligned);
-    if (g.batch < 0 || g.batch >= batch) {
-      out[index] = scalar_t(0);
+    if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
+      out[index] = scalar_t(0);  // rejected on CPU; checking here would need a sync
       continue;
     }
     const int64_t height = table.height[l], width = table.width[l];
@@ -138,6 +145,8 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
         if (t.valid) {
           v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
                t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
+        } else {
+          v += t.w1;  // 0 outside the map, NaN for a NaN coordinate
         }
       }
     }
@@ -164,7 +173,7 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     }
     const auto g = RoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
                                                 sampling_ratio, aligned);
-    if (g.batch < 0 || g.batch >= batch) {
+    if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       continue;
     }
     const int64_t height = table.height[l], width = table.width[l];
@@ -235,8 +244,8 @@ at::Tensor ForwardCuda(const std::vector<at::Tensor>& features_in, const at::Ten
             <<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
                 total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
                 rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
-                static_cast<int>(pooled_w), static_cast<int>(sampling_ratio), aligned,
-                out.data_ptr<scalar_t>());
+                static_cast<int>(pooled_w), static_cast<int>(std::max<int64_t>(sampling_ratio, 0)),
+                aligned, out.data_ptr<scalar_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
   return out;
@@ -248,6 +257,7 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
                                      int64_t pooled_w, int64_t sampling_ratio, bool aligned,
                                      const char* op) {
   CheckRois(rois_in, op);
+  CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
   const int64_t num_levels = static_cast<int64_t>(scales.size());
   TORCH_CHECK(num_levels >= 1 && num_levels <= kMaxLevels, op, ": 1 to ", kMaxLevels,
               " levels are supported, got ", num_levels);
@@ -286,7 +296,7 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
                   rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0),
                   grad.stride(1), grad.stride(2), grad.stride(3), batch, channels,
                   static_cast<int>(pooled_h), static_cast<int>(pooled_w),
-                  static_cast<int>(sampling_ratio), aligned);
+                  static_cast<int>(std::max<int64_t>(sampling_ratio, 0)), aligned);
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
   }
