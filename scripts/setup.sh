@@ -13,6 +13,7 @@ apt_packages=(
   libboost-dev libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libyaml-cpp-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libturbojpeg0-dev
+  libjpeg-dev zlib1g-dev
   clang libclang-rt-14-dev
 )
 missing=()
