@@ -16,6 +16,7 @@ RUN apt-get update -qq \
       libboost-dev libcli11-dev nlohmann-json3-dev libfmt-dev libyaml-cpp-dev \
       libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev \
       protobuf-compiler libprotobuf-dev \
+      libjpeg-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 
 # LibTorch comes from the torch wheel (pinned like scripts/requirements.txt), installed

@@ -23,6 +23,10 @@ if(MRCNN_WITH_TORCH)
     target_link_libraries(mrcnn_opencv INTERFACE ${MRCNN_OPENCV_${module}})
   endforeach()
   add_library(mrcnn::opencv ALIAS mrcnn_opencv)
+  # libjpeg (the one OpenCV itself links) and zlib's crc32 for the strict JPEG/PNG checks
+  # in trainer/data/strict_image_codec.
+  find_package(JPEG REQUIRED)
+  find_package(ZLIB REQUIRED)
   find_package(Boost 1.74 REQUIRED)
   # TorchConfig looks for CUDA itself when the wheel is CUDA-enabled; keep it quiet
   # about the (compile-only) toolkit when we build without CUDA.

@@ -15,6 +15,7 @@ apt_packages=(
   libturbojpeg0-dev
   protobuf-compiler libprotobuf-dev
   chromium
+  libjpeg-dev zlib1g-dev
   clang libclang-rt-14-dev
 )
 missing=()

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "serving/http_error.h"
+#include "trainer/data/strict_image_codec.h"
 
 namespace mrcnn::serving {
 namespace {
@@ -120,32 +121,47 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
                                 header->width, header->height, header->height * header->width,
                                 limits.max_pixels));
   }
-  cv::Mat bgr;
+  // JPEG: libjpeg with every warning fatal, RGB out; PNG: chunk CRCs and completeness
+  // checked, then OpenCV, BGR out. Either way a truncated or corrupt upload is a 400, never
+  // a 200 on made-up pixels.
+  cv::Mat decoded;
+  const bool is_bgr = header->format == ImageFormat::kPng;
   try {
-    const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
-                          const_cast<uint8_t*>(bytes.data()));
-    bgr = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+    if (header->format == ImageFormat::kJpeg) {
+      decoded = data::DecodeJpegRgb(bytes);
+    } else {
+      data::CheckPngChunks(bytes);
+      const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
+                            const_cast<uint8_t*>(bytes.data()));
+      decoded = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+    }
+  } catch (const data::ImageDataError& e) {
+    throw HttpError(400, "undecodable_image", e.what());
   } catch (const cv::Exception& e) {
     throw HttpError(400, "undecodable_image",
                     fmt::format("the image could not be decoded: {}", e.what()));
   }
-  if (bgr.empty() || bgr.type() != CV_8UC3) {
+  if (decoded.empty() || decoded.type() != CV_8UC3) {
     throw HttpError(
         400, "undecodable_image",
         fmt::format("the {} image of {} bytes could not be decoded (corrupt data)",
                     header->format == ImageFormat::kPng ? "PNG" : "JPEG", bytes.size()));
   }
-  if (bgr.rows != header->height || bgr.cols != header->width) {
+  if (decoded.rows != header->height || decoded.cols != header->width) {
     throw HttpError(400, "undecodable_image",
-                    fmt::format("the decoded image is {}x{} but its header says {}x{}", bgr.cols,
-                                bgr.rows, header->width, header->height));
+                    fmt::format("the decoded image is {}x{} but its header says {}x{}",
+                                decoded.cols, decoded.rows, header->width, header->height));
   }
   RgbImage image;
-  image.height = bgr.rows;
-  image.width = bgr.cols;
+  image.height = decoded.rows;
+  image.width = decoded.cols;
   image.pixels.resize(static_cast<size_t>(image.height * image.width * 3));
-  cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, image.pixels.data());
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, image.pixels.data());
+  if (is_bgr) {
+    cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
+  } else {
+    decoded.copyTo(rgb);
+  }
   return image;
 }
 

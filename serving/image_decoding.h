@@ -32,7 +32,9 @@ struct ImageLimits {
 // Decodes to RGB. Grayscale is replicated to three channels, alpha is dropped, 16-bit
 // samples are scaled to 8 bits, EXIF orientation is ignored (pixels as stored, like
 // torchvision.io and PIL). Throws HttpError(400) saying why on an empty, unknown,
-// truncated or too large image.
+// truncated, corrupt or too large image: a JPEG that makes libjpeg warn, or a PNG with a
+// missing chunk or a CRC mismatch, is refused rather than decoded with made-up pixels
+// (trainer/data/strict_image_codec.h).
 RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits);
 
 }  // namespace mrcnn::serving

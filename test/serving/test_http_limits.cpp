@@ -4,10 +4,12 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "serving/base64.h"
 #include "test/serving/server_process.h"
 #include "test/serving/test_images.h"
+#include "test/trainer/data/damaged_images.h"
 
 using namespace mrcnn::serving;
 using namespace mrcnn::serving::testing;
@@ -74,6 +76,52 @@ TEST_CASE("client mistakes are 4xx with a JSON reason", "[serving][http][errors]
       "POST", "/invocations", Png(),
       {{"Content-Type", "image/png"}, {"X-Amzn-SageMaker-Custom-Attributes", "score_threshold=2"}});
   CheckError(bad_attributes, 400, "bad_custom_attributes");
+  CHECK(connection.Send("GET", "/ping").status == 200);  // the connection survived them all
+}
+
+TEST_CASE("truncated or corrupt images are 400, never 200 on filled-in pixels",
+          "[serving][http][errors][bad-data]") {
+  using namespace mrcnn::testing;
+  ServerProcess server({}, json::object());
+  server.WaitUntilReady();
+  HttpConnection connection(server.port());
+  const cv::Mat noisy = NoisyBgr(128, 96, 5);
+  const auto jpeg = Encode(noisy, ".jpg");
+  const auto png = Encode(noisy, ".png");
+  const std::map<std::string, std::string> jpeg_type = {{"Content-Type", "image/jpeg"}};
+  const std::map<std::string, std::string> png_type = {{"Content-Type", "image/png"}};
+
+  // The intact images are answered.
+  for (const auto& [bytes, type] : {std::pair{jpeg, jpeg_type}, std::pair{png, png_type}}) {
+    const HttpReply reply = connection.Send("POST", "/invocations", AsString(bytes), type);
+    INFO("body: " << reply.body);
+    REQUIRE(reply.status == 200);
+    CHECK(json::parse(reply.body)["width"] == 128);
+  }
+  // Damaged copies of them are not, and the reason says what is wrong.
+  const std::vector<std::tuple<std::string, std::vector<uint8_t>, std::string>> damaged = {
+      {"the first 700 bytes of a JPEG", FirstBytes(jpeg, 700),
+       "the JPEG data is truncated or corrupt: Premature end of JPEG file"},
+      {"a JPEG with noise over its middle", NoiseOverMiddle(jpeg),
+       "the JPEG data is truncated or corrupt: Corrupt JPEG data: "},
+      {"a PNG with one CRC byte flipped", FlipPngCrcByte(png, "IDAT"),
+       "the PNG data is corrupt: CRC mismatch in the IDAT chunk"},
+      {"a truncated PNG", FirstBytes(png, png.size() / 2), "the PNG data is truncated: "},
+  };
+  for (const auto& [name, bytes, detail] : damaged) {
+    INFO(name);
+    const bool is_png = bytes[1] == 'P';
+    const HttpReply reply =
+        connection.Send("POST", "/invocations", AsString(bytes), is_png ? png_type : jpeg_type);
+    CheckError(reply, 400, "undecodable_image");
+    CHECK_THAT(json::parse(reply.body)["detail"].get<std::string>(), Catch::StartsWith(detail));
+    // The same image base64-encoded in a JSON body.
+    const HttpReply from_json = connection.Send(
+        "POST", "/invocations", json{{"image", EncodeBase64(bytes.data(), bytes.size())}}.dump(),
+        {{"Content-Type", "application/json"}});
+    CheckError(from_json, 400, "undecodable_image");
+    CHECK_THAT(json::parse(from_json.body)["detail"].get<std::string>(), Catch::StartsWith(detail));
+  }
   CHECK(connection.Send("GET", "/ping").status == 200);  // the connection survived them all
 }
 

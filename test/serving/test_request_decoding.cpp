@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgproc.hpp>
+#include <tuple>
 
 #include "serving/base64.h"
 #include "serving/http_error.h"
 #include "serving/image_decoding.h"
 #include "serving/request_decoding.h"
 #include "test/serving/test_images.h"
+#include "test/trainer/data/damaged_images.h"
 
 using namespace mrcnn::serving;
 using namespace mrcnn::serving::testing;
@@ -129,6 +132,49 @@ TEST_CASE("bad images are 400s", "[serving][image]") {
   } catch (const HttpError& e) {
     CHECK(e.code() == "image_too_large");
     CHECK_THAT(e.what(), Catch::Contains("4294967295x4294967295"));
+  }
+}
+
+TEST_CASE("truncated or corrupt images are 400s, intact ones decode as before",
+          "[serving][image][bad-data]") {
+  using namespace mrcnn::testing;
+  const cv::Mat noisy = NoisyBgr(128, 96, 4);
+  const auto jpeg = Encode(noisy, ".jpg");
+  const auto png = Encode(noisy, ".png");
+  for (const auto& intact : {jpeg, png, WithTextChunk(png)}) {
+    const RgbImage image = DecodeImage(intact, {});
+    cv::Mat expected;  // what OpenCV's imdecode alone gave
+    cv::cvtColor(cv::imdecode(intact, cv::IMREAD_COLOR), expected, cv::COLOR_BGR2RGB);
+    REQUIRE(image.height == 96);
+    REQUIRE(image.width == 128);
+    CHECK(std::equal(image.pixels.begin(), image.pixels.end(), expected.data));
+  }
+  const std::vector<std::tuple<std::string, std::vector<uint8_t>, std::string>> damaged = {
+      {"the first 700 bytes of a JPEG", FirstBytes(jpeg, 700),
+       "the JPEG data is truncated or corrupt: Premature end of JPEG file"},
+      {"a JPEG with noise over its middle", NoiseOverMiddle(jpeg),
+       "the JPEG data is truncated or corrupt: Corrupt JPEG data: "},
+      {"a PNG with one IDAT CRC byte flipped", FlipPngCrcByte(png, "IDAT"),
+       "the PNG data is corrupt: CRC mismatch in the IDAT chunk at byte "},
+      {"a PNG with one tEXt CRC byte flipped", FlipPngCrcByte(WithTextChunk(png), "tEXt"),
+       "the PNG data is corrupt: CRC mismatch in the tEXt chunk at byte 33"},
+      {"the first half of a PNG", FirstBytes(png, png.size() / 2),
+       "the PNG data is truncated: the IDAT chunk at byte "},
+      {"a PNG without IEND", FirstBytes(png, png.size() - 12),
+       "the PNG data is truncated: its " + std::to_string(png.size() - 12) +
+           " bytes end before the IEND chunk"},
+  };
+  for (const auto& [name, bytes, detail] : damaged) {
+    DYNAMIC_SECTION(name) {
+      try {
+        DecodeImage(bytes, {});
+        FAIL("decoded");
+      } catch (const HttpError& e) {
+        CHECK(e.status() == 400);
+        CHECK(e.code() == "undecodable_image");
+        CHECK_THAT(e.what(), Catch::StartsWith(detail));
+      }
+    }
   }
 }
 

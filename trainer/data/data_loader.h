@@ -3,8 +3,8 @@
 // prefetch queue hands batches out in a deterministic order (the same seed gives the same
 // batches whatever the number of workers). Training mode is an infinite iterator over
 // epochs of a DistributedSampler shard; evaluation mode is one in-order pass over this
-// rank's shard. Missing or undecodable images are skipped and counted (or fatal when
-// bad_images == kFail), each named once on stderr.
+// rank's shard. Missing, undecodable, truncated or corrupt images (image_decode.h) are
+// skipped and counted (or fatal when bad_images == kFail), each named once on stderr.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>

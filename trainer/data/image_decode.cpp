@@ -4,6 +4,7 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "trainer/data/strict_image_codec.h"
 #include "trainer/data/whole_file.h"
 
 namespace mrcnn::data {
@@ -53,6 +54,19 @@ cv::Mat DecodeImageRgb(const std::filesystem::path& path) {
 cv::Mat DecodeImageRgb(std::span<const uint8_t> bytes, const std::string& source) {
   if (bytes.empty())
     throw std::runtime_error(source + ": image file is empty");
+  // JPEG and PNG (what COCO data sets hold) go through the strict codec, so a truncated or
+  // corrupt file is an error here, i.e. a skipped item in the data loader, rather than an
+  // image with made-up pixels. Other formats are left to OpenCV as before.
+  try {
+    if (HasJpegSignature(bytes)) {
+      return DecodeJpegRgb(bytes);
+    }
+    if (HasPngSignature(bytes)) {
+      CheckPngChunks(bytes);
+    }
+  } catch (const ImageDataError& e) {
+    throw std::runtime_error(source + ": " + e.what());
+  }
   cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8U, const_cast<uint8_t*>(bytes.data()));
   return ToRgb8(cv::imdecode(buf, cv::IMREAD_UNCHANGED), source);
 }

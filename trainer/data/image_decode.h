@@ -1,7 +1,8 @@
 #pragma once
-// Image files to 8-bit 3-channel RGB with OpenCV: JPEG and PNG (and whatever else the
-// OpenCV build reads); grayscale is replicated, alpha is dropped (COCO annotations ignore
-// it), 16-bit is scaled down. The raw pixel orientation is kept (EXIF rotation is not
+// Image files to 8-bit 3-channel RGB: JPEG with libjpeg (strict_image_codec.h, the same
+// pixels OpenCV gives), PNG (chunks checked first) and whatever else the OpenCV build reads
+// with OpenCV; grayscale is replicated, alpha is dropped (COCO annotations ignore it),
+// 16-bit is scaled down. The raw pixel orientation is kept (EXIF rotation is not
 // applied) because COCO annotations are in stored-pixel coordinates.
 #include <cstdint>
 #include <filesystem>
@@ -11,7 +12,9 @@
 
 namespace mrcnn::data {
 
-// Throws std::runtime_error naming the file when it is missing or cannot be decoded.
+// Throws std::runtime_error naming the file when it is missing or cannot be decoded, and
+// when a JPEG or PNG is truncated or corrupt (strict_image_codec.h): damaged data is never
+// decoded with made-up pixels.
 cv::Mat DecodeImageRgb(const std::filesystem::path& path);
 // `source` names the bytes in the error message.
 cv::Mat DecodeImageRgb(std::span<const uint8_t> bytes, const std::string& source);

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 #include <set>
 
+#include "test/trainer/data/damaged_images.h"
 #include "trainer/data/data_loader.h"
 #include "trainer/data/image_decode.h"
 #include "trainer/data/sampler.h"
@@ -181,6 +183,89 @@ TEST_CASE("decoding: grayscale, alpha, JPEG, missing and corrupt files", "[decod
   CHECK_THROWS_WITH(DecodeImageRgb(dir / "missing.png"), Catch::Contains("missing.png"));
   CHECK_THROWS_WITH(DecodeImageRgb(dir / "bad.jpg"),
                     Catch::Contains("bad.jpg") && Catch::Contains("cannot decode"));
+  RemoveTree(dir);
+}
+
+TEST_CASE("decoding: truncated or corrupt JPEG and PNG files are errors naming the file",
+          "[decode][bad-data]") {
+  using namespace mrcnn::testing;
+  const fs::path dir = TempDir("decode_damaged");
+  const cv::Mat noisy = NoisyBgr(96, 64, 6);
+  const auto jpeg = EncodeImage(noisy, ".jpg");
+  const auto png = EncodeImage(noisy, ".png");
+  auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
+    std::ofstream(dir / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    return dir / name;
+  };
+  // Intact files give what cv::imread gave before.
+  for (const auto& path : {write("ok.jpg", jpeg), write("ok.png", png)}) {
+    cv::Mat expected;
+    cv::cvtColor(cv::imread(path.string(), cv::IMREAD_UNCHANGED), expected, cv::COLOR_BGR2RGB);
+    CHECK(cv::norm(DecodeImageRgb(path), expected, cv::NORM_INF) == 0);
+  }
+  CHECK_THROWS_WITH(DecodeImageRgb(write("cut.jpg", FirstBytes(jpeg, 700))),
+                    Catch::Contains("cut.jpg: the JPEG data is truncated or corrupt: Premature "
+                                    "end of JPEG file"));
+  CHECK_THROWS_WITH(DecodeImageRgb(write("noise.jpg", NoiseOverMiddle(jpeg))),
+                    Catch::Contains("noise.jpg: the JPEG data is truncated or corrupt: Corrupt "
+                                    "JPEG data"));
+  CHECK_THROWS_WITH(DecodeImageRgb(write("crc.png", FlipPngCrcByte(png, "IDAT"))),
+                    Catch::Contains("crc.png: the PNG data is corrupt: CRC mismatch in the IDAT"));
+  CHECK_THROWS_WITH(DecodeImageRgb(write("cut.png", FirstBytes(png, png.size() - 12))),
+                    Catch::Contains("cut.png: the PNG data is truncated"));
+  RemoveTree(dir);
+}
+
+TEST_CASE("loader: a truncated JPEG in a COCO dataset is a skipped, counted item",
+          "[loader][bad-data]") {
+  const fs::path dir = TempDir("loader_truncated_jpeg");
+  ShapesOptions so;
+  so.output = dir;
+  so.train_images = 6;
+  so.val_images = 1;
+  so.seed = 3;
+  so.image_size = 96;
+  so.format = "jpg";
+  WriteShapesDataset(so);
+  auto ds = std::make_shared<const CocoDataset>(
+      CocoDataset::Load(dir / "annotations" / "instances_train.json"));
+  REQUIRE(ds->images().size() == 6);
+  // The first 700 bytes of a valid JPEG: headers intact, most of the scan missing. Before,
+  // libjpeg filled in the rest and the loader trained on it.
+  const fs::path victim = dir / "train" / ds->images()[2].file_name;
+  REQUIRE(fs::file_size(victim) > 700);
+  REQUIRE(::truncate(victim.c_str(), 700) == 0);
+  LoaderOptions lo;
+  lo.image_root = dir / "train";
+  lo.batch_size = 2;
+  lo.num_workers = 2;
+  lo.training = false;
+  lo.transform.min_sizes = {96};
+  lo.transform.max_size = 96;
+  {
+    DataLoader loader(ds, lo);
+    std::vector<int64_t> ids;
+    while (auto b = loader.Next()) {
+      ids.insert(ids.end(), b->image_ids.begin(), b->image_ids.end());
+    }
+    CHECK(ids.size() == 5);
+    CHECK(std::find(ids.begin(), ids.end(), ds->images()[2].id) == ids.end());
+    CHECK(loader.skipped_images() == 1);
+  }
+  {
+    LoaderOptions o = lo;
+    o.bad_images = BadItemPolicy::kFail;
+    DataLoader loader(ds, o);
+    auto drain = [&] {
+      while (loader.Next()) {
+      }
+    };
+    CHECK_THROWS_WITH(drain(), Catch::Contains(ds->images()[2].file_name) &&
+                                   Catch::Contains("the JPEG data is truncated or corrupt") &&
+                                   Catch::Contains("bad_images policy is 'fail'"));
+  }
   RemoveTree(dir);
 }
 
