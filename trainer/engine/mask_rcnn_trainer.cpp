@@ -13,6 +13,7 @@
 
 #include "trainer/data/data_loader.h"
 #include "trainer/engine/model_inputs.h"
+#include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/model/mask_rcnn.h"
 
 namespace mrcnn::engine {
@@ -102,6 +103,8 @@ void MaskRcnnTrainer::RunStep() {
   s.PutScalar("total_loss", total, RankReduce::kMean);
   s.PutScalar("data_time", data_time);
   s.PutScalar("max_mem_mb", PeakMemoryMb(device_));
+  if (state_.scaler.enabled())  // fp16: the dynamic loss scale (halves on overflow)
+    s.PutScalar("amp/loss_scale", state_.scaler.scale());
 }
 
 }  // namespace mrcnn::engine

@@ -3,8 +3,8 @@
 // each through TrainStep::ForwardBackward with its images' sampling generators, then
 // TrainStep::Finish (all-reduce, unscale, clip, optimizer step). It puts into the event
 // store: every loss and "total_loss" (means over the micro-batches, then over the ranks),
-// "data_time" (seconds waiting for the loader) and "max_mem_mb" (peak memory, see
-// PeakMemoryMb).
+// "data_time" (seconds waiting for the loader), "max_mem_mb" (peak memory, see
+// PeakMemoryMb) and, with fp16 loss scaling, "amp/loss_scale".
 #include <cstdint>
 
 #include "trainer/engine/checkpoint/training_checkpointer.h"

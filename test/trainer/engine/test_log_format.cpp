@@ -14,13 +14,14 @@ TEST_CASE("train line carries every value, in regex-friendly form", "[log]") {
   e.lr = 2e-5;
   e.iter_time = 1.5;
   e.data_time = 0.01;
+  e.data_wait_share = 0.01 / 1.5;
   e.images_per_sec = 2.6667;
   e.eta_seconds = 3723;
   e.max_mem_mb = 1024;
   std::string line = FormatTrainLine(e);
   CHECK(line ==
         "[train] iter: 20/600  total_loss: 0.7500  loss_classifier: 0.5000  loss_mask: 0.2500  lr: 2e-05  "
-        "iter_time: 1.5000  data_time: 0.0100  images/s: 2.67  eta: 1:02:03  max_mem: 1024MB");
+        "iter_time: 1.5000  data_time: 0.0100  data_wait: 0.7%  images/s: 2.67  eta: 1:02:03  max_mem: 1024MB");
   auto j = TrainLogJson(e);
   CHECK(j["loss_mask"] == 0.25);
   CHECK(j["iteration"] == 20);

@@ -42,11 +42,12 @@ def test_every_definition_matches_a_formatted_line_with_the_right_value():
     for line in train:
         fields = dict(re.findall(r"(\S+): (\S+)", line))
         for name, value in fields.items():
-            key = {"images/s": "images_per_sec", "max_mem": "max_mem_mb", "iter": "iteration"}.get(name, name)
+            key = {"images/s": "images_per_sec", "max_mem": "max_mem_mb", "iter": "iteration",
+                   "data_wait": "data_wait_percent"}.get(name, name)
             if f"train:{key}" not in by_name:
                 continue
             got = by_name[f"train:{key}"].search(line).group(1)
-            want = value.split("/")[0].removesuffix("MB")
+            want = value.split("/")[0].removesuffix("MB").removesuffix("%")
             assert float(got) == float(want), (name, line)
         # No eval metric fires on a train line and vice versa.
         assert not any(by_name[n].search(line) for n in by_name if n.startswith("val:"))

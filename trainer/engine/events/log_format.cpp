@@ -31,6 +31,7 @@ std::string FormatTrainLine(const TrainLogEntry& e) {
   line += Field("lr", fmt::format("{:.6g}", e.lr));
   line += Field("iter_time", fmt::format("{:.4f}", e.iter_time));
   line += Field("data_time", fmt::format("{:.4f}", e.data_time));
+  line += Field("data_wait", fmt::format("{:.1f}%", 100.0 * e.data_wait_share));
   line += Field("images/s", fmt::format("{:.2f}", e.images_per_sec));
   line += Field("eta", FormatDuration(e.eta_seconds));
   line += Field("max_mem", fmt::format("{:.0f}MB", e.max_mem_mb));
@@ -41,6 +42,7 @@ nlohmann::json TrainLogJson(const TrainLogEntry& e) {
   nlohmann::json j = {{"iteration", e.iteration},       {"max_iter", e.max_iter},
                       {"total_loss", e.total_loss},     {"lr", e.lr},
                       {"iter_time", e.iter_time},       {"data_time", e.data_time},
+                      {"data_wait_share", e.data_wait_share},
                       {"images_per_sec", e.images_per_sec}, {"eta_seconds", e.eta_seconds},
                       {"max_mem_mb", e.max_mem_mb}};
   for (const auto& [name, value] : e.losses) j[name] = value;
@@ -74,6 +76,7 @@ nlohmann::json MetricDefinitions() {
   add("train:lr", train + R"(\blr: )" + kNumber);
   add("train:iter_time", train + R"(\biter_time: )" + kNumber);
   add("train:data_time", train + R"(\bdata_time: )" + kNumber);
+  add("train:data_wait_percent", train + R"(\bdata_wait: )" + kNumber + "%");
   add("train:images_per_sec", train + R"(\bimages/s: )" + kNumber);
   add("train:max_mem_mb", train + R"(\bmax_mem: )" + kNumber + "MB");
   for (const char* type : {"bbox", "segm"}) {
@@ -97,6 +100,7 @@ std::vector<std::string> SampleLogLines() {
     e.lr = iteration == 20 ? 2e-5 : 0.02;
     e.iter_time = 0.3125;
     e.data_time = 0.0042;
+    e.data_wait_share = iteration == 20 ? 0.0134 : 0.5;
     e.images_per_sec = 51.2;
     e.eta_seconds = 90000 - iteration;
     e.max_mem_mb = iteration == 20 ? 0 : 20480;

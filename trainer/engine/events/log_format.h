@@ -17,9 +17,10 @@ struct TrainLogEntry {
   std::map<std::string, double> losses;  // loss_classifier, loss_box_reg, ...
   double total_loss = 0;
   double lr = 0;
-  double iter_time = 0;       // seconds per iteration (averaged over the log period)
-  double data_time = 0;       // seconds per iteration spent waiting for data
-  double images_per_sec = 0;  // over all processes
+  double iter_time = 0;        // seconds per iteration (averaged over the log period)
+  double data_time = 0;        // seconds per iteration spent waiting for data
+  double data_wait_share = 0;  // data_time / iter_time (the input pipeline's share)
+  double images_per_sec = 0;   // over all processes
   double eta_seconds = 0;
   // MiB since the process started: CUDA peak allocated by the caching allocator
   // (max_memory_allocated); on CPU the process's peak resident set size.

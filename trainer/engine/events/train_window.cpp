@@ -30,6 +30,7 @@ TrainLogEntry TrainWindowEntry(const EventStorage& storage, int64_t after,
   e.lr = Newest(storage, "lr");
   e.iter_time = WindowMean(storage, "time", after);
   e.data_time = WindowMean(storage, "data_time", after);
+  e.data_wait_share = e.iter_time > 0 ? e.data_time / e.iter_time : 0.0;
   e.images_per_sec =
       e.iter_time > 0 ? static_cast<double>(spec.images_per_iteration) / e.iter_time : 0.0;
   e.eta_seconds = Newest(storage, "eta_seconds");

@@ -1,6 +1,7 @@
 #pragma once
 // The log record of a window of iterations, read from the event store: the mean of each
-// loss, of iteration and data time over the window, the newest lr, ETA and peak memory.
+// loss, of iteration and data time over the window (and their ratio, the share of the
+// time spent waiting for data), the newest lr, ETA and peak memory.
 // The console line and metrics.jsonl are both made from it, so they always agree.
 // Torch-free.
 #include <cstdint>
