@@ -36,15 +36,24 @@ data::LoaderOptions EvalLoaderOptions(const DatasetSource& source, const model::
   return lo;
 }
 
+// One image's detections on the host: boxes (xyxy, float64), labels, scores, and masks
+// thresholded at 0.5 (uint8 [N, 1, H, W]; undefined without masks).
+struct HostDetections {
+  at::Tensor b, l, s, m;
+  explicit HostDetections(const model::ImageResult& r)
+      : b(r.boxes.to(torch::kCPU, torch::kDouble).contiguous()),
+        l(r.labels.to(torch::kCPU).contiguous()),
+        s(r.scores.to(torch::kCPU, torch::kDouble).contiguous()) {
+    if (r.masks.defined())
+      m = r.masks.ge(0.5).to(torch::kCPU, torch::kUInt8).contiguous();
+  }
+};
+
 // Appends one image's detections (COCO xywh boxes; RLE masks when present).
 void CollectDetections(const model::ImageResult& r, int64_t image_id, const data::CocoDataset& gt,
                        std::vector<eval::Detection>& boxes, std::vector<eval::Detection>& masks) {
-  auto b = r.boxes.to(torch::kCPU, torch::kDouble).contiguous();
-  auto l = r.labels.to(torch::kCPU).contiguous();
-  auto s = r.scores.to(torch::kCPU, torch::kDouble).contiguous();
-  at::Tensor m;
-  if (r.masks.defined())
-    m = r.masks.ge(0.5).to(torch::kCPU, torch::kUInt8).contiguous();
+  const HostDetections host(r);
+  const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
   for (int64_t k = 0; k < b.size(0); ++k) {
     eval::Detection d;
     d.image_id = image_id;
@@ -67,12 +76,8 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
                       const DatasetSource& source, const data::CocoDataset& gt, int64_t iteration) {
   constexpr double kShownScore = 0.5;
   cv::Mat rgb = data::DecodeImageRgb(source.layout.image_dir / image.file_name);
-  auto b = r.boxes.to(torch::kCPU, torch::kDouble).contiguous();
-  auto l = r.labels.to(torch::kCPU).contiguous();
-  auto s = r.scores.to(torch::kCPU, torch::kDouble).contiguous();
-  at::Tensor m;
-  if (r.masks.defined())
-    m = r.masks.ge(0.5).to(torch::kCPU, torch::kUInt8).contiguous();
+  const HostDetections host(r);
+  const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
   const bool masks_fit = m.defined() && m.size(2) == rgb.rows && m.size(3) == rgb.cols;
   for (int64_t k = b.size(0) - 1; k >= 0; --k) {  // the best drawn last, on top
     const double score = s[k].item<double>();

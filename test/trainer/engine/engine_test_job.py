@@ -12,6 +12,16 @@ ENTRYPOINT = BUILD / "bin" / "entrypoint"
 TRAINER = BUILD / "bin" / "trainer"
 
 
+# The narrow ResNet-18-FPN on 64 px images that the engine's integration tests train for a
+# few iterations on CPU (with the shapes config); each test appends its solver keys.
+TINY_MODEL_OPTS = [
+    "MODEL.FPN.OUT_CHANNELS 32", "MODEL.ROI_BOX_HEAD.FC_DIM 64", "MODEL.ROI_MASK_HEAD.CONV_DIM 32",
+    "MODEL.RPN.POST_NMS_TOPK_TRAIN 50", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE 32",
+    "INPUT.MIN_SIZE_TRAIN [64] INPUT.MAX_SIZE_TRAIN 64 INPUT.MIN_SIZE_TEST 64 INPUT.MAX_SIZE_TEST 64",
+    "DATALOADER.NUM_WORKERS 1",
+]
+
+
 def make_shapes(out: pathlib.Path, train: int, val: int, seed: int) -> pathlib.Path:
     """A 64 px shapes dataset in `out`; fails the test when the binaries are not built."""
     for exe in (ENTRYPOINT, TRAINER):

@@ -11,19 +11,16 @@ import subprocess
 import time
 
 import pytest
-from engine_test_job import TRAINER, make_shapes
+from engine_test_job import TINY_MODEL_OPTS, TRAINER, make_shapes
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 MAX_ITER = 8
-OPTS = " ".join([
-    "MODEL.FPN.OUT_CHANNELS 32", "MODEL.ROI_BOX_HEAD.FC_DIM 64", "MODEL.ROI_MASK_HEAD.CONV_DIM 32",
-    "MODEL.RPN.POST_NMS_TOPK_TRAIN 50", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE 32",
-    "INPUT.MIN_SIZE_TRAIN [64] INPUT.MAX_SIZE_TRAIN 64 INPUT.MIN_SIZE_TEST 64 INPUT.MAX_SIZE_TEST 64",
+OPTS = " ".join(TINY_MODEL_OPTS + [
     "SOLVER.IMS_PER_BATCH 2", f"SOLVER.MAX_ITER {MAX_ITER}", "SOLVER.WARMUP_ITERS 2",
     "SOLVER.CHECKPOINT_PERIOD 4", "SOLVER.LOG_PERIOD 3", "TENSORBOARD.HISTOGRAM_PERIOD 3",
-    "DATALOADER.NUM_WORKERS 1", "SEED 11",
+    "SEED 11",
 ])
 
 
