@@ -10,6 +10,7 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/data/synthetic_shapes.h"
 #include "trainer/engine/builders.h"
+#include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/model/safetensors.h"
 
@@ -93,7 +94,11 @@ TEST_CASE("BuildOptimizer by SOLVER.OPTIMIZER, any case; unknown names list the 
   c.MergeOpts({"SOLVER.OPTIMIZER", "Adam"});
   CHECK_THROWS_WITH(BuildOptimizer(c, params),
                     Catch::Contains("SOLVER.OPTIMIZER") && Catch::Contains("SGD"));
-  CHECK(OptimizerNames() == std::vector<std::string>{"SGD"});
+  CHECK(OptimizerNames() == std::vector<std::string>{"SGD", "NovoGrad"});
+  c.MergeOpts({"SOLVER.OPTIMIZER", "novograd"});
+  CHECK(dynamic_cast<NovoGrad*>(BuildOptimizer(c, params).get()) != nullptr);
+  c.MergeOpts({"SOLVER.BETAS", "[0.9, 1.0]"});
+  CHECK_THROWS_WITH(BuildOptimizer(c, params), Catch::Contains("SOLVER.BETAS"));
 }
 
 TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]") {

@@ -84,7 +84,10 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.WEIGHT_DECAY_NORM"] = 0.0;  // for normalisation layers' weights and biases
   v["SOLVER.WEIGHT_DECAY_BIAS"] = 1e-4;
   v["SOLVER.BIAS_LR_FACTOR"] = 1.0;
-  v["SOLVER.OPTIMIZER"] = S("SGD");  // by name: solver/optimizer_registry.cpp
+  v["SOLVER.OPTIMIZER"] = S("SGD");  // SGD | NovoGrad (solver/optimizer_registry.cpp)
+  v["SOLVER.BETAS"] = FloatList{0.95, 0.98};  // NovoGrad's beta1, beta2
+  v["SOLVER.NOVOGRAD.EPS"] = 1e-8;
+  v["SOLVER.NOVOGRAD.GRAD_AVERAGING"] = false;
   v["SOLVER.LR_SCHEDULER_NAME"] = S("WarmupMultiStepLR");  // or WarmupCosineLR
   v["SOLVER.MAX_ITER"] = int64_t{90000};
   v["SOLVER.STEPS"] = IntList{60000, 80000};

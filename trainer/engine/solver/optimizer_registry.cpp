@@ -6,6 +6,7 @@
 
 #include "common/config_error.h"
 #include "trainer/engine/config/config.h"
+#include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
 
 namespace mrcnn::engine {
@@ -21,6 +22,10 @@ const std::vector<Registration>& Table() {
       {"SGD",
        [](const NamedParameters& p, const TrainConfig& c) -> std::unique_ptr<Optimizer> {
          return std::make_unique<Sgd>(p, SgdOptions::FromConfig(c));
+       }},
+      {"NovoGrad",
+       [](const NamedParameters& p, const TrainConfig& c) -> std::unique_ptr<Optimizer> {
+         return std::make_unique<NovoGrad>(p, NovoGradOptions::FromConfig(c));
        }},
   };
   return table;

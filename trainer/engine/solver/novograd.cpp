@@ -1,0 +1,131 @@
+#include "trainer/engine/solver/novograd.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "common/config_error.h"
+#include "trainer/engine/config/config.h"
+
+namespace mrcnn::engine {
+namespace {
+
+constexpr const char* kMoment = "optimizer/novograd_m/";
+constexpr const char* kSecond = "optimizer/novograd_v/";
+
+}  // namespace
+
+NovoGradOptions NovoGradOptions::FromConfig(const TrainConfig& config) {
+  NovoGradOptions o;
+  const FloatList& betas = config.GetFloatList("SOLVER.BETAS");
+  if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1)) {
+    throw common::ConfigError("config", "SOLVER.BETAS",
+                              "must be two numbers in [0, 1), e.g. [0.95, 0.98]");
+  }
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+  o.eps = config.GetFloat("SOLVER.NOVOGRAD.EPS");
+  if (!(o.eps > 0))
+    throw common::ConfigError("config", "SOLVER.NOVOGRAD.EPS", "must be > 0, e.g. 1e-8");
+  o.grad_averaging = config.GetBool("SOLVER.NOVOGRAD.GRAD_AVERAGING");
+  o.weight_decay = config.GetFloat("SOLVER.WEIGHT_DECAY");
+  o.weight_decay_norm = config.GetFloat("SOLVER.WEIGHT_DECAY_NORM");
+  o.weight_decay_bias = config.GetFloat("SOLVER.WEIGHT_DECAY_BIAS");
+  o.bias_lr_factor = config.GetFloat("SOLVER.BIAS_LR_FACTOR");
+  return o;
+}
+
+NovoGrad::NovoGrad(const NamedParameters& named_parameters, NovoGradOptions options)
+    : options_(options) {
+  const auto kinds = ClassifyParameters(named_parameters);
+  for (const auto& [name, p] : named_parameters) {
+    if (!p.requires_grad())
+      continue;
+    Entry e{name, p, options_.weight_decay, 1.0, {}, 0.0, false};
+    if (kinds.at(name) == ParamKind::kNorm)
+      e.weight_decay = options_.weight_decay_norm;
+    if (kinds.at(name) == ParamKind::kBias) {
+      e.weight_decay = options_.weight_decay_bias;
+      e.lr_factor = options_.bias_lr_factor;
+    }
+    entries_.push_back(std::move(e));
+  }
+}
+
+void NovoGrad::Step() {
+  c10::NoGradGuard no_grad;
+  for (auto& e : entries_) {
+    const at::Tensor& grad = e.param.grad();
+    if (!grad.defined())
+      continue;
+    // The norm in float64 on the host: one number per layer, read once per step.
+    const double norm_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
+    e.v = e.started ? options_.beta2 * e.v + (1 - options_.beta2) * norm_sq : norm_sq;
+    e.started = true;
+    at::Tensor u = grad / (std::sqrt(e.v) + options_.eps);
+    if (e.weight_decay != 0)
+      u = u.add(e.param, e.weight_decay);
+    if (options_.grad_averaging)
+      u = u.mul(1 - options_.beta1);
+    if (!e.m.defined())
+      e.m = u.clone();
+    else
+      e.m.mul_(options_.beta1).add_(u);
+    e.param.add_(e.m, -lr() * e.lr_factor);
+  }
+}
+
+void NovoGrad::ZeroGrad() {
+  for (auto& e : entries_) {
+    if (e.param.grad().defined())
+      e.param.mutable_grad() = at::Tensor();
+  }
+}
+
+std::vector<at::Tensor> NovoGrad::Parameters() const {
+  std::vector<at::Tensor> params;
+  for (const auto& e : entries_)
+    params.push_back(e.param);
+  return params;
+}
+
+std::map<std::string, at::Tensor> NovoGrad::State() const {
+  std::map<std::string, at::Tensor> state;
+  for (const auto& e : entries_) {
+    if (!e.started)
+      continue;
+    state[kMoment + e.name] = e.m;
+    state[kSecond + e.name] = at::scalar_tensor(e.v, at::kDouble);
+  }
+  return state;
+}
+
+void NovoGrad::LoadState(const std::map<std::string, at::Tensor>& state) {
+  std::map<std::string, Entry*> by_name;
+  for (auto& e : entries_)
+    by_name[e.name] = &e;
+  for (const auto& [key, tensor] : state) {
+    const bool moment = key.rfind(kMoment, 0) == 0, second = key.rfind(kSecond, 0) == 0;
+    if (!moment && !second)
+      continue;
+    const std::string name = key.substr(std::string(moment ? kMoment : kSecond).size());
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      throw std::runtime_error("checkpoint: NovoGrad state '" + key +
+                               "' names no trainable parameter");
+    Entry& e = *it->second;
+    if (moment) {
+      if (tensor.sizes() != e.param.sizes())
+        throw std::runtime_error("checkpoint: NovoGrad moment '" + key +
+                                 "' has another shape than its parameter");
+      e.m = tensor.to(e.param.device(), e.param.scalar_type()).clone();
+    } else {
+      e.v = tensor.item<double>();
+      e.started = true;
+    }
+  }
+}
+
+}  // namespace mrcnn::engine
