@@ -262,10 +262,12 @@ TEST_CASE("a resumed run continues: first step, lr, windows and saves from the r
   CHECK(lrs[0] == Approx(1.0));  // iteration 7, before the step at 8
   CHECK(lrs[1] == Approx(0.1));
   CHECK(saver.saved == std::vector<int64_t>{8, 12});
-  REQUIRE(w->windows.size() == 2);
-  CHECK(w->windows[0].done == 10);
-  CHECK(w->windows[0].mean_loss == Approx(8.0));  // 7, 8, 9: only this run's iterations
-  CHECK(w->windows[1].done == 12);
+  REQUIRE(w->windows.size() == 3);
+  CHECK(w->windows[0].done == 8);                 // the checkpoint's: a later kill loses nothing
+  CHECK(w->windows[0].mean_loss == Approx(7.0));  // only this run's iterations
+  CHECK(w->windows[1].done == 10);
+  CHECK(w->windows[1].mean_loss == Approx(8.5));
+  CHECK(w->windows[2].done == 12);
 }
 
 TEST_CASE("stop: the requested iteration is saved once, logged, and nothing runs after it",
@@ -310,9 +312,11 @@ TEST_CASE("stop: the requested iteration is saved once, logged, and nothing runs
   CHECK(barriers == 2);
   CHECK(evaluated == std::vector<int64_t>{2, 4});  // not at 6 (stopping), not at the end
   CHECK_FALSE(exported);
-  REQUIRE(w->windows.size() == 2);
-  CHECK(w->windows[1].done == 6);  // the partial window up to the stop is written
-  CHECK(w->windows[1].mean_loss == Approx(4.5));
+  REQUIRE(w->windows.size() == 3);
+  CHECK(w->windows[0].done == 3);  // at the periodic checkpoint, then the period (4)
+  CHECK(w->windows[1].done == 4);
+  CHECK(w->windows[2].done == 6);  // the partial window up to the stop is written
+  CHECK(w->windows[2].mean_loss == Approx(4.5));
 
   SECTION("a stop at a periodic checkpoint saves it once") {
     FakeSaver s2;

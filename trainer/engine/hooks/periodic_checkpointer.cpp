@@ -6,11 +6,12 @@ PeriodicCheckpointerHook::PeriodicCheckpointerHook(CheckpointSaver& saver, int64
                                                    std::function<void()> barrier)
     : saver_(saver), period_(period), barrier_(std::move(barrier)) {}
 
-void PeriodicCheckpointerHook::SaveNow(int64_t completed) {
+void PeriodicCheckpointerHook::SaveNow(TrainerBase& trainer, int64_t completed) {
   if (completed == last_saved_)
     return;
   saver_.Save(completed);
   last_saved_ = completed;
+  trainer.storage().PutScalar(kCheckpointSaved, static_cast<double>(completed));
   if (barrier_)
     barrier_();  // the others wait while rank 0 writes
 }
@@ -18,7 +19,7 @@ void PeriodicCheckpointerHook::SaveNow(int64_t completed) {
 void PeriodicCheckpointerHook::AfterStep(TrainerBase& trainer) {
   const int64_t done = trainer.done();
   if (period_ > 0 && done % period_ == 0 && !trainer.is_last_iteration())
-    SaveNow(done);
+    SaveNow(trainer, done);
 }
 
 void PeriodicCheckpointerHook::AfterTrain(TrainerBase& trainer) {

@@ -1,6 +1,9 @@
 #pragma once
 // Checkpoints every `period` iterations (not at the last one: the end of training saves
-// that) and once more at the end of a run that trained and was not stopped. After a
+// that) and once more at the end of a run that trained and was not stopped. Each save puts
+// "checkpoint/saved" (the completed iterations) into the store, so the writers write what
+// they hold up to that point: a run killed later resumes there, and nothing logged before
+// the checkpoint is lost. After a
 // periodic save every rank waits at `barrier` while rank 0 writes. SaveNow is how other
 // hooks (the stop signal) save outside the period; an iteration is never saved twice.
 // Resuming is the checkpointer's (TrainingCheckpointer::ResumeOrLoad, before Train).
@@ -13,6 +16,9 @@
 
 namespace mrcnn::engine {
 
+// The store's scalar marking the iterations a checkpoint was saved at.
+inline constexpr const char* kCheckpointSaved = "checkpoint/saved";
+
 class PeriodicCheckpointerHook : public HookBase {
  public:
   // period <= 0: no periodic saves. `barrier` empty: one process.
@@ -22,7 +28,7 @@ class PeriodicCheckpointerHook : public HookBase {
   std::string name() const override { return "PeriodicCheckpointer"; }
 
   // Saves `completed` (unless already saved) and waits at the barrier.
-  void SaveNow(int64_t completed);
+  void SaveNow(TrainerBase& trainer, int64_t completed);
 
  private:
   CheckpointSaver& saver_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainer/engine/hooks/periodic_checkpointer.h"
+
 namespace mrcnn::engine {
 
 PeriodicWriterHook::PeriodicWriterHook(std::vector<std::unique_ptr<EventWriter>> writers,
@@ -18,7 +20,11 @@ void PeriodicWriterHook::WriteEvaluationsAndMedia(TrainerBase& trainer) {
 }
 
 void PeriodicWriterHook::AfterStep(TrainerBase& trainer) {
-  if (trainer.done() % period_ == 0 || trainer.is_last_iteration() || trainer.stopping()) {
+  const EventStorage& s = trainer.storage();
+  const bool checkpointed =
+      s.Has(kCheckpointSaved) && s.History(kCheckpointSaved).LatestIteration() == s.iteration();
+  if (trainer.done() % period_ == 0 || trainer.is_last_iteration() || trainer.stopping() ||
+      checkpointed) {
     for (auto& w : writers_)
       w->WriteTraining(trainer.storage());
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Runs the event writers: the training window every `period` iterations, at the last
-// iteration and at the iteration a stop was agreed (nothing logged is lost); new
+// iteration, at a checkpoint and at the iteration a stop was agreed (a resumed run starts
+// after its checkpoint, so nothing logged is lost); new
 // evaluations and media at every step and at the end. Register it after every hook that
 // puts numbers (Detectron2 keeps its PeriodicWriter last for the same reason). Writers
 // exist on rank 0 only; other ranks give none. Torch-free.

@@ -43,7 +43,7 @@ void StopSignalHook::AfterStep(TrainerBase& trainer) {
   if (trainer.storage().History(kVote).Latest() <= 0)
     return;
   const int64_t done = trainer.done();
-  checkpointer_.SaveNow(done);
+  checkpointer_.SaveNow(trainer, done);
   log_.Line("[train] stop requested: saved iteration " + std::to_string(done) + ", exiting");
   trainer.RequestStop();
 }

@@ -44,7 +44,7 @@ const std::array<const char*, 12> kCocoNames = {"AP",  "AP50", "AP75",  "APs", "
 }  // namespace
 
 bool IsTensorBoardScalar(const std::string& name) {
-  return name != "stop_requested" && name != "eta_seconds";
+  return name != "stop_requested" && name != "eta_seconds" && name != "checkpoint/saved";
 }
 
 TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir, TrainWindowSpec spec,

@@ -43,7 +43,7 @@ class TensorBoardWriter : public EventWriter {
   size_t evaluations_written_ = 0;
 };
 
-// Scalars of the store that are not curves (the stop vote, the ETA).
+// Scalars of the store that are not curves (the stop vote, the ETA, the checkpoint marker).
 bool IsTensorBoardScalar(const std::string& name);
 
 }  // namespace mrcnn::engine
