@@ -30,10 +30,7 @@ NovoGradOptions NovoGradOptions::FromConfig(const TrainConfig& config) {
   if (!(o.eps > 0))
     throw common::ConfigError("config", "SOLVER.NOVOGRAD.EPS", "must be > 0, e.g. 1e-8");
   o.grad_averaging = config.GetBool("SOLVER.NOVOGRAD.GRAD_AVERAGING");
-  o.weight_decay = config.GetFloat("SOLVER.WEIGHT_DECAY");
-  o.weight_decay_norm = config.GetFloat("SOLVER.WEIGHT_DECAY_NORM");
-  o.weight_decay_bias = config.GetFloat("SOLVER.WEIGHT_DECAY_BIAS");
-  o.bias_lr_factor = config.GetFloat("SOLVER.BIAS_LR_FACTOR");
+  o.groups = ParamGroupOptions::FromConfig(config);
   return o;
 }
 
@@ -43,14 +40,14 @@ NovoGrad::NovoGrad(const NamedParameters& named_parameters, NovoGradOptions opti
   for (const auto& [name, p] : named_parameters) {
     if (!p.requires_grad())
       continue;
-    Entry e{name, p, options_.weight_decay, 1.0, {}, 0.0, false};
-    if (kinds.at(name) == ParamKind::kNorm)
-      e.weight_decay = options_.weight_decay_norm;
-    if (kinds.at(name) == ParamKind::kBias) {
-      e.weight_decay = options_.weight_decay_bias;
-      e.lr_factor = options_.bias_lr_factor;
-    }
-    entries_.push_back(std::move(e));
+    const ParamKind kind = kinds.at(name);
+    entries_.push_back({name,
+                        p,
+                        options_.groups.WeightDecay(kind),
+                        options_.groups.LrFactor(kind),
+                        {},
+                        0.0,
+                        false});
   }
 }
 

@@ -26,8 +26,7 @@ struct NovoGradOptions {
   double beta1 = 0.95, beta2 = 0.98;
   double eps = 1e-8;
   bool grad_averaging = false;
-  double weight_decay = 1e-4, weight_decay_norm = 0.0, weight_decay_bias = 1e-4;
-  double bias_lr_factor = 1.0;
+  ParamGroupOptions groups;
   // Throws common::ConfigError naming the key for betas outside [0, 1) or eps <= 0.
   static NovoGradOptions FromConfig(const TrainConfig& config);
 };

@@ -25,21 +25,39 @@ std::string LeafOf(const std::string& name) {
 
 }  // namespace
 
+ParamGroupOptions ParamGroupOptions::FromConfig(const TrainConfig& config) {
+  return {config.GetFloat("SOLVER.WEIGHT_DECAY"), config.GetFloat("SOLVER.WEIGHT_DECAY_NORM"),
+          config.GetFloat("SOLVER.WEIGHT_DECAY_BIAS"), config.GetFloat("SOLVER.BIAS_LR_FACTOR")};
+}
+
+double ParamGroupOptions::WeightDecay(ParamKind kind) const {
+  return kind == ParamKind::kNorm   ? weight_decay_norm
+         : kind == ParamKind::kBias ? weight_decay_bias
+                                    : weight_decay;
+}
+
+double ParamGroupOptions::LrFactor(ParamKind kind) const {
+  return kind == ParamKind::kBias ? bias_lr_factor : 1.0;
+}
+
 SgdOptions SgdOptions::FromConfig(const TrainConfig& config) {
   SgdOptions o;
   o.momentum = config.GetFloat("SOLVER.MOMENTUM");
   o.nesterov = config.GetBool("SOLVER.NESTEROV");
-  o.weight_decay = config.GetFloat("SOLVER.WEIGHT_DECAY");
-  o.weight_decay_norm = config.GetFloat("SOLVER.WEIGHT_DECAY_NORM");
-  o.weight_decay_bias = config.GetFloat("SOLVER.WEIGHT_DECAY_BIAS");
-  o.bias_lr_factor = config.GetFloat("SOLVER.BIAS_LR_FACTOR");
+  const ParamGroupOptions g = ParamGroupOptions::FromConfig(config);
+  o.weight_decay = g.weight_decay;
+  o.weight_decay_norm = g.weight_decay_norm;
+  o.weight_decay_bias = g.weight_decay_bias;
+  o.bias_lr_factor = g.bias_lr_factor;
   return o;
 }
 
-std::map<std::string, ParamKind> ClassifyParameters(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+std::map<std::string, ParamKind> ClassifyParameters(
+    const std::vector<std::pair<std::string, at::Tensor>>& named) {
   std::set<std::string> norm_modules;
   for (const auto& [name, p] : named) {
-    if (LeafOf(name) == "weight" && p.dim() == 1) norm_modules.insert(ModuleOf(name));
+    if (LeafOf(name) == "weight" && p.dim() == 1)
+      norm_modules.insert(ModuleOf(name));
   }
   std::map<std::string, ParamKind> kinds;
   for (const auto& [name, p] : named) {
@@ -54,18 +72,16 @@ std::map<std::string, ParamKind> ClassifyParameters(const std::vector<std::pair<
   return kinds;
 }
 
-Sgd::Sgd(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters, SgdOptions options)
+Sgd::Sgd(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters,
+         SgdOptions options)
     : options_(options) {
   auto kinds = ClassifyParameters(named_parameters);
+  const ParamGroupOptions groups = options_.groups();
   for (const auto& [name, p] : named_parameters) {
-    if (!p.requires_grad()) continue;
-    Entry e{name, p, kinds.at(name), options_.weight_decay, 1.0, {}};
-    if (e.kind == ParamKind::kNorm) e.weight_decay = options_.weight_decay_norm;
-    if (e.kind == ParamKind::kBias) {
-      e.weight_decay = options_.weight_decay_bias;
-      e.lr_factor = options_.bias_lr_factor;
-    }
-    entries_.push_back(std::move(e));
+    if (!p.requires_grad())
+      continue;
+    const ParamKind kind = kinds.at(name);
+    entries_.push_back({name, p, kind, groups.WeightDecay(kind), groups.LrFactor(kind), {}});
   }
 }
 
@@ -87,7 +103,8 @@ void Sgd::Step() {
   c10::NoGradGuard no_grad;
   for (auto& e : entries_) {
     const at::Tensor& grad = e.param.grad();
-    if (!grad.defined()) continue;
+    if (!grad.defined())
+      continue;
     at::Tensor d_p = e.weight_decay != 0 ? grad.add(e.param, e.weight_decay) : grad;
     if (options_.momentum != 0) {
       if (!e.momentum_buffer.defined()) {
@@ -103,28 +120,33 @@ void Sgd::Step() {
 
 void Sgd::ZeroGrad() {
   for (auto& e : entries_) {
-    if (e.param.grad().defined()) e.param.mutable_grad() = at::Tensor();
+    if (e.param.grad().defined())
+      e.param.mutable_grad() = at::Tensor();
   }
 }
 
 std::map<std::string, at::Tensor> Sgd::State() const {
   std::map<std::string, at::Tensor> state;
   for (const auto& e : entries_) {
-    if (e.momentum_buffer.defined()) state[kMomentumPrefix + e.name] = e.momentum_buffer;
+    if (e.momentum_buffer.defined())
+      state[kMomentumPrefix + e.name] = e.momentum_buffer;
   }
   return state;
 }
 
 void Sgd::LoadState(const std::map<std::string, at::Tensor>& state) {
   std::map<std::string, Entry*> by_name;
-  for (auto& e : entries_) by_name[e.name] = &e;
+  for (auto& e : entries_)
+    by_name[e.name] = &e;
   const std::string prefix = kMomentumPrefix;
   for (const auto& [key, tensor] : state) {
-    if (key.rfind(prefix, 0) != 0) continue;
+    if (key.rfind(prefix, 0) != 0)
+      continue;
     const std::string name = key.substr(prefix.size());
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      throw std::runtime_error("checkpoint: momentum buffer '" + key + "' names no trainable parameter");
+      throw std::runtime_error("checkpoint: momentum buffer '" + key +
+                               "' names no trainable parameter");
     }
     Entry& e = *it->second;
     if (tensor.sizes() != e.param.sizes()) {

@@ -17,6 +17,20 @@ namespace mrcnn::engine {
 
 class TrainConfig;
 
+enum class ParamKind { kWeight, kBias, kNorm };
+
+// Per-kind settings every optimizer applies (SOLVER.WEIGHT_DECAY, _NORM, _BIAS and
+// SOLVER.BIAS_LR_FACTOR), as Detectron2's parameter groups.
+struct ParamGroupOptions {
+  double weight_decay = 1e-4;
+  double weight_decay_norm = 0.0;
+  double weight_decay_bias = 1e-4;
+  double bias_lr_factor = 1.0;
+  static ParamGroupOptions FromConfig(const TrainConfig& config);
+  double WeightDecay(ParamKind kind) const;
+  double LrFactor(ParamKind kind) const;
+};
+
 struct SgdOptions {
   double momentum = 0.9;
   bool nesterov = false;
@@ -25,13 +39,15 @@ struct SgdOptions {
   double weight_decay_bias = 1e-4;
   double bias_lr_factor = 1.0;
   static SgdOptions FromConfig(const TrainConfig& config);
+  ParamGroupOptions groups() const {
+    return {weight_decay, weight_decay_norm, weight_decay_bias, bias_lr_factor};
+  }
 };
-
-enum class ParamKind { kWeight, kBias, kNorm };
 
 // Norm parameters are 1-D weights (conv and linear weights have >= 2 dims) and the biases
 // of modules that have such a weight.
-std::map<std::string, ParamKind> ClassifyParameters(const std::vector<std::pair<std::string, at::Tensor>>& named);
+std::map<std::string, ParamKind> ClassifyParameters(
+    const std::vector<std::pair<std::string, at::Tensor>>& named);
 
 class Sgd : public Optimizer {
  public:
