@@ -9,11 +9,10 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "trainer/commands/command_registry.h"
+#include "trainer/data/image_decode.h"
 #include "trainer/data/mask_rle.h"
 #include "trainer/model/inference.h"
 
@@ -58,19 +57,10 @@ std::map<std::string, int64_t> ImageIdsByFileName(const std::string& path) {
   return ids;
 }
 
-// Decodes to contiguous 8-bit RGB; grayscale and alpha inputs are converted.
+// Contiguous 8-bit RGB, decoded as training and serving decode (a truncated or corrupt
+// JPEG/PNG is an error naming the file, never an image with made-up pixels).
 cv::Mat ReadRgb(const std::string& path) {
-  cv::Mat raw = cv::imread(path, cv::IMREAD_UNCHANGED);
-  if (raw.empty()) throw std::runtime_error(path + ": cannot read or decode image");
-  if (raw.depth() == CV_16U) raw.convertTo(raw, CV_8U, 1.0 / 257.0);
-  if (raw.depth() != CV_8U) throw std::runtime_error(path + ": unsupported pixel depth (need 8 or 16 bit)");
-  cv::Mat rgb;
-  switch (raw.channels()) {
-    case 1: cv::cvtColor(raw, rgb, cv::COLOR_GRAY2RGB); break;
-    case 3: cv::cvtColor(raw, rgb, cv::COLOR_BGR2RGB); break;
-    case 4: cv::cvtColor(raw, rgb, cv::COLOR_BGRA2RGB); break;
-    default: throw std::runtime_error(path + ": unsupported channel count " + std::to_string(raw.channels()));
-  }
+  cv::Mat rgb = data::DecodeImageRgb(path);
   return rgb.isContinuous() ? rgb : rgb.clone();
 }
 
