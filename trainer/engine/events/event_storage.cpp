@@ -30,15 +30,21 @@ int64_t ScalarHistory::LatestIteration() const {
   return values_.back().first;
 }
 
-std::optional<double> ScalarHistory::MeanAfter(int64_t after) const {
+std::pair<ScalarHistory::Values::const_iterator, ScalarHistory::Values::const_iterator>
+ScalarHistory::After(int64_t after) const {
   auto first = values_.end();
   while (first != values_.begin() && std::prev(first)->first > after)
     --first;
-  if (first == values_.end())
+  return {first, values_.end()};
+}
+
+std::optional<double> ScalarHistory::MeanAfter(int64_t after) const {
+  const auto [first, last] = After(after);
+  if (first == last)
     return std::nullopt;
   double sum = 0;
   int64_t count = 0;
-  for (auto it = first; it != values_.end(); ++it, ++count)
+  for (auto it = first; it != last; ++it, ++count)
     sum += it->second;
   return sum / static_cast<double>(count);
 }

@@ -40,16 +40,20 @@ class ScalarHistory {
   // The newest value and its iteration; throw std::logic_error when empty.
   double Latest() const;
   int64_t LatestIteration() const;
-  // Mean of the values put at iterations > `after`, summed oldest first (a writer's
-  // window since its last write); nullopt when there are none.
+  // The values put at iterations > `after`, oldest first: found from the newest end, so
+  // a writer's window costs its own length, not the history's.
+  using Values = std::deque<std::pair<int64_t, double>>;
+  std::pair<Values::const_iterator, Values::const_iterator> After(int64_t after) const;
+  // Mean of After(after), summed oldest first (a writer's window since its last write);
+  // nullopt when there are none.
   std::optional<double> MeanAfter(int64_t after) const;
   // Median of the newest `window` values (all when fewer); throws when empty.
   double Median(size_t window) const;
-  const std::deque<std::pair<int64_t, double>>& values() const { return values_; }
+  const Values& values() const { return values_; }
 
  private:
   size_t max_length_;
-  std::deque<std::pair<int64_t, double>> values_;
+  Values values_;
 };
 
 // One COCO evaluation: stats are COCOeval's 12 numbers (AP, AP50, AP75, APs, APm, APl,

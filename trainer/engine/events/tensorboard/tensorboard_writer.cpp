@@ -77,9 +77,9 @@ void TensorBoardWriter::WriteTraining(const EventStorage& storage) {
   for (const auto& [name, history] : storage.scalars()) {
     if (!IsTensorBoardScalar(name))
       continue;
-    for (const auto& [iteration, value] : history.values()) {
-      if (iteration <= last_written_)
-        continue;
+    const auto [first, last] = history.After(last_written_);
+    for (auto entry = first; entry != last; ++entry) {
+      const auto& [iteration, value] = *entry;
       auto [it, fresh] = by_step.try_emplace(iteration + 1, EventAt(iteration + 1));
       auto* v = it->second.mutable_summary()->add_value();
       v->set_tag("train/" + name);
