@@ -84,13 +84,10 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
     if (score < kShownScore)
       continue;
     const double* xyxy = b[k].data_ptr<double>();
-    const int64_t category = gt.CategoryOfLabel(l[k].item<int64_t>());
-    std::string label = std::to_string(category);
-    for (const auto& c : gt.categories()) {
-      if (c.id == category)
-        label = c.name;
-    }
-    data::DrawDetection(rgb, {{xyxy[0], xyxy[1], xyxy[2], xyxy[3]}, label, score, category},
+    const int64_t label = l[k].item<int64_t>();
+    const int64_t category = gt.CategoryOfLabel(label);  // checks the label's range
+    const std::string& name = gt.categories()[static_cast<size_t>(label - 1)].name;
+    data::DrawDetection(rgb, {{xyxy[0], xyxy[1], xyxy[2], xyxy[3]}, name, score, category},
                         masks_fit ? m[k][0].data_ptr<uint8_t>() : nullptr);
   }
   return {iteration, "val/" + image.file_name, rgb.rows, rgb.cols, 3, data::EncodePngRgb(rgb)};

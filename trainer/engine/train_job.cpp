@@ -87,7 +87,6 @@ RunReportInputs ReportInputsOf(const JobParts& p) {
   in.device = p.device.str();
   in.processes = p.world.world_size;
   in.images_per_iteration = p.plan.images_per_iteration;
-  in.max_iter = p.plan.max_iter;
   return in;
 }
 

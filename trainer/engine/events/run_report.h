@@ -18,7 +18,6 @@ struct RunReportInputs {
   std::string device;       // "cpu", "cuda:0"
   int64_t processes = 1;
   int64_t images_per_iteration = 0;
-  int64_t max_iter = 0;
   std::vector<ImageEvent> pictures;  // validation predictions (PNG)
 };
 
