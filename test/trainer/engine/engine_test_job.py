@@ -30,3 +30,15 @@ def make_shapes(out: pathlib.Path, train: int, val: int, seed: int) -> pathlib.P
     subprocess.run([str(TRAINER), "make-shapes", "--output", str(out), "--train", str(train), "--val", str(val),
                     "--size", "64", "--seed", str(seed)], check=True, capture_output=True)
     return out
+
+
+def finish(proc, timeout=300):
+    """Waits for a training process; fails the test (after killing it) when it overruns.
+    Returns (exit code, combined output)."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail("training did not finish:\n" + out[-3000:])
+    return proc.returncode, out

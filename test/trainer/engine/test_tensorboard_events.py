@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from engine_test_job import TINY_MODEL_OPTS, TRAINER, make_shapes
+from engine_test_job import TINY_MODEL_OPTS, TRAINER, finish, make_shapes
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -42,16 +42,6 @@ def start(root):
     return subprocess.Popen([str(TRAINER), "train", "--base-dir", str(root), "--config-file",
                              "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "--opts", OPTS],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-
-
-def finish(proc, timeout=300):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail("training did not finish:\n" + out[-3000:])
-    return proc.returncode, out
 
 
 def accumulate(root):

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from engine_test_job import ENTRYPOINT, TRAINER, make_shapes
+from engine_test_job import ENTRYPOINT, TRAINER, finish, make_shapes
 
 MAX_ITER = 12
 
@@ -45,16 +45,6 @@ def start(root):
     env["MRCNN_TRAINER"] = str(TRAINER)
     return subprocess.Popen([str(ENTRYPOINT), "train", "--base-dir", str(root), "--master-port", "29561"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-
-
-def finish(proc, timeout=300):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail("training did not finish:\n" + out[-3000:])
-    return proc.returncode, out
 
 
 def train_records(root):
