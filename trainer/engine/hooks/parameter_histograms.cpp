@@ -59,23 +59,17 @@ HistogramEvent HistogramOf(const at::Tensor& values, const std::string& tag, int
 ParameterHistogramsHook::ParameterHistogramsHook(int64_t period, const NamedParameters& parameters,
                                                  TrainStep& step)
     : period_(period) {
-  size_t trainable_index = 0;
-  for (const auto& [name, p] : parameters) {
-    const std::string group = ParameterGroup(name);
-    groups_[group].push_back(p);
-    if (p.requires_grad())
-      positions_[group].push_back(trainable_index++);
-  }
-  step.set_gradient_probe([this](const std::vector<at::Tensor>& params) {
+  for (const auto& [name, p] : parameters)
+    groups_[ParameterGroup(name)].push_back(p);
+  // The probe runs when the parameters' own .grad() are final: read them there.
+  step.set_gradient_probe([this](const std::vector<at::Tensor>&) {
     if (!armed_)
       return;
     torch::NoGradGuard no_grad;
-    for (const auto& [group, indices] : positions_) {
+    for (const auto& [group, params] : groups_) {
       std::vector<at::Tensor> grads;
-      for (size_t i : indices) {
-        if (i < params.size())
-          grads.push_back(params[i].grad());
-      }
+      for (const auto& p : params)
+        grads.push_back(p.grad());
       if (auto flat = Flat(grads); flat.defined())
         gradients_[group] = flat;
     }

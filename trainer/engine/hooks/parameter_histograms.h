@@ -35,7 +35,6 @@ class ParameterHistogramsHook : public HookBase {
  private:
   int64_t period_;
   std::map<std::string, std::vector<at::Tensor>> groups_;  // group -> parameters
-  std::map<std::string, std::vector<size_t>> positions_;   // group -> index in the probe's list
   bool armed_ = false;
   std::map<std::string, at::Tensor> gradients_;  // group -> flat gradient copy
 };
