@@ -14,7 +14,7 @@ RUN apt-get update -qq \
       build-essential ninja-build ccache cmake pkg-config git \
       python3 python3-venv python3-dev \
       libboost-dev libcli11-dev nlohmann-json3-dev libfmt-dev libyaml-cpp-dev \
-      libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev \
+      libopencv-core-dev libopencv-imgproc-dev libpng-dev \
       protobuf-compiler libprotobuf-dev \
       libjpeg-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*

@@ -14,18 +14,28 @@ endif()
 if(MRCNN_WITH_TORCH)
   find_package(yaml-cpp REQUIRED)
   # Debian's per-module OpenCV -dev packages carry no CMake config (only the heavy
-  # libopencv-dev does), so find the three modules we use directly.
+  # libopencv-dev does), so find the two modules we use directly. Image files are read and
+  # written with libjpeg and libpng (trainer/data/strict_image_codec.h, image_encode.h), not
+  # OpenCV's imgcodecs: Debian builds that one against GDAL, Mesa and LLVM, over a hundred
+  # libraries that the images and the GPU check would have to carry.
   find_path(MRCNN_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
   add_library(mrcnn_opencv INTERFACE)
   target_include_directories(mrcnn_opencv SYSTEM INTERFACE ${MRCNN_OPENCV_INCLUDE})
-  foreach(module core imgproc imgcodecs)
+  foreach(module core imgproc)
     find_library(MRCNN_OPENCV_${module} opencv_${module} REQUIRED)
     target_link_libraries(mrcnn_opencv INTERFACE ${MRCNN_OPENCV_${module}})
   endforeach()
   add_library(mrcnn::opencv ALIAS mrcnn_opencv)
-  # libjpeg (the one OpenCV itself links) and zlib's crc32 for the strict JPEG/PNG checks
-  # in trainer/data/strict_image_codec.
+  # OpenCV's own codecs serve only as the tests' independent reference (and to make damaged
+  # test images); the tests that need them are built when they are found.
+  find_library(MRCNN_OPENCV_imgcodecs opencv_imgcodecs)
+  if(MRCNN_OPENCV_imgcodecs)
+    add_library(mrcnn_opencv_imgcodecs INTERFACE)
+    target_link_libraries(mrcnn_opencv_imgcodecs INTERFACE mrcnn_opencv ${MRCNN_OPENCV_imgcodecs})
+    add_library(mrcnn::opencv_imgcodecs ALIAS mrcnn_opencv_imgcodecs)
+  endif()
   find_package(JPEG REQUIRED)
+  find_package(PNG REQUIRED)
   find_package(ZLIB REQUIRED)
   find_package(Boost 1.74 REQUIRED)
   # TorchConfig looks for CUDA itself when the wheel is CUDA-enabled; keep it quiet

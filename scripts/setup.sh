@@ -11,8 +11,9 @@ log() { printf '[setup] %s\n' "$*"; }
 apt_packages=(
   build-essential ninja-build ccache cmake pkg-config
   libboost-dev libcli11-dev nlohmann-json3-dev libfmt-dev catch2 libyaml-cpp-dev
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
-  libturbojpeg0-dev
+  libopencv-core-dev libopencv-imgproc-dev
+  libopencv-imgcodecs-dev  # tests only: the reference our libjpeg/libpng codec is checked against
+  libpng-dev
   protobuf-compiler libprotobuf-dev
   chromium
   libjpeg-dev zlib1g-dev

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "serving/http_error.h"
@@ -121,20 +120,13 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
                                 header->width, header->height, header->height * header->width,
                                 limits.max_pixels));
   }
-  // JPEG: libjpeg with every warning fatal, RGB out; PNG: chunk CRCs and completeness
-  // checked, then OpenCV, BGR out. Either way a truncated or corrupt upload is a 400, never
-  // a 200 on made-up pixels.
+  // JPEG: libjpeg with every warning fatal; PNG: chunk CRCs and completeness checked, then
+  // libpng. Either way RGB out, and a truncated or corrupt upload is a 400, never a 200 on
+  // made-up pixels.
   cv::Mat decoded;
-  const bool is_bgr = header->format == ImageFormat::kPng;
   try {
-    if (header->format == ImageFormat::kJpeg) {
-      decoded = data::DecodeJpegRgb(bytes);
-    } else {
-      data::CheckPngChunks(bytes);
-      const cv::Mat encoded(1, static_cast<int>(bytes.size()), CV_8UC1,
-                            const_cast<uint8_t*>(bytes.data()));
-      decoded = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-    }
+    decoded = header->format == ImageFormat::kJpeg ? data::DecodeJpegRgb(bytes)
+                                                   : data::DecodePngRgb(bytes);
   } catch (const data::ImageDataError& e) {
     throw HttpError(400, "undecodable_image", e.what());
   } catch (const cv::Exception& e) {
@@ -157,11 +149,7 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
   image.width = decoded.cols;
   image.pixels.resize(static_cast<size_t>(image.height * image.width * 3));
   cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, image.pixels.data());
-  if (is_bgr) {
-    cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
-  } else {
-    decoded.copyTo(rgb);
-  }
+  decoded.copyTo(rgb);
   return image;
 }
 

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import pathlib
 import platform
 import subprocess
 import time
@@ -17,7 +18,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-BUILD = os.environ.get("MRCNN_BUILD_DIR", "/work/main/build")
+BUILD = os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[2] / "build"))
 
 
 def poly_in_box(rng, x, y, w, h, k=12):

@@ -6,13 +6,14 @@ usage: bench_coco_load.py [--images 118287] [--out bench/out/instances_big.json]
 import argparse
 import json
 import os
+import pathlib
 import platform
 import subprocess
 import time
 
 import numpy as np
 
-BUILD = os.environ.get("MRCNN_BUILD_DIR", "/work/main/build")
+BUILD = os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[2] / "build"))
 
 
 def generate(path, n_images, seed=0):

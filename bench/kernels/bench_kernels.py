@@ -65,7 +65,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="smaller ROIAlign batch (2 images)")
     args = parser.parse_args()
-    build = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
+    build = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[2] / "build")))
     torch.ops.load_library(str(build / "lib" / "libmrcnn_kernels.so"))
     ops = torch.ops.mrcnn
     torch.set_num_threads(args.threads)

@@ -21,7 +21,7 @@ import pycocotools.mask as mask_util
 import pytest
 from PIL import Image
 
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[2] / "build")))
 SERVER = BUILD / "bin" / "server"
 
 

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "trainer/commands/command_registry.h"
 #include "trainer/data/draw_detections.h"
 #include "trainer/data/image_decode.h"
+#include "trainer/data/image_encode.h"
 #include "trainer/data/mask_rle.h"
 
 namespace mrcnn::trainer {
@@ -104,10 +103,7 @@ int Visualize(const std::string& image_path, const std::string& detections_path,
     data::DrawDetection(rgb, d.drawn, bits.empty() ? nullptr : bits.data());
     ++drawn;
   }
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  if (!cv::imwrite(output_path, bgr))
-    throw std::runtime_error(output_path + ": cannot write the image (is the extension .png?)");
+  data::WriteImageFile(output_path, rgb);
   std::printf("visualize: drew %d of %zu detections on %s -> %s\n", drawn, detections.size(),
               image_path.c_str(), output_path.c_str());
   return 0;
@@ -129,7 +125,7 @@ const CommandRegistration kVisualize{
                      "JSON: the server's /invocations answer or a COCO results file")
           ->required()
           ->check(CLI::ExistingFile);
-      sub.add_option("--output", *output, "PNG to write")->required();
+      sub.add_option("--output", *output, "image to write: .png, .jpg or .jpeg")->required();
       sub.add_option("--score-threshold", *threshold, "Draw only detections scoring at least this");
       sub.add_option("--image-id", *image_id,
                      "With a COCO results file: draw only this image_id's detections");

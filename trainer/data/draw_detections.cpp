@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <vector>
@@ -40,16 +39,6 @@ void DrawDetection(cv::Mat& rgb, const DrawnDetection& d, const uint8_t* mask) {
   std::snprintf(text, sizeof(text), "%s %.2f", d.label.c_str(), d.score);
   cv::putText(rgb, text, {p1.x, std::max(p1.y - 3, 8)}, cv::FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,
               cv::LINE_AA);
-}
-
-std::string EncodePngRgb(const cv::Mat& rgb) {
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uint8_t> png;
-  if (!cv::imencode(".png", bgr, png))
-    throw std::runtime_error("PNG encoding of a " + std::to_string(rgb.cols) + "x" +
-                             std::to_string(rgb.rows) + " image failed");
-  return std::string(png.begin(), png.end());
 }
 
 }  // namespace mrcnn::data

@@ -23,7 +23,4 @@ cv::Scalar CategoryColour(int64_t category_id);
 // none.
 void DrawDetection(cv::Mat& rgb, const DrawnDetection& d, const uint8_t* mask);
 
-// The PNG file bytes of an RGB image; throws std::runtime_error when encoding fails.
-std::string EncodePngRgb(const cv::Mat& rgb);
-
 }  // namespace mrcnn::data

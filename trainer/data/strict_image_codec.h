@@ -33,6 +33,12 @@ bool HasPngSignature(std::span<const uint8_t> bytes);
 // Huffman code, extraneous bytes, ...) throws ImageDataError instead of being papered over.
 cv::Mat DecodeJpegRgb(std::span<const uint8_t> bytes);
 
+// Decodes a PNG to 8-bit RGB (CV_8UC3, continuous) with libpng after CheckPngChunks, with
+// the transforms OpenCV's imdecode(IMREAD_COLOR) applies: 16-bit samples keep their high
+// byte, alpha and tRNS transparency are dropped without compositing, palettes and greys
+// become RGB. Throws ImageDataError for damaged data or a PNG libpng refuses.
+cv::Mat DecodePngRgb(std::span<const uint8_t> bytes);
+
 // Walks a PNG's chunks without decoding: throws ImageDataError unless the signature is
 // there, IHDR comes first, every chunk up to IEND is complete and its CRC-32 matches.
 // Bytes after IEND are ignored (libpng ignores them too; they do not change the image).

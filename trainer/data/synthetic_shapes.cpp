@@ -4,12 +4,12 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "trainer/data/image_encode.h"
 #include "trainer/data/mask_rle.h"
 
 namespace mrcnn::data {
@@ -120,9 +120,11 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
 
     const std::string file_name =
         cv::format("%06lld.%s", static_cast<long long>(image_id), opt.format.c_str());
-    if (!cv::imwrite((dir / file_name).string(), img)) {
-      throw std::runtime_error((dir / file_name).string() + ": cannot write the image");
-    }
+    // The canvas is painted as BGR (what cv::imwrite took before); the files keep the
+    // pixels they had then.
+    cv::Mat rgb;
+    cv::cvtColor(img, rgb, cv::COLOR_BGR2RGB);
+    WriteImageFile(dir / file_name, rgb);
     images.push_back({{"id", image_id}, {"file_name", file_name}, {"width", S}, {"height", S}});
     for (size_t k = 0; k < shapes.size(); ++k) {
       cv::Mat visible = owner == static_cast<double>(k + 1);

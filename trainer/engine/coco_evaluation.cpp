@@ -9,6 +9,7 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/data/draw_detections.h"
 #include "trainer/data/image_decode.h"
+#include "trainer/data/image_encode.h"
 #include "trainer/data/mask_rle.h"
 #include "trainer/engine/config/config.h"
 #include "trainer/engine/model_inputs.h"

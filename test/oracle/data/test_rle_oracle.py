@@ -2,12 +2,13 @@
 area, toBbox, frBbox and IoU (plain and crowd)."""
 import json
 import os
+import pathlib
 import subprocess
 
 import numpy as np
 from pycocotools import mask as mask_utils
 
-BUILD = os.environ.get("MRCNN_BUILD_DIR", "/work/main/build")
+BUILD = os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[3] / "build"))
 TOOL = os.path.join(BUILD, "tests", "rle_oracle_tool")
 
 

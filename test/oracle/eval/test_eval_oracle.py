@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import pathlib
 import subprocess
 
 import numpy as np
@@ -17,7 +18,7 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-BUILD = os.environ.get("MRCNN_BUILD_DIR", "/work/main/build")
+BUILD = os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[3] / "build"))
 TRAINER = os.path.join(BUILD, "bin", "trainer")
 
 

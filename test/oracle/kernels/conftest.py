@@ -1,4 +1,4 @@
-"""Loads build*/lib/libmrcnn_kernels.so (MRCNN_BUILD_DIR, default /work/main/build) once."""
+"""Loads build*/lib/libmrcnn_kernels.so (MRCNN_BUILD_DIR, default the checkout's build/) once."""
 import os
 import pathlib
 
@@ -7,7 +7,7 @@ import torch
 
 
 def _library_path() -> pathlib.Path:
-    build = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
+    build = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", str(pathlib.Path(__file__).resolve().parents[3] / "build")))
     return build / "lib" / "libmrcnn_kernels.so"
 
 

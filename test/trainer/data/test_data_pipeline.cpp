@@ -182,7 +182,12 @@ TEST_CASE("decoding: grayscale, alpha, JPEG, missing and corrupt files", "[decod
   CHECK(std::abs(c.at<cv::Vec3b>(8, 8)[0] - 50) < 4);
   CHECK_THROWS_WITH(DecodeImageRgb(dir / "missing.png"), Catch::Contains("missing.png"));
   CHECK_THROWS_WITH(DecodeImageRgb(dir / "bad.jpg"),
-                    Catch::Contains("bad.jpg") && Catch::Contains("cannot decode"));
+                    Catch::Contains("bad.jpg: not a JPEG or PNG file"));
+  // Formats other than JPEG and PNG are refused by name, not decoded by accident.
+  cv::imwrite((dir / "b.bmp").string(), bgr);
+  CHECK_THROWS_WITH(DecodeImageRgb(dir / "b.bmp"),
+                    Catch::Contains("b.bmp: not a JPEG or PNG file") &&
+                        Catch::Contains("convert the image to JPEG or PNG"));
   RemoveTree(dir);
 }
 

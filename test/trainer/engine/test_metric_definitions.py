@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", "/work/main/build"))
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", pathlib.Path(__file__).resolve().parents[3] / "build"))
 TRAINER = BUILD / "bin" / "trainer"
 
 
