@@ -14,8 +14,8 @@
 namespace mrcnn::data {
 
 // Throws std::runtime_error naming the file when it is missing or cannot be decoded, and
-// when it is not a JPEG or PNG, or when it is truncated or corrupt (strict_image_codec.h): damaged data is never
-// decoded with made-up pixels.
+// when it is not a JPEG or PNG, or when it is truncated or corrupt (strict_image_codec.h): damaged
+// data is never decoded with made-up pixels.
 cv::Mat DecodeImageRgb(const std::filesystem::path& path);
 // `source` names the bytes in the error message.
 cv::Mat DecodeImageRgb(std::span<const uint8_t> bytes, const std::string& source);
