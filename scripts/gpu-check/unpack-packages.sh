@@ -11,13 +11,16 @@
 #    libblas.so.3 / liblapack.so.3 links OpenCV's core resolves), made inside PREFIX;
 #  - absolute symbolic links (/usr/...) rewritten to relative ones inside PREFIX;
 #  - CMake package files checked for hard-coded /usr paths, which are rewritten to PREFIX.
-# and prints the environment that makes CMake, the linker and the programs use the prefix
-# (also written, as sourceable `export` lines, to --env-file):
+# and prints the environment that makes CMake, the compiler, the linker and the programs
+# use the prefix (also written, as sourceable `export` lines, to --env-file):
 #   CMAKE_PREFIX_PATH  PREFIX/usr (find_package configs, headers, libraries)
 #   LD_LIBRARY_PATH    PREFIX/usr/lib/x86_64-linux-gnu (+ blas/, lapack/): the loader at
 #                      run time, and GNU ld resolving the libraries' own DT_NEEDED entries
 #                      (libGLX, liblapack, ... of libopencv_core) at link time
 #   PATH               PREFIX/usr/bin (protoc)
+#   C_INCLUDE_PATH, CPLUS_INCLUDE_PATH  PREFIX/usr/include/x86_64-linux-gnu and
+#                      PREFIX/usr/include, LIBRARY_PATH PREFIX/usr/lib/x86_64-linux-gnu:
+#                      the default search paths /usr's are on Debian
 # Idempotent: if PREFIX already holds exactly these packages, only the environment is
 # printed. `--with python` forces the dpkg-less path (deb_extract.py), which is otherwise
 # used only when dpkg-deb is missing.
@@ -194,10 +197,19 @@ fi
 
 lib_path=$libdir
 for sub in blas lapack; do [[ -d $libdir/$sub ]] && lib_path+=:$libdir/$sub; done
+# The compiler's and linker's default search paths, as /usr's are on Debian: headers that
+# no CMake target names an include directory for (jpeglib.h's jconfig.h in the multiarch
+# folder; protobuf's, which trainer/engine uses through protoc's output) are found there.
+# As C_INCLUDE_PATH/CPLUS_INCLUDE_PATH they are system folders (no warnings from them,
+# searched after every -I/-isystem, like /usr/include). nvcc's host compiler sees them too.
+inc_path=$prefix/usr/include/$multiarch:$prefix/usr/include
 env_lines=$(
   printf 'export CMAKE_PREFIX_PATH=%q\n' "$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
   printf 'export LD_LIBRARY_PATH=%q\n' "$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   printf 'export PATH=%q\n' "$prefix/usr/bin:$PATH"
+  printf 'export C_INCLUDE_PATH=%q\n' "$inc_path${C_INCLUDE_PATH:+:$C_INCLUDE_PATH}"
+  printf 'export CPLUS_INCLUDE_PATH=%q\n' "$inc_path${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+  printf 'export LIBRARY_PATH=%q\n' "$libdir${LIBRARY_PATH:+:$LIBRARY_PATH}"
 )
 [[ -z $env_file ]] || printf '%s\n' "$env_lines" > "$env_file"
 printf '%s\n' "$env_lines"
