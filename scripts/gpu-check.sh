@@ -61,6 +61,7 @@ say() { printf '[gpu-check] %s\n' "$*"; }
 step_names=() step_results=() step_secs=() step_cmds=() step_tails=()
 any_failed=0
 gate_line=
+running=
 
 # run_step NAME CMD...: runs CMD in a subshell with its output in the log; records the
 # result. Returns CMD's status, so a step that later ones depend on can stop the run.
@@ -68,14 +69,18 @@ run_step() {
   local name=$1; shift
   local cmd="$*" slog=$step_logs/${#step_names[@]}.log start end rc secs
   say "step $name: $cmd"
+  # The report names the running step, and its output goes straight into the log: a run
+  # killed at the device tool's time limit still brings back where and why it stopped.
+  running="$name (started $(date -u +%T) UTC)"
+  write_report
   printf '\n===== step %s: %s (%s)\n' "$name" "$cmd" "$(date -u +%FT%TZ)" >> "$log_file"
   start=$(date +%s.%N)
   set +e
-  ( set -e; "$@" ) > "$slog" 2>&1
-  rc=$?
+  ( set -e; "$@" ) 2>&1 | tee -a "$log_file" > "$slog"
+  rc=${PIPESTATUS[0]}
   set -e
   end=$(date +%s.%N)
-  cat "$slog" >> "$log_file"
+  running=
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
   printf '===== step %s: %s after %s s (exit %d)\n' "$name" "$( ((rc == 0)) && echo passed || echo FAILED)" "$secs" "$rc" >> "$log_file"
   step_names+=("$name") step_cmds+=("$cmd") step_secs+=("$secs")
@@ -88,13 +93,15 @@ run_step() {
     say "step $name: FAILED (exit $rc) after $secs s; last lines:"
     tail -n 40 "$slog" | sed 's/^/    /'
   fi
+  write_report
   return "$rc"
 }
 
 write_report() {
   local i overall
   if ((any_failed)); then overall="FAILED (see the steps marked FAIL)"
-  elif [[ -n $gate_line ]]; then overall="build passed; $gate_line"
+  elif [[ -n $running ]]; then overall="unfinished: running step $running"
+  elif [[ -n $gate_line ]]; then overall="every step passed; $gate_line"
   else overall="all steps passed"; fi
   {
     echo "# gpu-check report"
@@ -193,6 +200,13 @@ smoke() {
 
 # ---- the run ----------------------------------------------------------------------------
 say "output: $report, $log_file"
+# pip's cmake and ninja sit in python3's scripts folder, which need not be on PATH.
+py_scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)
+for t in cmake ninja; do
+  if ! command -v "$t" >/dev/null && [[ -n $py_scripts && -x $py_scripts/$t ]]; then
+    export PATH=$py_scripts:$PATH
+  fi
+done
 run_step environment environment || finish 1
 run_step unpack "$top/scripts/gpu-check/unpack-packages.sh" --deps "$deps" --env-file "$build/deps.env" "$prefix" || finish 1
 # CMAKE_PREFIX_PATH, LD_LIBRARY_PATH (run time, and GNU ld's lookup of the libraries'

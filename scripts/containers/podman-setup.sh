@@ -93,7 +93,7 @@ podman_setup() (
     echo "default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]"
     echo "[engine]"
     echo "runtime = \"runc\""
-    if [[ $(ps -p 1 -o comm= 2>/dev/null) != systemd ]]; then
+    if [[ $(cat /proc/1/comm 2>/dev/null) != systemd ]]; then
       # No systemd: no systemd cgroup manager and no journald to log events to.
       echo "cgroup_manager = \"cgroupfs\""
       echo "events_logger = \"file\""
