@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Rootful podman on a Debian 12 development machine, and a local Debian base image made
+# with debootstrap (no registry is reachable from here, only Debian's archive and PyPI).
+#
+# Run it (`scripts/containers/podman-setup.sh`) or source it and call `podman_setup`.
+# Idempotent: with everything in place it only re-checks (a second or two).
+#
+# What it does, and why:
+#  1. apt-get installs podman, buildah, runc and debootstrap if missing. runc rather than
+#     crun: crun fails on this kind of host's hybrid cgroup v1/v2 layout.
+#  2. Writes our containers.conf drop-in (never the main file): runtime runc; cgroupfs and
+#     file event logging when systemd is not PID 1; default ulimits no higher than what
+#     root may set here (podman's defaults for open files and processes exceed it and
+#     every `podman run` then fails).
+#  3. Builds $MRCNN_BASE_IMAGE (localhost/debian:bookworm-slim) with
+#     `debootstrap --variant=minbase` from the Debian mirror this machine's apt uses, with
+#     this machine's apt sources and CA bundle inside (pip in a container build needs the
+#     latter), then `podman import`s it. Skipped when the image exists.
+#
+# Knobs (environment): MRCNN_BASE_IMAGE, MRCNN_DEBIAN_SUITE (default: this machine's
+# codename), MRCNN_DEBIAN_MIRROR (default: read from /etc/apt/sources.list*),
+# MRCNN_PODMAN_CONF (the drop-in's path), MRCNN_NPROC_LIMIT (default 32768).
+
+: "${MRCNN_BASE_IMAGE:=localhost/debian:bookworm-slim}"
+: "${MRCNN_PODMAN_CONF:=/etc/containers/containers.conf.d/50-mrcnn.conf}"
+
+podman_log() { printf '[podman-setup] %s\n' "$*" >&2; }
+
+# This machine's Debian apt entries as one-line "deb URI SUITE COMPONENTS..." lines, from
+# both formats (sources.list and deb822 .sources). Only entries of our release's suites
+# (bookworm, bookworm-updates, bookworm-security) over http(s): third-party repositories
+# and disabled files stay out.
+podman_debian_sources() {
+  local codename=$1 f
+  {
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [[ -f $f ]] && awk '$1 == "deb" && $2 !~ /^\[/ { print } $1 == "deb" && $2 ~ /^\[/ { $2 = ""; print }' "$f"
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [[ -f $f ]] || continue
+      # deb822: paragraphs separated by blank lines; Enabled: no switches one off.
+      awk 'function flush() { if (types ~ /(^| )deb( |$)/ && enabled != "no")
+                                for (i = 1; i <= nu; i++) for (j = 1; j <= ns; j++)
+                                  print "deb", u[i], s[j], comps
+                              types = ""; enabled = ""; nu = 0; ns = 0; comps = "" }
+           /^[ \t]*$/ { flush(); next }
+           /^#/ { next }
+           tolower($1) == "types:" { $1 = ""; types = $0 }
+           tolower($1) == "uris:" { for (i = 2; i <= NF; i++) u[++nu] = $i }
+           tolower($1) == "suites:" { for (i = 2; i <= NF; i++) s[++ns] = $i }
+           tolower($1) == "components:" { $1 = ""; comps = substr($0, 2) }
+           tolower($1) == "enabled:" { enabled = tolower($2) }
+           END { flush() }' "$f"
+    done
+  } | awk -v c="$codename" '$2 ~ /^https?:\/\// && ($3 == c || index($3, c "-") == 1)' | awk '!seen[$0]++'
+}
+
+podman_setup() (
+  set -euo pipefail
+  if [[ $(id -u) -ne 0 ]]; then
+    podman_log "needs root (rootful podman, apt-get, debootstrap)"
+    exit 1
+  fi
+  # shellcheck source=/dev/null
+  codename=${MRCNN_DEBIAN_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}
+  [[ -n $codename ]] || { podman_log "cannot tell the Debian codename; set MRCNN_DEBIAN_SUITE"; exit 1; }
+
+  # 1. Packages. --no-install-recommends keeps crun (podman recommends it through
+  # "crun | runc") and the rootless helpers out; naming runc satisfies podman's runtime
+  # dependency.
+  local_packages=(podman buildah runc debootstrap)
+  missing=()
+  for p in "${local_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    podman_log "installing ${missing[*]}"
+    [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+
+  # 2. containers.conf drop-in. Limits: the hard limits root has here (podman's defaults
+  # of 1048576 open files and 4194304 processes are refused); nproc below the hard limit
+  # because runc refused it at the hard limit itself on this host.
+  nofile=$(ulimit -Hn)
+  [[ $nofile == unlimited ]] && nofile=1048576
+  nproc_hard=$(ulimit -Hu)
+  nproc=${MRCNN_NPROC_LIMIT:-32768}
+  if [[ $nproc_hard != unlimited ]] && ((nproc_hard - 1 < nproc)); then nproc=$((nproc_hard - 1)); fi
+  conf=$(
+    echo "# Written by scripts/containers/podman-setup.sh (mrcnn-toolkit); re-run it to refresh."
+    echo "[containers]"
+    echo "default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]"
+    echo "[engine]"
+    echo "runtime = \"runc\""
+    if [[ $(cat /proc/1/comm 2>/dev/null) != systemd ]]; then
+      # No systemd: no systemd cgroup manager and no journald to log events to.
+      echo "cgroup_manager = \"cgroupfs\""
+      echo "events_logger = \"file\""
+    fi
+  )
+  if [[ ! -f $MRCNN_PODMAN_CONF ]] || [[ $(cat "$MRCNN_PODMAN_CONF") != "$conf" ]]; then
+    podman_log "writing $MRCNN_PODMAN_CONF"
+    mkdir -p "$(dirname "$MRCNN_PODMAN_CONF")"
+    printf '%s\n' "$conf" > "$MRCNN_PODMAN_CONF"
+  fi
+
+  # 3. The base image.
+  if podman image exists "$MRCNN_BASE_IMAGE"; then
+    exit 0
+  fi
+  sources=$(podman_debian_sources "$codename")
+  mirror=${MRCNN_DEBIAN_MIRROR:-$(awk -v c="$codename" '$3 == c { print $2; exit }' <<<"$sources")}
+  [[ -n $mirror ]] || { podman_log "no apt entry for suite $codename found; set MRCNN_DEBIAN_MIRROR"; exit 1; }
+  rootfs=$(mktemp -d /var/tmp/mrcnn-debootstrap.XXXXXX)
+  trap 'rm -rf "$rootfs"' EXIT
+  podman_log "debootstrap --variant=minbase $codename from $mirror (a few minutes)"
+  if ! debootstrap --variant=minbase "$codename" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
+    tail -n 30 "$rootfs.log" >&2
+    rm -f "$rootfs.log"
+    exit 1
+  fi
+  rm -f "$rootfs.log"
+  # apt inside sees what apt here sees (same suites, security updates included); this
+  # machine's CA bundle, since TLS to PyPI may need a CA that Debian's bundle lacks.
+  rm -f "$rootfs/etc/apt/sources.list.d/"*
+  if [[ -n $sources ]]; then printf '%s\n' "$sources" > "$rootfs/etc/apt/sources.list"; fi
+  # The copy under /usr/local/share/ca-certificates survives Debian's ca-certificates
+  # being installed later (its update-ca-certificates rebuilds the bundle from there).
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    mkdir -p "$rootfs/etc/ssl/certs" "$rootfs/usr/local/share/ca-certificates"
+    cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+    cp /etc/ssl/certs/ca-certificates.crt "$rootfs/usr/local/share/ca-certificates/host-bundle.crt"
+  fi
+  # A slim image: no package cache, no downloaded lists (a build runs apt-get update).
+  rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"* "$rootfs/debootstrap"
+  podman_log "importing $MRCNN_BASE_IMAGE"
+  tar -C "$rootfs" -c . | podman import --quiet - "$MRCNN_BASE_IMAGE" >/dev/null
+)
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  set -euo pipefail
+  podman_setup "$@"
+fi

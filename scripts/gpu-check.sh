@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# The GPU check: builds the project on a lent GPU machine (no Debian -dev packages, no
+# network) from the working tree plus the carried .gpu-deps/ (scripts/gpu-check/
+# prepare-packages.sh), then runs the GPU steps. Works the same in the GPU-machine mimic
+# (scripts/gpu-check/test-mimic.sh), which stops at the GPU gate.
+#
+# Usage: scripts/gpu-check.sh --out DIR [--deps DIR] [--build-dir DIR] [--jobs N]
+#                             [--targets "T1 T2 ..."|none] [--stop-before-gpu]
+#   --out DIR          report (DIR/gpu-check.md) and one combined log (DIR/gpu-check.log);
+#                      two files, since few files come back from the GPU machine
+#   --deps DIR         the carried .debs (default: .gpu-deps at the repo root)
+#   --build-dir DIR    default: build-gpu at the repo root (ignored by git, so a warm GPU
+#                      machine keeps it between calls); the packages' prefix is DIR/deps-prefix
+#   --jobs N           parallel build jobs (default: all cores)
+#   --targets LIST     what to build (default: what the GPU steps need); "none" configures only
+#   --stop-before-gpu  stop at the GPU gate even if a GPU is visible
+#
+# Steps so far: environment, unpack, configure, build, smoke (--help of the programs), then
+# the GPU gate. Exit status: 0 all steps passed, 1 a step failed, 2 bad arguments, 3 every
+# step passed and the run stopped at the GPU gate (no GPU visible, or --stop-before-gpu).
+#
+# Adding a step: write a function (it runs in a subshell, its output goes to the log) and
+# call `run_step NAME function args...` below the gate; run_step times it, logs it and
+# records pass/fail in the report; the exit status is 1 if any step failed.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+out= deps=$top/.gpu-deps build=$top/build-gpu jobs=$(nproc) stop_before_gpu=0
+targets="entrypoint trainer mrcnn_server kernels_cuda_test model_bench train_step_bench"
+usage() { sed -n '7,16{s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
+while (($#)); do
+  case $1 in
+    --out) out=${2:?}; shift 2 ;;
+    --deps) deps=${2:?}; shift 2 ;;
+    --build-dir) build=${2:?}; shift 2 ;;
+    --jobs) jobs=${2:?}; shift 2 ;;
+    --targets) targets=${2?}; shift 2 ;;
+    --stop-before-gpu) stop_before_gpu=1; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "gpu-check: unknown argument $1" >&2; usage ;;
+  esac
+done
+[[ -n $out ]] || usage
+[[ $targets == none ]] && targets=
+mkdir -p "$out" "$build"
+out=$(cd "$out" && pwd) build=$(cd "$build" && pwd)
+[[ -d $deps ]] && deps=$(cd "$deps" && pwd)  # else the unpack step reports it
+prefix=$build/deps-prefix
+report=$out/gpu-check.md
+log_file=$out/gpu-check.log
+: > "$log_file"
+step_logs=$(mktemp -d)
+
+# Only sm_90 (H100/H200): Torch's CMake and ours read this; one architecture keeps the
+# CUDA compile short.
+export TORCH_CUDA_ARCH_LIST=9.0
+
+say() { printf '[gpu-check] %s\n' "$*"; }
+
+# ---- steps, their records and the report -------------------------------------------------
+step_names=() step_results=() step_secs=() step_cmds=() step_tails=()
+any_failed=0
+gate_line=
+running=
+
+# run_step NAME CMD...: runs CMD in a subshell with its output in the log; records the
+# result. Returns CMD's status, so a step that later ones depend on can stop the run.
+run_step() {
+  local name=$1; shift
+  local cmd="$*" slog=$step_logs/${#step_names[@]}.log start end rc secs
+  say "step $name: $cmd"
+  # The report names the running step, and its output goes straight into the log: a run
+  # killed at the device tool's time limit still brings back where and why it stopped.
+  running="$name (started $(date -u +%T) UTC)"
+  write_report
+  printf '\n===== step %s: %s (%s)\n' "$name" "$cmd" "$(date -u +%FT%TZ)" >> "$log_file"
+  start=$(date +%s.%N)
+  set +e
+  ( set -e; "$@" ) 2>&1 | tee -a "$log_file" > "$slog"
+  rc=${PIPESTATUS[0]}
+  set -e
+  end=$(date +%s.%N)
+  running=
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  printf '===== step %s: %s after %s s (exit %d)\n' "$name" "$( ((rc == 0)) && echo passed || echo FAILED)" "$secs" "$rc" >> "$log_file"
+  step_names+=("$name") step_cmds+=("$cmd") step_secs+=("$secs")
+  if ((rc == 0)); then
+    step_results+=(pass) step_tails+=("")
+    say "step $name: passed in $secs s"
+  else
+    any_failed=1
+    step_results+=("FAIL (exit $rc)") step_tails+=("$(tail -n 40 "$slog")")
+    say "step $name: FAILED (exit $rc) after $secs s; last lines:"
+    tail -n 40 "$slog" | sed 's/^/    /'
+  fi
+  write_report
+  return "$rc"
+}
+
+write_report() {
+  local i overall
+  if ((any_failed)); then overall="FAILED (see the steps marked FAIL)"
+  elif [[ -n $running ]]; then overall="unfinished: running step $running"
+  elif [[ -n $gate_line ]]; then overall="every step passed; $gate_line"
+  else overall="all steps passed"; fi
+  {
+    echo "# gpu-check report"
+    echo
+    echo "- when: $(date -u +%FT%TZ); host: $(uname -n), $(nproc) cores; commit: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "- build dir: $build; targets: ${targets:-none (configure only)}"
+    echo "- result: $overall"
+    echo
+    echo "| step | result | seconds |"
+    echo "| --- | --- | --- |"
+    for i in "${!step_names[@]}"; do
+      echo "| ${step_names[$i]} | ${step_results[$i]} | ${step_secs[$i]} |"
+    done
+    for i in "${!step_names[@]}"; do
+      echo
+      echo "## ${step_names[$i]}"
+      echo
+      echo "- command: \`${step_cmds[$i]}\`"
+      echo "- result: ${step_results[$i]}, ${step_secs[$i]} s"
+      if [[ -n ${step_tails[$i]} ]]; then
+        echo "- last lines of its log (all of it in gpu-check.log):"
+        echo
+        echo '```'
+        printf '%s\n' "${step_tails[$i]}"
+        echo '```'
+      fi
+    done
+    if [[ -n $gate_line ]]; then
+      echo
+      echo "## GPU gate"
+      echo
+      echo "$gate_line"
+    fi
+  } > "$report"
+}
+
+finished=0
+finish() {
+  local rc=$1
+  finished=1
+  write_report
+  rm -rf "$step_logs"
+  say "report: $report; log: $log_file"
+  exit "$rc"
+}
+# A failure outside the steps (a bug here) still leaves a report.
+trap 'rc=$?; if ((!finished)); then any_failed=1; write_report; rm -rf "$step_logs"; fi' EXIT
+
+# ---- step functions ---------------------------------------------------------------------
+nvcc_path() { command -v nvcc || { for d in "${CUDA_HOME:-}" /usr/local/cuda; do [[ -n $d && -x $d/bin/nvcc ]] && { echo "$d/bin/nvcc"; return; }; done; return 1; }; }
+
+environment() {
+  local rc=0 t
+  echo "kernel: $(uname -srm); cores: $(nproc)"
+  [[ -f /etc/os-release ]] && echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
+  for t in python3 cmake ninja g++; do
+    if command -v "$t" >/dev/null; then echo "$t: $(command -v "$t"): $("$t" --version 2>&1 | head -n 1)"
+    else echo "missing: $t"; rc=1; fi
+  done
+  if nvcc=$(nvcc_path); then echo "nvcc: $nvcc: $("$nvcc" --version | tail -n 2 | head -n 1)"
+  else echo "missing: nvcc (not on PATH, in \$CUDA_HOME/bin or /usr/local/cuda/bin)"; rc=1; fi
+  if command -v ccache >/dev/null; then echo "ccache: $(command -v ccache) (the build uses it)"; else echo "ccache: absent (fine)"; fi
+  python3 -c 'import torch, torch.utils; print("torch", torch.__version__, "CUDA", torch.version.cuda, "cmake prefix", torch.utils.cmake_prefix_path)' || rc=1
+  command -v nvidia-smi >/dev/null && { nvidia-smi -L || true; }
+  return $rc
+}
+
+configure() {
+  local torch_prefix
+  torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMRCNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$(nvcc_path)" \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" \
+    -DPython3_EXECUTABLE="$(command -v python3)" -DMRCNN_WITH_TESTS=ON
+  # Where each dependency was found: all of ours must come from the prefix or Torch.
+  echo "-- dependencies found:"
+  grep -E '^(fmt|yaml-cpp|nlohmann_json|CLI11|Catch2|Boost|boost_headers|JPEG|PNG|ZLIB|Torch|MRCNN_(OPENCV|PROTOC|PROTOBUF|NCCL))[A-Za-z0-9_-]*:(PATH|FILEPATH)=' \
+    "$build/CMakeCache.txt" || true
+}
+
+build_targets() {
+  # shellcheck disable=SC2086  # a list of target names
+  cmake --build "$build" -j "$jobs" --target $targets
+}
+
+smoke() {
+  local p ran=0
+  for p in entrypoint trainer; do
+    [[ " $targets " == *" $p "* ]] || continue
+    echo "--- $p --help"
+    "$build/bin/$p" --help
+    ran=1
+  done
+  ((ran)) || echo "neither entrypoint nor trainer was built; nothing to run"
+}
+
+# ---- the run ----------------------------------------------------------------------------
+say "output: $report, $log_file"
+# pip's cmake and ninja sit in python3's scripts folder, which need not be on PATH.
+py_scripts=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)
+for t in cmake ninja; do
+  if ! command -v "$t" >/dev/null && [[ -n $py_scripts && -x $py_scripts/$t ]]; then
+    export PATH=$py_scripts:$PATH
+  fi
+done
+run_step environment environment || finish 1
+run_step unpack "$top/scripts/gpu-check/unpack-packages.sh" --deps "$deps" --env-file "$build/deps.env" "$prefix" || finish 1
+# CMAKE_PREFIX_PATH, LD_LIBRARY_PATH (run time, and GNU ld's lookup of the libraries'
+# own dependencies), PATH (protoc) for every later step.
+# shellcheck source=/dev/null
+source "$build/deps.env"
+run_step configure configure || finish 1
+if [[ -n $targets ]]; then
+  run_step build build_targets || finish 1
+  run_step smoke smoke || finish 1
+fi
+
+# The GPU gate: everything before it needs no GPU.
+if ! python3 -c 'import torch; assert torch.cuda.is_available()' >> "$log_file" 2>&1; then
+  gate_line="gpu-check: reached the GPU steps; no GPU visible here, stopping"
+elif ((stop_before_gpu)); then
+  gate_line="gpu-check: reached the GPU steps; a GPU is visible, stopping as asked (--stop-before-gpu)"
+fi
+if [[ -n $gate_line ]]; then
+  echo "$gate_line" | tee -a "$log_file"
+  finish 3
+fi
+
+# ---- GPU steps (to come) ----------------------------------------------------------------
+
+finish "$any_failed"
