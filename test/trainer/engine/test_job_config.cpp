@@ -7,6 +7,7 @@
 
 #include "common/config_error.h"
 #include "trainer/engine/config/job_config.h"
+#include "trainer/engine/config/model_zoo.h"
 
 using mrcnn::common::ConfigError;
 using mrcnn::common::EnvMap;
@@ -33,7 +34,8 @@ struct JobTree {
     return p;
   }
   EnvMap Env() const {
-    return {{"SAGEMAKER_BASE_DIR", (root / "ml").string()}, {"MRCNN_CONFIG_DIR", (root / "configs").string()}};
+    return {{"SAGEMAKER_BASE_DIR", (root / "ml").string()},
+            {"MRCNN_CONFIG_DIR", (root / "configs").string()}};
   }
 };
 
@@ -49,8 +51,9 @@ std::string ErrorOf(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("hyperparameter argv as the toolkit encodes it", "[job]") {
-  TrainJobArgs a = ParseTrainJobArgs({"--config-file", "x.yaml", "--eval-only", "false", "--local-config-file",
-                                      "my.yaml", "--opts", "SOLVER.BASE_LR 0.1", "--resume", "true"});
+  TrainJobArgs a =
+      ParseTrainJobArgs({"--config-file", "x.yaml", "--eval-only", "false", "--local-config-file",
+                         "my.yaml", "--opts", "SOLVER.BASE_LR 0.1", "--resume", "true"});
   CHECK(a.config_file == "x.yaml");
   CHECK(a.local_config_file == "my.yaml");
   CHECK(a.opts == "SOLVER.BASE_LR 0.1");
@@ -62,8 +65,14 @@ TEST_CASE("hyperparameter argv as the toolkit encodes it", "[job]") {
   CHECK(b.resume == false);
   CHECK_FALSE(ParseTrainJobArgs({}).resume.has_value());
 
-  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--config-fil", "x"}); }), Catch::Contains("did you mean \"config-file\""));
-  CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--resume", "maybe"}); }), Catch::Contains("must be true or false"));
+  CHECK_THAT(ErrorOf([] {
+               ParseTrainJobArgs({"--config-fil", "x"});
+             }),
+             Catch::Contains("did you mean \"config-file\""));
+  CHECK_THAT(ErrorOf([] {
+               ParseTrainJobArgs({"--resume", "maybe"});
+             }),
+             Catch::Contains("must be true or false"));
   CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"--opts"}); }), Catch::Contains("no value"));
   CHECK_THAT(ErrorOf([] { ParseTrainJobArgs({"stray"}); }), Catch::Contains("stray"));
 }
@@ -133,7 +142,8 @@ TEST_CASE("channels, model dir, output dir and checkpoint dir from the environme
 
   TrainJobArgs missing_weights;
   missing_weights.opts = "MODEL.WEIGHTS other.safetensors";
-  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(missing_weights, env, ""); }), Catch::Contains("MODEL.WEIGHTS"));
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(missing_weights, env, ""); }),
+             Catch::Contains("MODEL.WEIGHTS"));
 
   t.Write("chan/weights/second.safetensors", "y");
   CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, env, ""); }), Catch::Contains("2 .safetensors"));
@@ -149,10 +159,12 @@ TEST_CASE("missing files and channels are errors naming what to fix", "[job]") {
 
   TrainJobArgs local;
   local.local_config_file = "mine.yaml";
-  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(local, t.Env(), ""); }), Catch::Contains("local-config-file"));
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(local, t.Env(), ""); }),
+             Catch::Contains("local-config-file"));
 
   fs::remove_all(t.root / "ml/input/data/train");
-  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }), Catch::Contains("SM_CHANNEL_train"));
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }),
+             Catch::Contains("SM_CHANNEL_train"));
   TrainJobArgs eval_only;
   eval_only.eval_only = true;
   CHECK_NOTHROW(ResolveTrainJob(eval_only, t.Env(), ""));
@@ -249,4 +261,75 @@ TEST_CASE("ShardedByS3Key on several hosts is refused, suggesting FullyReplicate
   t.Write("ml/input/config/inputdataconfig.json",
           R"({"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"}})");
   CHECK_NOTHROW(ResolveTrainJob({}, t.Env(), ""));
+}
+
+TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][model-zoo]") {
+  JobTree t;
+  EnvMap env = t.Env();
+  env["MRCNN_CONFIG_DIR"] = std::string(MRCNN_SOURCE_DIR) + "/configs";
+  struct Expected {
+    std::string name, backbone;
+    int64_t max_iter;
+    std::vector<int64_t> steps;
+  };
+  const std::vector<Expected> expected = {
+      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "resnet50", 90000, {60000, 80000}},
+      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
+       "resnet50",
+       270000,
+       {210000, 250000}},
+      {"COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml", "resnet101", 90000, {60000, 80000}},
+      {"COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml",
+       "resnet101",
+       270000,
+       {210000, 250000}}};
+  REQUIRE(SupportedModelZooNames().size() == expected.size());
+  for (const auto& e : expected) {
+    for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
+      INFO(written);
+      TrainJobArgs args;
+      args.config_file = written;
+      const TrainJob job = ResolveTrainJob(args, env, "");
+      CHECK(job.config.GetString("MODEL.BACKBONE.NAME") == e.backbone);
+      CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
+      CHECK(job.config.GetIntList("SOLVER.STEPS") == e.steps);
+      CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == 16);
+      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == 0.02);
+    }
+  }
+  CHECK_FALSE(ModelZooConfig("my_config.yaml").has_value());
+  CHECK_FALSE(ModelZooConfig("mask_rcnn_R_50_FPN_3x.yaml").has_value());
+
+  // A file of that name in the configs dir is the user's own and wins.
+  t.Write("configs/COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
+          "SOLVER: {MAX_ITER: 7}\n");
+  TrainJobArgs own;
+  own.config_file = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml";
+  CHECK(ResolveTrainJob(own, t.Env(), "").config.GetInt("SOLVER.MAX_ITER") == 7);
+}
+
+TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",
+          "[job][model-zoo]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"COCO-InstanceSegmentation/mask_rcnn_R_50_C4_1x.yaml", "C4 backbone"},
+      {"COCO-InstanceSegmentation/mask_rcnn_R_101_DC5_3x.yaml", "DC5"},
+      {"COCO-InstanceSegmentation/mask_rcnn_X_101_32x8d_FPN_3x.yaml", "ResNeXt"},
+      {"Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", "Cascade"},
+      {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
+      {"COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml", "detection-only"},
+      {"COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", "keypoint"},
+      {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
+      {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"},
+      {"detectron2://COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml", "GIoU"}};
+  JobTree t;
+  for (const auto& [name, reason] : cases) {
+    INFO(name);
+    TrainJobArgs args;
+    args.config_file = name;
+    const std::string err = ErrorOf([&] { ResolveTrainJob(args, t.Env(), ""); });
+    CHECK_THAT(err, Catch::StartsWith("hyperparameters: \"config-file\""));
+    CHECK_THAT(err, Catch::Contains("cannot honour") && Catch::Contains(reason));
+    CHECK_THAT(err, Catch::Contains("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml, "
+                                    "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml"));
+  }
 }

@@ -8,6 +8,7 @@
 #include "common/json_file.h"
 #include "common/input_data_config.h"
 #include "common/resource_config.h"
+#include "trainer/engine/config/model_zoo.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -212,6 +213,11 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
   if (config_file) {
     fs::path file = *config_file;
     if (file.is_relative()) file = ConfigDir(env, executable) / file;
+    // A Detectron2 model-zoo name ("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml")
+    // that is not a file of its own names the equivalent shipped config.
+    if (!fs::exists(file)) {
+      if (auto shipped = ModelZooConfig(*config_file)) file = ConfigDir(env, executable) / *shipped;
+    }
     if (!fs::is_regular_file(file)) {
       throw ConfigError(kArgsSource, "config-file",
                         "names " + file.string() + ", which does not exist (relative names are looked up in " +
