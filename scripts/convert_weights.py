@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turn a torchvision Mask R-CNN checkpoint into a model dir for the C++ toolkit.
+"""Turn a torchvision Mask R-CNN checkpoint into a model dir for the C++ toolkit, or a
+torchvision ImageNet ResNet classifier into backbone weights for MODEL.WEIGHTS.
 
 The model dir (documented in trainer/model/README.md) holds
   model.safetensors  tensors named exactly like torchvision's state_dict keys
@@ -11,6 +12,15 @@ Sources:
                       (torchvision's reference training scripts save that)
   --random-seed N     a freshly initialised maskrcnn_resnet50_fpn(weights=None, weights_backbone=None)
                       (for tests and benchmarks)
+  --imagenet-backbone FILE
+                      a torchvision ImageNet classification state dict of a ResNet-18, -50 or -101
+                      (torchvision.models.resnet50(weights="IMAGENET1K_V1").state_dict(), saved
+                      with torch.save): the start of every COCO recipe. Writes ONE safetensors
+                      file (--output FILE.safetensors) with the backbone's tensors renamed
+                      backbone.body.<name>; the classifier (fc.*) and BatchNorm counters are
+                      dropped. Put it in the `weights` channel or name it in MODEL.WEIGHTS; the
+                      trainer logs what it loaded and which modules (FPN, RPN, heads) start from
+                      their initialisation. Use MODEL.BACKBONE.NAME resnet101 for a ResNet-101.
 
 Detectron2-named checkpoints are not mapped (their box head, anchors and pixel statistics
 differ from torchvision's, so a name mapping alone would not reproduce the model).
@@ -143,11 +153,47 @@ def write_model_dir(state_dict, output, classes, config):
         json.dump(classes, f, indent=1)
 
 
+RESNET_BLOCKS = {"resnet18": [2, 2, 2, 2], "resnet50": [3, 4, 6, 3], "resnet101": [3, 4, 23, 3]}
+
+
+def imagenet_backbone(path):
+    """backbone.body.* tensors from a torchvision ResNet-18/50/101 classification state dict,
+    and the architecture's name. Refuses anything else with the reason."""
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(data, dict) and "model" in data and isinstance(data["model"], dict):
+        data = data["model"]
+    if not isinstance(data, dict) or "conv1.weight" not in data or "fc.weight" not in data:
+        raise SystemExit(f"{path}: not a torchvision ResNet classification state dict "
+                         "(expected conv1.weight ... layer4.* and fc.weight)")
+    blocks = [len({k.split(".")[1] for k in data if k.startswith(f"layer{i}.")}) for i in range(1, 5)]
+    kind = "bottleneck" if "layer1.0.conv3.weight" in data else "basic"
+    arch = next((name for name, want in RESNET_BLOCKS.items()
+                 if want == blocks and (kind == "basic") == (name == "resnet18")), None)
+    if arch is None:
+        raise SystemExit(f"{path}: a ResNet with {blocks} {kind} blocks per stage; the backbones here are "
+                         + ", ".join(f"{name} {want}" for name, want in RESNET_BLOCKS.items()))
+    reference = getattr(torchvision.models, arch)(weights=None).state_dict()
+    tensors = {}
+    for key, value in data.items():
+        if key.startswith("fc.") or key.endswith("num_batches_tracked"):
+            continue
+        if key not in reference or reference[key].shape != value.shape:
+            raise SystemExit(f"{path}: tensor {key} {tuple(value.shape)} does not fit torchvision's {arch}")
+        tensors["backbone.body." + key] = value.detach().to(torch.float32).contiguous().clone()
+    missing = [k for k in reference if not k.startswith("fc.") and not k.endswith("num_batches_tracked")
+               and "backbone.body." + k not in tensors]
+    if missing:
+        raise SystemExit(f"{path}: lacks {len(missing)} of {arch}'s tensors, e.g. {missing[:3]}")
+    return tensors, arch
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="torchvision state dict (.pth)")
     source.add_argument("--random-seed", type=int, help="build a randomly initialised model with this seed")
+    source.add_argument("--imagenet-backbone", metavar="FILE",
+                        help="torchvision ImageNet ResNet-18/50/101 state dict -> backbone weights file")
     parser.add_argument("--num-classes", type=int, default=90,
                         help="foreground classes for --random-seed (torchvision's num_classes minus 1)")
     parser.add_argument("--classes", help="COCO annotation JSON or [{id,name}] list giving the class names")
@@ -155,8 +201,18 @@ def main(argv=None):
                         help="BatchNorm eps (torchvision's COCO_V1 Mask R-CNN checkpoint needs 0.0)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="override a config.yaml key, e.g. --set MODEL.ROI_HEADS.SCORE_THRESH_TEST=0.0")
-    parser.add_argument("--output", required=True, help="model dir to write")
+    parser.add_argument("--output", required=True,
+                        help="model dir to write (with --imagenet-backbone: the .safetensors file)")
     args = parser.parse_args(argv)
+
+    if args.imagenet_backbone:
+        tensors, arch = imagenet_backbone(args.imagenet_backbone)
+        if os.path.dirname(args.output):
+            os.makedirs(os.path.dirname(args.output), exist_ok=True)
+        save_file(tensors, args.output, metadata={"format": "pt", "source": f"torchvision {arch} ImageNet backbone"})
+        print(f"wrote {args.output}: {len(tensors)} backbone tensors of a {arch} "
+              f"(MODEL.BACKBONE.NAME {arch})", file=sys.stderr)
+        return
 
     if args.checkpoint:
         state = load_checkpoint(args.checkpoint)

@@ -6,6 +6,7 @@
 #
 # Usage: scripts/gpu-check.sh --out DIR [--deps DIR] [--build-dir DIR] [--jobs N]
 #                             [--targets "T1 T2 ..."|none] [--stop-before-gpu]
+#                             [--gpu-steps REGEX]
 #   --out DIR          report (DIR/gpu-check.md) and one combined log (DIR/gpu-check.log);
 #                      two files, since few files come back from the GPU machine
 #   --deps DIR         the carried .debs (default: .gpu-deps at the repo root)
@@ -14,9 +15,13 @@
 #   --jobs N           parallel build jobs (default: all cores)
 #   --targets LIST     what to build (default: what the GPU steps need); "none" configures only
 #   --stop-before-gpu  stop at the GPU gate even if a GPU is visible
+#   --gpu-steps REGEX  run only the GPU steps whose name matches (grep -E), e.g. to split
+#                      the check over two calls of the device tool (10 minutes each)
 #
-# Steps so far: environment, unpack, configure, build, smoke (--help of the programs), then
-# the GPU gate. Exit status: 0 all steps passed, 1 a step failed, 2 bad arguments, 3 every
+# Steps: environment, unpack, configure, build, smoke (--help of the programs), the GPU
+# gate, then the GPU steps of scripts/gpu-check/gpu-steps.sh (CUDA tests, oracle tests on
+# cuda, kernel/inference/training-step/serving benches against torchvision, a real
+# training through the entrypoint, CPU-vs-GPU predictions). Exit status: 0 all steps passed, 1 a step failed, 2 bad arguments, 3 every
 # step passed and the run stopped at the GPU gate (no GPU visible, or --stop-before-gpu).
 #
 # Adding a step: write a function (it runs in a subshell, its output goes to the log) and
@@ -25,9 +30,10 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 
-out= deps=$top/.gpu-deps build=$top/build-gpu jobs=$(nproc) stop_before_gpu=0
-targets="entrypoint trainer mrcnn_server kernels_cuda_test model_bench train_step_bench"
-usage() { sed -n '7,16{s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
+out= deps=$top/.gpu-deps build=$top/build-gpu jobs=$(nproc) stop_before_gpu=0 gpu_steps_regex=
+# mrcnn_kernels: the torch op library the oracle tests and the kernel bench load.
+targets="entrypoint trainer mrcnn_server mrcnn_kernels kernels_cuda_test model_bench train_step_bench"
+usage() { sed -n '7,19{s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --out) out=${2:?}; shift 2 ;;
@@ -36,6 +42,7 @@ while (($#)); do
     --jobs) jobs=${2:?}; shift 2 ;;
     --targets) targets=${2?}; shift 2 ;;
     --stop-before-gpu) stop_before_gpu=1; shift ;;
+    --gpu-steps) gpu_steps_regex=${2:?}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; usage ;;
   esac
@@ -56,6 +63,9 @@ step_logs=$(mktemp -d)
 export TORCH_CUDA_ARCH_LIST=9.0
 
 say() { printf '[gpu-check] %s\n' "$*"; }
+# The device, named at the top of the report (RESULTS entries must name it).
+device_line="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+device_line="GPU: ${device_line:-none visible (no nvidia-smi answer)}; torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not importable')"
 
 # ---- steps, their records and the report -------------------------------------------------
 step_names=() step_results=() step_secs=() step_cmds=() step_tails=()
@@ -85,7 +95,10 @@ run_step() {
   printf '===== step %s: %s after %s s (exit %d)\n' "$name" "$( ((rc == 0)) && echo passed || echo FAILED)" "$secs" "$rc" >> "$log_file"
   step_names+=("$name") step_cmds+=("$cmd") step_secs+=("$secs")
   if ((rc == 0)); then
-    step_results+=(pass) step_tails+=("")
+    # A passing step's figures (bench ratios, smoke-test lines) belong in the report too:
+    # REPORT_LINES=N before run_step keeps its last N lines.
+    step_results+=(pass)
+    if ((${REPORT_LINES:-0} > 0)); then step_tails+=("$(tail -n "$REPORT_LINES" "$slog")"); else step_tails+=(""); fi
     say "step $name: passed in $secs s"
   else
     any_failed=1
@@ -107,6 +120,7 @@ write_report() {
     echo "# gpu-check report"
     echo
     echo "- when: $(date -u +%FT%TZ); host: $(uname -n), $(nproc) cores; commit: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "- $device_line"
     echo "- build dir: $build; targets: ${targets:-none (configure only)}"
     echo "- result: $overall"
     echo
@@ -122,7 +136,7 @@ write_report() {
       echo "- command: \`${step_cmds[$i]}\`"
       echo "- result: ${step_results[$i]}, ${step_secs[$i]} s"
       if [[ -n ${step_tails[$i]} ]]; then
-        echo "- last lines of its log (all of it in gpu-check.log):"
+        echo "- its output's last lines (all of it in gpu-check.log):"
         echo
         echo '```'
         printf '%s\n' "${step_tails[$i]}"
@@ -230,6 +244,9 @@ if [[ -n $gate_line ]]; then
   finish 3
 fi
 
-# ---- GPU steps (to come) ----------------------------------------------------------------
-
+# ---- GPU steps ----------------------------------------------------------------------------
+say "$device_line"
+# shellcheck source=scripts/gpu-check/gpu-steps.sh
+source "$top/scripts/gpu-check/gpu-steps.sh"
+gpu_steps "$top" "$build" "$build/gpu-work" "$gpu_steps_regex"
 finish "$any_failed"

@@ -128,7 +128,7 @@ const CommandRegistration kPredict{
       auto args = std::make_shared<PredictArgs>();
       sub.add_option("--model-dir", args->model_dir, "Model dir: model.safetensors, config.yaml, classes.json")
           ->required();
-      sub.add_option("--images", args->images, "Image files (any format OpenCV decodes)")->required();
+      sub.add_option("--images", args->images, "Image files (JPEG or PNG)")->required();
       sub.add_option("--output", args->output, "COCO results JSON to write")->required();
       sub.add_option("--annotations", args->annotations,
                      "COCO annotation JSON: image ids are looked up by file name (else 1, 2, ... in --images order)");

@@ -93,45 +93,113 @@ model::ModelConfig BuildModelConfig(const TrainConfig& config) {
 
 namespace {
 
-void LoadInitialWeights(model::MaskRcnnImpl& net, const fs::path& file, const ConsoleLog& log) {
-  model::TensorMap tensors = model::ReadSafetensors(file);
+std::string ShapeText(const torch::Tensor& t) {
+  std::string text = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    text.append(i == 0 ? "" : ", ").append(std::to_string(t.size(i)));
+  }
+  return text.append("]");
+}
+
+// "a, b, c and 4 more": names in a log line without flooding it.
+std::string SomeNames(const std::vector<std::string>& names, size_t shown) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) {
+    text.append(i == 0 ? "" : ", ").append(names[i]);
+  }
+  if (names.size() > shown) {
+    text.append(" and ").append(std::to_string(names.size() - shown)).append(" more");
+  }
+  return text;
+}
+
+// The module a tensor belongs to, two levels deep: "roi_heads.box_predictor.cls_score.weight"
+// -> "roi_heads.box_predictor".
+std::string ModuleOf(const std::string& name) {
+  const size_t first = name.find('.');
+  const size_t second = first == std::string::npos ? first : name.find('.', first + 1);
+  return second == std::string::npos ? name : name.substr(0, second);
+}
+
+}  // namespace
+
+WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const fs::path& file) {
+  const model::TensorMap tensors = model::ReadSafetensors(file);
   model::TensorMap state = model::StateDict(net);
-  size_t matched = 0;
-  std::vector<std::string> mismatched;
+  WeightsLoad load;
   torch::NoGradGuard no_grad;
   for (const auto& [name, value] : tensors) {
     auto it = state.find(name);
-    if (it == state.end())
-      continue;
-    if (it->second.sizes() != value.sizes()) {
-      mismatched.push_back(name);
-      continue;
+    if (it == state.end()) {
+      load.not_in_model.push_back(name);
+    } else if (it->second.sizes() != value.sizes()) {
+      load.shape_differs.push_back(name + ": file " + ShapeText(value) + " vs model " +
+                                   ShapeText(it->second));
+    } else {
+      it->second.copy_(value.to(it->second.dtype()));
+      load.loaded.push_back(name);
     }
-    it->second.copy_(value.to(it->second.dtype()));
-    ++matched;
   }
-  if (matched == 0) {
+  if (load.loaded.empty()) {
     throw common::ConfigError(
         file.string(), "MODEL.WEIGHTS",
         "has no tensor named like the model's (torchvision state_dict keys, e.g. "
         "backbone.body.conv1.weight): convert it with scripts/convert_weights.py");
   }
-  log.Line("[weights] loaded " + std::to_string(matched) + " of " + std::to_string(state.size()) +
-           " tensors from " + file.string() +
-           (mismatched.empty()
-                ? ""
-                : "; shape differs, kept initialised: " + std::to_string(mismatched.size()) +
-                      " (e.g. " + mismatched.front() + ")"));
+  for (const auto& [name, value] : state) {
+    if (!tensors.contains(name))
+      load.left_initialised.push_back(name);
+  }
+  return load;
 }
 
-}  // namespace
+std::vector<std::string> DescribeWeightsLoad(const WeightsLoad& load, const fs::path& file) {
+  const size_t total =
+      load.loaded.size() + load.shape_differs.size() + load.left_initialised.size();
+  std::vector<std::string> lines = {"[weights] loaded " + std::to_string(load.loaded.size()) +
+                                    " of the model's " + std::to_string(total) + " tensors from " +
+                                    file.string()};
+  if (!load.left_initialised.empty()) {
+    // Module -> count; names are sorted, so a module's tensors are contiguous.
+    std::vector<std::pair<std::string, size_t>> modules;
+    for (const auto& name : load.left_initialised) {
+      const std::string module = ModuleOf(name);
+      if (modules.empty() || modules.back().first != module) {
+        modules.emplace_back(module, 0);
+      }
+      ++modules.back().second;
+    }
+    std::string text;
+    for (const auto& [module, count] : modules) {
+      text.append(text.empty() ? "" : ", ")
+          .append(module)
+          .append(": ")
+          .append(std::to_string(count));
+    }
+    lines.push_back("[weights] left at initialisation (not in the file): " +
+                    std::to_string(load.left_initialised.size()) + " tensors: " + text);
+  }
+  if (!load.shape_differs.empty()) {
+    lines.push_back("[weights] skipped, shape differs (kept initialised): " +
+                    SomeNames(load.shape_differs, 5));
+  }
+  if (!load.not_in_model.empty()) {
+    lines.push_back(
+        "[weights] skipped, not in the model: " + std::to_string(load.not_in_model.size()) +
+        " tensors: " + SomeNames(load.not_in_model, 8));
+  }
+  return lines;
+}
 
 model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
                            const std::optional<fs::path>& weights, const ConsoleLog& log) {
   model::MaskRcnn net(mc);
   net->to(device);
-  if (weights)
-    LoadInitialWeights(*net, *weights, log);
+  if (weights) {
+    for (const auto& line : DescribeWeightsLoad(LoadWeightsByName(*net, *weights), *weights)) {
+      log.Line(line);
+    }
+  }
   return net;
 }
 

@@ -47,9 +47,27 @@ int64_t BuildSeed(const TrainConfig& config, dist::DataParallel& dp);
 
 model::ModelConfig BuildModelConfig(const TrainConfig& config);
 
+// What loading initial weights by name did; each list in name order.
+struct WeightsLoad {
+  std::vector<std::string> loaded;            // name and shape match: copied in
+  std::vector<std::string> not_in_model;      // in the file only: skipped
+  std::vector<std::string> shape_differs;     // "name: file [..] vs model [..]": skipped
+  std::vector<std::string> left_initialised;  // in the model only: keep their initialisation
+};
+
+// Copies the tensors of a safetensors file into `net` by name (torchvision state_dict keys)
+// where the shapes match. Throws common::ConfigError for MODEL.WEIGHTS when nothing matches.
+WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const std::filesystem::path& file);
+
+// The log lines a person reads to see what a run starts from: counts, then the skipped
+// tensors by name and the parameters left at initialisation grouped by module (e.g.
+// "roi_heads.box_predictor: 4"), so a backbone-only file shows exactly which heads start
+// from scratch.
+std::vector<std::string> DescribeWeightsLoad(const WeightsLoad& load,
+                                             const std::filesystem::path& file);
+
 // The model on `device`, seeded by the caller (torch::manual_seed) for its initialisation,
-// with MODEL.WEIGHTS loaded when given: tensors whose names and shapes match are loaded,
-// the rest keep their initialisation; a file that matches nothing is an error.
+// with MODEL.WEIGHTS loaded when given (LoadWeightsByName, logged as DescribeWeightsLoad).
 model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
                            const std::optional<std::filesystem::path>& weights,
                            const ConsoleLog& log);

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -141,6 +142,35 @@ TEST_CASE("BuildModel: seeded initialisation, MODEL.WEIGHTS loaded by name or re
   mrcnn::model::WriteSafetensors(tmp.path / "part.safetensors", one);
   auto c = BuildModel(mc, c10::Device(c10::kCPU), tmp.path / "part.safetensors", quiet);
   CHECK(torch::all(ParametersOf(*c).front().second == 0.5).item<bool>());
+
+  // What was loaded, skipped and left at initialisation, by name, and the log lines.
+  const auto& [second_name, second] = pa[1];
+  mrcnn::model::WriteSafetensors(tmp.path / "mixed.safetensors",
+                                 {{pa.front().first, torch::full_like(pa.front().second, 0.25)},
+                                  {second_name, torch::zeros({second.numel() + 1})},
+                                  {"fc.weight", torch::zeros({3, 2})},
+                                  {"fc.bias", torch::zeros({3})}});
+  auto d = BuildModel(mc, c10::Device(c10::kCPU), std::nullopt, quiet);
+  const WeightsLoad load = LoadWeightsByName(*d, tmp.path / "mixed.safetensors");
+  CHECK(load.loaded == std::vector<std::string>{pa.front().first});
+  CHECK(load.not_in_model == std::vector<std::string>{"fc.bias", "fc.weight"});
+  REQUIRE(load.shape_differs.size() == 1);
+  CHECK_THAT(load.shape_differs[0],
+             Catch::StartsWith(second_name + ": file [" + std::to_string(second.numel() + 1) +
+                               "] vs model ["));
+  const size_t state_size = mrcnn::model::StateDict(*d).size();
+  CHECK(load.left_initialised.size() == state_size - 2);
+  CHECK(std::find(load.left_initialised.begin(), load.left_initialised.end(), second_name) ==
+        load.left_initialised.end());
+  const auto lines = DescribeWeightsLoad(load, tmp.path / "mixed.safetensors");
+  REQUIRE(lines.size() == 4);
+  CHECK_THAT(lines[0], Catch::StartsWith("[weights] loaded 1 of the model's " +
+                                         std::to_string(state_size) + " tensors from "));
+  CHECK_THAT(lines[1], Catch::StartsWith("[weights] left at initialisation (not in the file): " +
+                                         std::to_string(state_size - 2) + " tensors: ") &&
+                           Catch::Contains("roi_heads.box_predictor: 4"));
+  CHECK_THAT(lines[2], Catch::Contains("skipped, shape differs") && Catch::Contains(second_name));
+  CHECK(lines[3] == "[weights] skipped, not in the model: 2 tensors: fc.bias, fc.weight");
 
   mrcnn::model::WriteSafetensors(tmp.path / "other.safetensors",
                                  {{"unrelated", torch::zeros({1})}});

@@ -1,0 +1,70 @@
+# The GPU half of scripts/gpu-check.sh (sourced by it): every step that needs a GPU, each
+# through run_step so that it is timed, logged and counted. A step's stdout (the benches'
+# ratio lines, the smoke tests' figures) goes into the report as it is: the report is the
+# record of what was measured, with the device named at its top.
+#
+# gpu_steps REPO BUILD WORK [REGEX]: REPO the checkout, BUILD its Release build (sm_90),
+# WORK a scratch folder; only the steps whose name matches REGEX (grep -E) when given. The
+# benches and tests find the build through MRCNN_BUILD_DIR.
+gpu_steps() {
+  local repo=$1 build=$2 work=$3
+  gpu_step_regex=${4:-}
+  export MRCNN_BUILD_DIR=$build PYTHONUNBUFFERED=1
+  mkdir -p "$work"
+
+  # CUDA kernels against their CPU twins (test/kernels, label gpu).
+  gpu_step "ctest -L gpu (CUDA kernels vs CPU twins)" \
+    ctest --test-dir "$build" -L gpu --output-on-failure
+  # The kernel oracle tests, now with their cuda parameters, against torchvision.ops.
+  gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" \
+    python3 -m pytest -q -p no:cacheprovider "$repo/test/oracle/kernels"
+  gpu_step "kernel bench --device cuda" \
+    python3 "$repo/bench/kernels/bench_kernels.py" --device cuda
+  # Inference: ours vs torchvision eager, same weights and images, 800x1333, batch 1 and 8.
+  local precision
+  for precision in fp32 fp16 bf16; do
+    gpu_step "inference bench cuda $precision (800x1333, batch 1 and 8, vs torchvision)" \
+      python3 "$repo/bench/model/bench_inference.py" --device cuda --precision "$precision" \
+      --sizes 800x1333 --batches 1,8 --iters 5
+  done
+  # Training step: ours vs torchvision's, 800x1333, batch 8.
+  local amp
+  for amp in bf16 fp16; do
+    gpu_step "training-step bench cuda --amp $amp (800x1333, batch 8, vs torchvision)" \
+      python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp "$amp" \
+      --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
+  done
+  # A real job through the entrypoint at 800 px with AMP; its model feeds the comparison.
+  gpu_step "training through entrypoint train, cuda, bf16, 800 px" \
+    python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
+  gpu_step "training through entrypoint train, cuda, fp16, 800 px" \
+    python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp fp16
+  local model=$work/train/opt_ml_bf16/model shapes=$work/train/shapes
+  gpu_step "trainer predict --device cuda vs --device cpu (same detections)" \
+    gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
+  # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
+  gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" \
+    python3 "$repo/bench/serving/bench_serving.py" --device cuda --build-dir "$build" \
+    --concurrency 8 --requests 96
+}
+
+gpu_compare_predictions() {
+  local build=$1 model=$2 shapes=$3 work=$4 repo=$5 device
+  mkdir -p "$work"
+  for device in cpu cuda; do
+    "$build/bin/trainer" predict --model-dir "$model" --images "$shapes"/val/*.png \
+      --annotations "$shapes/annotations/instances_val.json" --device "$device" \
+      --output "$work/$device.json" || return 1
+  done
+  python3 "$repo/scripts/gpu-check/compare_predictions.py" "$work/cpu.json" "$work/cuda.json"
+}
+
+# gpu_step NAME CMD...: run_step for the steps REGEX selects, keeping the output's last
+# lines in the report (the figures).
+gpu_step() {
+  if [[ -n $gpu_step_regex ]] && ! grep -Eq -- "$gpu_step_regex" <<<"$1"; then
+    say "step $1: not selected by --gpu-steps"
+    return 0
+  fi
+  REPORT_LINES=60 run_step "$@" || true  # a failed step is recorded; the others still run
+}
