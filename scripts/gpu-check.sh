@@ -64,7 +64,7 @@ export TORCH_CUDA_ARCH_LIST=9.0
 
 say() { printf '[gpu-check] %s\n' "$*"; }
 # The device, named at the top of the report (RESULTS entries must name it).
-device_line="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+device_line="$( (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true) | head -n 1)"
 device_line="GPU: ${device_line:-none visible (no nvidia-smi answer)}; torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not importable')"
 
 # ---- steps, their records and the report -------------------------------------------------
@@ -119,7 +119,7 @@ write_report() {
   {
     echo "# gpu-check report"
     echo
-    echo "- when: $(date -u +%FT%TZ); host: $(uname -n), $(nproc) cores; commit: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "- when: $(date -u +%FT%TZ); host: $(uname -n), $(nproc) cores; commit: ${MRCNN_COMMIT:-$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "unknown (no .git; set MRCNN_COMMIT)")}"
     echo "- $device_line"
     echo "- build dir: $build; targets: ${targets:-none (configure only)}"
     echo "- result: $overall"
