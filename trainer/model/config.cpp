@@ -92,6 +92,8 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.RPN.POSITIVE_FRACTION", source, c.rpn_positive_fraction);
   Read(root, "MODEL.RPN.SCORE_THRESH", source, c.rpn_score_thresh);
   Read(root, "MODEL.RPN.MIN_SIZE", source, c.rpn_min_size);
+  Read(root, "MODEL.RPN.BBOX_REG_LOSS_TYPE", source, c.rpn_bbox_reg_loss_type);
+  Read(root, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", source, c.rpn_bbox_reg_loss_weight);
   Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
   Read(root, "MODEL.ROI_HEADS.SCORE_THRESH_TEST", source, c.box_score_thresh);
   Read(root, "MODEL.ROI_HEADS.NMS_THRESH_TEST", source, c.box_nms_thresh);
@@ -107,6 +109,8 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", source, c.box_batch_size_per_image);
   Read(root, "MODEL.ROI_HEADS.POSITIVE_FRACTION", source, c.box_positive_fraction);
   ReadArray(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", source, c.bbox_reg_weights);
+  Read(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", source, c.bbox_reg_loss_type);
+  Read(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", source, c.bbox_reg_loss_weight);
   Read(root, "MODEL.ROI_BOX_HEAD.NAME", source, c.box_head);
   Read(root, "MODEL.ROI_BOX_HEAD.FC_DIM", source, c.box_fc_dim);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
@@ -166,6 +170,14 @@ void ModelConfig::Validate(const std::string& source) const {
   Require(size_divisibility >= 1, source, "INPUT.SIZE_DIVISIBILITY", "must be >= 1");
   for (double s : pixel_std) Require(s > 0, source, "MODEL.PIXEL_STD", "must be > 0");
   Require(detections_per_image >= 1, source, "TEST.DETECTIONS_PER_IMAGE", "must be >= 1");
+  for (const auto& [key, v] : {std::pair<const char*, const std::string&>{"MODEL.RPN.BBOX_REG_LOSS_TYPE",
+                                                                          rpn_bbox_reg_loss_type},
+                               {"MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", bbox_reg_loss_type}}) {
+    Require(v == "smooth_l1" || v == "giou", source, key, "must be smooth_l1 or giou, got \"" + v + "\"");
+  }
+  Require(rpn_bbox_reg_loss_weight >= 0, source, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
+  Require(bbox_reg_loss_weight >= 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
+  for (double w : bbox_reg_weights) Require(w > 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
 }
 
 std::string ModelConfig::ToYaml() const {
@@ -192,14 +204,17 @@ std::string ModelConfig::ToYaml() const {
     << ", POST_NMS_TOPK_TEST: " << rpn_post_nms_top_n_test << ", NMS_THRESH: " << rpn_nms_thresh
     << ", IOU_THRESHOLDS: [" << rpn_bg_iou_thresh << ", " << rpn_fg_iou_thresh
     << "], BATCH_SIZE_PER_IMAGE: " << rpn_batch_size_per_image << ", POSITIVE_FRACTION: " << rpn_positive_fraction
-    << ", SCORE_THRESH: " << rpn_score_thresh << ", MIN_SIZE: " << rpn_min_size << "}\n"
+    << ", SCORE_THRESH: " << rpn_score_thresh << ", MIN_SIZE: " << rpn_min_size
+    << ", BBOX_REG_LOSS_TYPE: " << rpn_bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << rpn_bbox_reg_loss_weight
+    << "}\n"
     << "  ROI_HEADS: {NUM_CLASSES: " << num_classes << ", SCORE_THRESH_TEST: " << box_score_thresh
     << ", NMS_THRESH_TEST: " << box_nms_thresh << ", IOU_THRESHOLDS: [" << box_bg_iou_thresh << ", "
     << box_fg_iou_thresh << "], BATCH_SIZE_PER_IMAGE: " << box_batch_size_per_image
     << ", POSITIVE_FRACTION: " << box_positive_fraction << "}\n"
     << "  ROI_BOX_HEAD: {NAME: " << box_head << ", FC_DIM: " << box_fc_dim
     << ", POOLER_RESOLUTION: " << box_pooler_resolution << ", POOLER_SAMPLING_RATIO: " << box_pooler_sampling_ratio
-    << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights) << "}\n"
+    << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
+    << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight << "}\n"
     << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
     << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim
     << ", POOLER_RESOLUTION: " << mask_pooler_resolution

@@ -41,6 +41,9 @@ struct ModelConfig {
   double rpn_positive_fraction = 0.5;
   double rpn_score_thresh = 0.0;
   double rpn_min_size = 1e-3;
+  // Box regression loss per head (box_losses.h): "smooth_l1" or "giou", and its weight.
+  std::string rpn_bbox_reg_loss_type = "smooth_l1";
+  double rpn_bbox_reg_loss_weight = 1.0;
 
   int num_classes = 90;  // foreground classes (Detectron2 convention); the network predicts num_classes + 1
   double box_score_thresh = 0.05;
@@ -51,6 +54,8 @@ struct ModelConfig {
   int box_batch_size_per_image = 512;
   double box_positive_fraction = 0.25;
   std::array<double, 4> bbox_reg_weights = {10.0, 10.0, 5.0, 5.0};
+  std::string bbox_reg_loss_type = "smooth_l1";
+  double bbox_reg_loss_weight = 1.0;
   int box_fc_dim = 1024;
   int box_pooler_resolution = 7;
   int box_pooler_sampling_ratio = 2;

@@ -58,10 +58,6 @@ at::Tensor ToRois(const std::vector<at::Tensor>& boxes) {
   return torch::cat(parts, 0);
 }
 
-at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target) {
-  return F::smooth_l1_loss(input, target, F::SmoothL1LossFuncOptions().reduction(torch::kSum).beta(1.0 / 9));
-}
-
 // Matcher-based labelling shared by RPN and ROI heads: labels are 1/gt label for
 // matches, 0 below the low threshold, -1 between thresholds.
 struct Assignment {
@@ -89,6 +85,8 @@ Assignment Assign(const at::Tensor& gt_boxes, const at::Tensor& gt_labels, const
 
 MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
   config_.Validate("model config");
+  rpn_box_loss_ = ParseBoxRegLoss(config_.rpn_bbox_reg_loss_type, "MODEL.RPN.BBOX_REG_LOSS_TYPE");
+  box_loss_ = ParseBoxRegLoss(config_.bbox_reg_loss_type, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE");
   settings_.score_thresh = config_.box_score_thresh;
   settings_.detections_per_image = config_.detections_per_image;
   settings_.masks = config_.mask_on;
@@ -248,7 +246,7 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
 
   if (training) {
     TORCH_CHECK(targets != nullptr, "MaskRcnn: training mode needs targets");
-    std::vector<at::Tensor> labels, regression_targets, pos_masks, neg_masks;
+    std::vector<at::Tensor> labels, regression_targets, matched_boxes, pos_masks, neg_masks;
     for (int64_t i = 0; i < num_images; ++i) {
       const ImageTarget& t = (*targets)[static_cast<size_t>(i)];
       const at::Tensor gt = t.boxes.to(anchors.dtype());
@@ -257,6 +255,7 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
       at::Tensor matched_gt = gt.numel() == 0 ? torch::zeros_like(anchors) : gt.index_select(0, a.matched);
       labels.push_back(a.labels.to(torch::kFloat));
       regression_targets.push_back(kernels::EncodeBoxes(matched_gt, anchors, {1.0, 1.0, 1.0, 1.0}));
+      matched_boxes.push_back(matched_gt);
       auto [pos, neg] =
           kernels::SampleBalanced(a.labels, config_.rpn_batch_size_per_image, config_.rpn_positive_fraction,
                                   SamplingGenerator(static_cast<size_t>(i)));
@@ -268,8 +267,11 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
     at::Tensor sampled = torch::cat({pos_inds, neg_inds});
     at::Tensor all_labels = torch::cat(labels);
     at::Tensor all_targets = torch::cat(regression_targets);
-    at::Tensor box_loss = SmoothL1Sum(pred_deltas.index_select(0, pos_inds), all_targets.index_select(0, pos_inds)) /
-                          static_cast<double>(sampled.numel());
+    const at::Tensor pos_anchors = all_anchors.index_select(0, pos_inds);
+    at::Tensor box_loss =
+        BoxRegressionLossSum(rpn_box_loss_, pred_deltas.index_select(0, pos_inds), all_targets.index_select(0, pos_inds),
+                             pos_anchors, torch::cat(matched_boxes).index_select(0, pos_inds), {1.0, 1.0, 1.0, 1.0}) *
+        config_.rpn_bbox_reg_loss_weight / static_cast<double>(sampled.numel());
     at::Tensor obj_loss = F::binary_cross_entropy_with_logits(objectness.flatten().index_select(0, sampled),
                                                               all_labels.index_select(0, sampled));
     out.losses["loss_objectness"] = obj_loss;
@@ -297,7 +299,8 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
   std::vector<at::Tensor> maps(features.begin(), features.begin() + static_cast<std::ptrdiff_t>(pooled_levels));
   const std::vector<double> scales = PoolerScales(maps, image_sizes);
   std::vector<at::Tensor> proposals = proposals_in;
-  std::vector<at::Tensor> matched_idxs(num_images), labels(num_images), regression_targets(num_images);
+  std::vector<at::Tensor> matched_idxs(num_images), labels(num_images), regression_targets(num_images),
+      matched_boxes(num_images);
   std::map<std::string, at::Tensor> losses;
 
   if (training) {
@@ -315,8 +318,8 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
       labels[i] = a.labels.index_select(0, sampled);
       matched_idxs[i] = a.matched.index_select(0, sampled);
       at::Tensor gt_or_zero = gt.numel() == 0 ? torch::zeros({1, 4}, gt.options()) : gt;
-      regression_targets[i] =
-          kernels::EncodeBoxes(gt_or_zero.index_select(0, matched_idxs[i]), proposals[i], config_.bbox_reg_weights);
+      matched_boxes[i] = gt_or_zero.index_select(0, matched_idxs[i]);
+      regression_targets[i] = kernels::EncodeBoxes(matched_boxes[i], proposals[i], config_.bbox_reg_weights);
     }
   }
 
@@ -338,7 +341,10 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
     at::Tensor labels_pos = all_labels.index_select(0, pos);
     at::Tensor reg = box_regression.reshape({box_regression.size(0), num_classes, 4});
     losses["loss_box_reg"] =
-        SmoothL1Sum(reg.index({pos, labels_pos}), all_targets.index_select(0, pos)) / static_cast<double>(all_labels.numel());
+        BoxRegressionLossSum(box_loss_, reg.index({pos, labels_pos}), all_targets.index_select(0, pos),
+                             torch::cat(proposals).index_select(0, pos), torch::cat(matched_boxes).index_select(0, pos),
+                             config_.bbox_reg_weights) *
+        config_.bbox_reg_loss_weight / static_cast<double>(all_labels.numel());
     for (size_t i = 0; i < num_images; ++i) {
       at::Tensor p = torch::where(labels[i].gt(0))[0];
       mask_boxes.push_back(proposals[i].index_select(0, p));

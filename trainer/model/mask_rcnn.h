@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/box_losses.h"
 #include "trainer/model/config.h"
 #include "trainer/model/parts.h"
 
@@ -94,6 +95,8 @@ class MaskRcnnImpl : public torch::nn::Module {
 
  private:
   ModelConfig config_;
+  BoxRegLoss rpn_box_loss_ = BoxRegLoss::kSmoothL1;
+  BoxRegLoss box_loss_ = BoxRegLoss::kSmoothL1;
   DetectionSettings settings_;
   std::vector<at::Generator> sampling_generators_;
   std::optional<at::Generator> SamplingGenerator(size_t image) const;

@@ -271,6 +271,7 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
     std::string name, backbone;
     int64_t max_iter;
     std::vector<int64_t> steps;
+    std::string box_loss = "smooth_l1";
   };
   const std::vector<Expected> expected = {
       {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "resnet50", 90000, {60000, 80000}},
@@ -282,7 +283,12 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       {"COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml",
        "resnet101",
        270000,
-       {210000, 250000}}};
+       {210000, 250000}},
+      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml",
+       "resnet50",
+       90000,
+       {60000, 80000},
+       "giou"}};
   REQUIRE(SupportedModelZooNames().size() == expected.size());
   for (const auto& e : expected) {
     for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
@@ -295,6 +301,8 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetIntList("SOLVER.STEPS") == e.steps);
       CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == 16);
       CHECK(job.config.GetFloat("SOLVER.BASE_LR") == 0.02);
+      CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") == e.box_loss);
+      CHECK(job.config.GetString("MODEL.RPN.BBOX_REG_LOSS_TYPE") == e.box_loss);
     }
   }
   CHECK_FALSE(ModelZooConfig("my_config.yaml").has_value());
@@ -320,7 +328,7 @@ TEST_CASE("model-zoo names we cannot honour are refused with the reason and the 
       {"COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", "keypoint"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
       {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"},
-      {"detectron2://COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml", "GIoU"}};
+      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"}};
   JobTree t;
   for (const auto& [name, reason] : cases) {
     INFO(name);

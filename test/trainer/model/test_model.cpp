@@ -145,6 +145,30 @@ TEST_CASE("config reads Detectron2-style keys and round-trips through ToYaml", "
                     Catch::Contains("NUM_CLASSES"));
 }
 
+TEST_CASE("box regression loss type, weight and box-coder weights per head", "[config]") {
+  ModelConfig c = ModelConfig::FromYaml(
+      YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_TYPE: giou, BBOX_REG_LOSS_WEIGHT: 2.0},"
+                 " ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: giou, BBOX_REG_LOSS_WEIGHT: 10.0,"
+                 " BBOX_REG_WEIGHTS: [20, 20, 10, 10]}}"),
+      "giou.yaml");
+  CHECK(c.rpn_bbox_reg_loss_type == "giou");
+  CHECK(c.rpn_bbox_reg_loss_weight == 2.0);
+  CHECK(c.bbox_reg_loss_type == "giou");
+  CHECK(c.bbox_reg_loss_weight == 10.0);
+  CHECK(c.bbox_reg_weights == std::array<double, 4>{20, 20, 10, 10});
+  CHECK(ModelConfig::FromYaml(YAML::Load(c.ToYaml()), "round trip").ToYaml() == c.ToYaml());
+  CHECK(ModelConfig().bbox_reg_loss_type == "smooth_l1");
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: l1}}"), "l1.yaml"),
+      Catch::Contains("l1.yaml") && Catch::Contains("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") &&
+          Catch::Contains("must be smooth_l1 or giou, got \"l1\""));
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_WEIGHTS: [1, 1, 0, 1]}}"), "w.yaml"),
+      Catch::Contains("BBOX_REG_WEIGHTS") && Catch::Contains("> 0"));
+  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_WEIGHT: -1}}"), "n.yaml"),
+                    Catch::Contains("MODEL.RPN.BBOX_REG_LOSS_WEIGHT"));
+}
+
 TEST_CASE("transform resizes like torchvision and pads to a multiple of 32", "[transform]") {
   ModelConfig c = SmallConfig();
   MaskRcnn model(c);

@@ -36,6 +36,8 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.RPN.POSITIVE_FRACTION"] = 0.5;
   v["MODEL.RPN.SCORE_THRESH"] = 0.0;
   v["MODEL.RPN.MIN_SIZE"] = 1e-3;
+  v["MODEL.RPN.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");  // smooth_l1 | giou
+  v["MODEL.RPN.BBOX_REG_LOSS_WEIGHT"] = 1.0;
   v["MODEL.ROI_HEADS.NUM_CLASSES"] = int64_t{90};  // torchvision COCO weights: 90 ids (with gaps)
   v["MODEL.ROI_HEADS.SCORE_THRESH_TEST"] = 0.05;
   v["MODEL.ROI_HEADS.NMS_THRESH_TEST"] = 0.5;
@@ -47,6 +49,8 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION"] = int64_t{7};
   v["MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO"] = int64_t{2};
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS"] = FloatList{10.0, 10.0, 5.0, 5.0};
+  v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");  // smooth_l1 | giou
+  v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT"] = 1.0;
   v["MODEL.ROI_MASK_HEAD.NAME"] = S("four_conv");
   v["MODEL.ROI_MASK_HEAD.CONV_DIM"] = int64_t{256};
   v["MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION"] = int64_t{14};

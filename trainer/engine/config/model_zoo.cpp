@@ -25,11 +25,12 @@ constexpr std::array<std::string_view, 11> kModelZooFolders = {"COCO-InstanceSeg
                                                                "new_baselines/"};
 
 // Model-zoo file name (under COCO-InstanceSegmentation/) -> shipped config.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kShipped = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kShipped = {{
     {"mask_rcnn_R_50_FPN_1x.yaml", "mask_rcnn_R_50_FPN_1x.yaml"},
     {"mask_rcnn_R_50_FPN_3x.yaml", "mask_rcnn_R_50_FPN_3x.yaml"},
     {"mask_rcnn_R_101_FPN_1x.yaml", "mask_rcnn_R_101_FPN_1x.yaml"},
     {"mask_rcnn_R_101_FPN_3x.yaml", "mask_rcnn_R_101_FPN_3x.yaml"},
+    {"mask_rcnn_R_50_FPN_1x_giou.yaml", "mask_rcnn_R_50_FPN_1x_giou.yaml"},
 }};
 
 bool Contains(std::string_view s, std::string_view part) {
@@ -54,9 +55,6 @@ std::string WhyUnsupported(std::string_view name) {
   }
   if (Contains(name, "regnet"))
     return "RegNet backbones are not implemented";
-  if (Contains(name, "giou")) {
-    return "the GIoU box regression loss is not implemented yet";
-  }
   return "this variant (its norm, schedule or head) has no shipped equivalent";
 }
 

@@ -1,0 +1,67 @@
+#include "trainer/model/box_losses.h"
+
+#include <torch/nn/functional/loss.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/box_ops/box_ops_torchvision.h"
+
+namespace mrcnn::model {
+
+BoxRegLoss ParseBoxRegLoss(const std::string& name, const std::string& key) {
+  if (name == "smooth_l1")
+    return BoxRegLoss::kSmoothL1;
+  if (name == "giou")
+    return BoxRegLoss::kGiou;
+  throw std::invalid_argument(key + " must be smooth_l1 or giou, got \"" + name + "\"");
+}
+
+const char* BoxRegLossName(BoxRegLoss loss) {
+  return loss == BoxRegLoss::kGiou ? "giou" : "smooth_l1";
+}
+
+at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target) {
+  namespace F = torch::nn::functional;
+  return F::smooth_l1_loss(input, target,
+                           F::SmoothL1LossFuncOptions().reduction(torch::kSum).beta(1.0 / 9));
+}
+
+at::Tensor GiouLossSum(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
+  // As torchvision: half precision is upcast, the eps keeps degenerate boxes finite.
+  constexpr double kEps = 1e-7;
+  const auto dtype = at::promote_types(
+      at::promote_types(pred_boxes.scalar_type(), target_boxes.scalar_type()), at::kFloat);
+  const at::Tensor p = pred_boxes.to(dtype);
+  const at::Tensor t = target_boxes.to(dtype);
+  const at::Tensor x1 = p.select(1, 0), y1 = p.select(1, 1), x2 = p.select(1, 2),
+                   y2 = p.select(1, 3);
+  const at::Tensor x1g = t.select(1, 0), y1g = t.select(1, 1), x2g = t.select(1, 2),
+                   y2g = t.select(1, 3);
+  const at::Tensor xkis1 = at::max(x1, x1g), ykis1 = at::max(y1, y1g);
+  const at::Tensor xkis2 = at::min(x2, x2g), ykis2 = at::min(y2, y2g);
+  const at::Tensor intersection = at::where((ykis2 > ykis1).logical_and(xkis2 > xkis1),
+                                            (xkis2 - xkis1) * (ykis2 - ykis1), at::zeros_like(x1));
+  const at::Tensor union_area = (x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - intersection;
+  const at::Tensor iou = intersection / (union_area + kEps);
+  const at::Tensor xc1 = at::min(x1, x1g), yc1 = at::min(y1, y1g);
+  const at::Tensor xc2 = at::max(x2, x2g), yc2 = at::max(y2, y2g);
+  const at::Tensor enclosing = (xc2 - xc1) * (yc2 - yc1);
+  const at::Tensor giou = iou - (enclosing - union_area) / (enclosing + kEps);
+  return (1 - giou).sum();
+}
+
+at::Tensor BoxRegressionLossSum(BoxRegLoss loss, const at::Tensor& pred_deltas,
+                                const at::Tensor& target_deltas, const at::Tensor& reference_boxes,
+                                const at::Tensor& target_boxes,
+                                const std::array<double, 4>& weights) {
+  if (loss == BoxRegLoss::kSmoothL1) {
+    return SmoothL1Sum(pred_deltas, target_deltas);
+  }
+  // kernels::DecodeBoxes has no backward; torchvision's composite formula does.
+  const at::Tensor pred_boxes = kernels::TorchvisionDecodeBoxes(
+      pred_deltas.to(at::kFloat), reference_boxes, weights, std::log(1000.0 / 16));
+  return GiouLossSum(pred_boxes, target_boxes);
+}
+
+}  // namespace mrcnn::model

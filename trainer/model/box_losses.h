@@ -1,0 +1,37 @@
+#pragma once
+// Box regression losses of the RPN and the ROI box head, selected per head as Detectron2's
+// MODEL.RPN.BBOX_REG_LOSS_TYPE / MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE do: smooth L1 on the
+// encoded deltas (torchvision's, beta 1/9) or generalised IoU on the boxes decoded from
+// them (Rezatofighi et al. 2019; the loss SageMakerCV's fast recipes train with).
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <string>
+
+namespace mrcnn::model {
+
+enum class BoxRegLoss { kSmoothL1, kGiou };
+
+// "smooth_l1" or "giou"; anything else throws std::invalid_argument naming `key`.
+BoxRegLoss ParseBoxRegLoss(const std::string& name, const std::string& key);
+const char* BoxRegLossName(BoxRegLoss loss);
+
+// Sum of smooth L1 (beta 1/9) over all elements: torchvision's RPN and ROI box loss.
+at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target);
+
+// Sum over rows of 1 - GIoU(pred, target) for N×4 (x1, y1, x2, y2) boxes:
+// torchvision.ops.generalized_box_iou_loss(..., reduction="sum", eps=1e-7).
+// Differentiable (plain tensor ops); computed in float32 at least.
+at::Tensor GiouLossSum(const at::Tensor& pred_boxes, const at::Tensor& target_boxes);
+
+// The loss of one head over its positive samples, summed (the caller normalises):
+// smooth L1 between `pred_deltas` and `target_deltas`, or GIoU between the boxes
+// `pred_deltas` decode to on `reference_boxes` (anchors or proposals, with the head's
+// box-coder `weights`) and `target_boxes` (the matched ground truth). Decoding is
+// torchvision's BoxCoder.decode_single in differentiable tensor ops.
+at::Tensor BoxRegressionLossSum(BoxRegLoss loss, const at::Tensor& pred_deltas,
+                                const at::Tensor& target_deltas, const at::Tensor& reference_boxes,
+                                const at::Tensor& target_boxes,
+                                const std::array<double, 4>& weights);
+
+}  // namespace mrcnn::model
