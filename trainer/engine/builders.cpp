@@ -238,7 +238,11 @@ std::optional<at::ScalarType> BuildAmpDtype(const TrainConfig& config, const c10
     throw common::ConfigError("config", "SOLVER.AMP.DTYPE",
                               "must be float16 or bfloat16, got \"" + name + "\"");
   }
-  if (!device.is_cuda() || !config.GetBool("SOLVER.AMP.ENABLED"))
+  if (!config.GetBool("SOLVER.AMP.ENABLED"))
+    return std::nullopt;
+  // On a CPU, LibTorch autocasts to bfloat16 (what CPUs with AMX/AVX-512 BF16 speed up);
+  // float16 there has few fast kernels, so a float16 config trains in float32 on a CPU.
+  if (!device.is_cuda() && name != "bfloat16")
     return std::nullopt;
   return name == "bfloat16" ? at::kBFloat16 : at::kHalf;
 }
@@ -250,6 +254,7 @@ GradScaler BuildGradScaler(const TrainConfig& config, const c10::Device& device)
 TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device) {
   TrainStepOptions o;
   o.amp_dtype = BuildAmpDtype(config, device);
+  o.amp_device_type = device.type();
   o.clip = config.GetBool("SOLVER.CLIP_GRADIENTS.ENABLED");
   o.clip_type = config.GetString("SOLVER.CLIP_GRADIENTS.CLIP_TYPE");
   if (o.clip && o.clip_type != "norm" && o.clip_type != "value") {

@@ -32,8 +32,8 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
   net_.set_sampling_generators(std::move(generators));
   const bool amp = options_.amp_dtype.has_value();
   if (amp) {
-    at::autocast::set_autocast_dtype(at::kCUDA, *options_.amp_dtype);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(options_.amp_device_type, *options_.amp_dtype);
+    at::autocast::set_autocast_enabled(options_.amp_device_type, true);
   }
   auto features = net_.Features(batch.tensors);
   Phase("backbone_fpn");
@@ -43,7 +43,7 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
   for (auto& [k, v] : rpn.losses)
     losses[k] = v;
   if (amp) {
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::set_autocast_enabled(options_.amp_device_type, false);
     at::autocast::clear_cache();
   }
   Phase("roi_heads");

@@ -32,8 +32,9 @@ class GradScaler;
 class Optimizer;
 
 struct TrainStepOptions {
-  // Autocast dtype for the forward pass (CUDA only); nullopt: float32.
+  // Autocast dtype for the forward pass, on `amp_device_type`; nullopt: float32.
   std::optional<at::ScalarType> amp_dtype;
+  c10::DeviceType amp_device_type = c10::DeviceType::CUDA;
   // SOLVER.CLIP_GRADIENTS: type "norm" (clip_grad_norm_ with norm_type) or "value".
   bool clip = false;
   std::string clip_type = "norm";

@@ -109,8 +109,11 @@ TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]
   CHECK(BuildLrSchedule(c).LrAt(50) == Approx(0.05));
   c.MergeOpts({"SOLVER.AMP.ENABLED", "true"});
   const c10::Device cpu(c10::kCPU);
-  CHECK_FALSE(BuildGradScaler(c, cpu).enabled());  // fp32 on CPU
+  CHECK_FALSE(BuildGradScaler(c, cpu).enabled());  // float16 config: fp32 on a CPU
   CHECK_FALSE(BuildAmpDtype(c, cpu).has_value());
+  const c10::Device cuda(c10::kCUDA, 0);  // only a value here: nothing runs on it
+  CHECK(BuildAmpDtype(c, cuda) == at::kHalf);
+  CHECK(BuildGradScaler(c, cuda).enabled());
   c.MergeOpts({"SOLVER.AMP.DTYPE", "fp8"});
   CHECK_THROWS_WITH(BuildAmpDtype(c, cpu), Catch::Contains("SOLVER.AMP.DTYPE"));
   c.MergeOpts({"SOLVER.AMP.DTYPE", "bfloat16", "SOLVER.CLIP_GRADIENTS.ENABLED", "true",
@@ -118,7 +121,12 @@ TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]
   const TrainStepOptions o = BuildTrainStepOptions(c, cpu);
   CHECK(o.clip);
   CHECK(o.clip_value == 5.0);
-  CHECK_FALSE(o.amp_dtype.has_value());
+  CHECK(o.amp_dtype == at::kBFloat16);  // bfloat16 autocast on a CPU
+  CHECK(o.amp_device_type == c10::DeviceType::CPU);
+  CHECK_FALSE(BuildGradScaler(c, cpu).enabled());  // bfloat16 needs no loss scaling
+  CHECK(BuildTrainStepOptions(c, cuda).amp_device_type == c10::DeviceType::CUDA);
+  c.MergeOpts({"SOLVER.AMP.ENABLED", "false"});
+  CHECK_FALSE(BuildTrainStepOptions(c, cpu).amp_dtype.has_value());
   c.MergeOpts({"SOLVER.CLIP_GRADIENTS.CLIP_TYPE", "full_model"});
   CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
                     Catch::Contains("SOLVER.CLIP_GRADIENTS.CLIP_TYPE"));

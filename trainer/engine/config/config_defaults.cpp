@@ -108,7 +108,7 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.CLIP_GRADIENTS.CLIP_TYPE"] = S("norm");  // norm | value
   v["SOLVER.CLIP_GRADIENTS.CLIP_VALUE"] = 1.0;
   v["SOLVER.CLIP_GRADIENTS.NORM_TYPE"] = 2.0;
-  v["SOLVER.AMP.ENABLED"] = false;  // ignored on CPU (fp32 there)
+  v["SOLVER.AMP.ENABLED"] = false;  // on a CPU: bfloat16 autocast; float16 stays fp32 there
   v["SOLVER.AMP.DTYPE"] = S("float16");  // float16 (dynamic loss scaling) | bfloat16
 
   // --- data-parallel training (WORLD_SIZE > 1; see engine/distributed/) ---
