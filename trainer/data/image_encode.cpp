@@ -13,6 +13,8 @@
 // After <cstdio>: jpeglib.h uses FILE and size_t without including their headers.
 #include <jpeglib.h>
 
+#include "trainer/data/png_error_handlers.h"
+
 namespace mrcnn::data {
 namespace {
 
@@ -33,12 +35,6 @@ void AppendToString(png_structp png, png_bytep data, png_size_t length) {
       ->append(reinterpret_cast<const char*>(data), length);
 }
 void NoFlush(png_structp) {}
-
-void OnPngError(png_structp png, png_const_charp message) {
-  static_cast<std::string*>(png_get_error_ptr(png))->assign(message ? message : "libpng error");
-  png_longjmp(png, 1);
-}
-void OnPngWarning(png_structp, png_const_charp) {}
 
 // Everything a longjmp out of libpng can leave behind lives here, in the caller's frame.
 struct PngEncode {

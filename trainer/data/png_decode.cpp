@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/png_error_handlers.h"
 #include "trainer/data/strict_image_codec.h"
 
 namespace mrcnn::data {
@@ -28,18 +29,6 @@ void ReadFromMemory(png_structp png, png_bytep out, png_size_t length) {
   std::memcpy(out, reader->data + reader->pos, length);
   reader->pos += length;
 }
-
-// libpng reports fatal errors here and then longjmps to png_jmpbuf; the message is kept
-// for the exception thrown once back in C++ frames.
-void OnPngError(png_structp png, png_const_charp message) {
-  auto* text = static_cast<std::string*>(png_get_error_ptr(png));
-  text->assign(message ? message : "unknown libpng error");
-  png_longjmp(png, 1);
-}
-
-// Warnings (an odd iCCP profile, a benign extra byte) do not change the pixels; integrity
-// is CheckPngChunks' job, so they are dropped silently as OpenCV did.
-void OnPngWarning(png_structp, png_const_charp) {}
 
 // Everything that a longjmp can leave behind lives in the caller's frame (see the JPEG
 // decoder for why).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +34,22 @@ inline std::vector<uint8_t> EncodeImage(const cv::Mat& image, const std::string&
     throw std::runtime_error("cv::imencode failed for " + extension);
   }
   return bytes;
+}
+
+// The reference decode: OpenCV's imdecode as a colour read (what the server and the data
+// loader gave before our own codec), as RGB. Throws when OpenCV cannot decode the bytes.
+inline cv::Mat OpenCvRgb(const std::vector<uint8_t>& bytes) {
+  const cv::Mat bgr = cv::imdecode(bytes, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+  if (bgr.empty()) {
+    throw std::runtime_error("OpenCvRgb: cv::imdecode could not decode the reference image");
+  }
+  cv::Mat rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  return rgb;
+}
+
+inline bool SamePixels(const cv::Mat& a, const cv::Mat& b) {
+  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
 }
 
 inline std::vector<uint8_t> FirstBytes(const std::vector<uint8_t>& bytes, size_t n) {

@@ -15,19 +15,6 @@ using namespace mrcnn::testing;
 
 namespace {
 
-// What the server and the data loader decoded before: OpenCV's imdecode, as RGB.
-cv::Mat OpenCvRgb(const std::vector<uint8_t>& bytes) {
-  const cv::Mat bgr = cv::imdecode(bytes, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-  REQUIRE_FALSE(bgr.empty());
-  cv::Mat rgb;
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  return rgb;
-}
-
-bool SamePixels(const cv::Mat& a, const cv::Mat& b) {
-  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
-}
-
 // A 4-component JPEG stored as `stored` (JCS_CMYK or JCS_YCCK): OpenCV cannot write one.
 std::vector<uint8_t> EncodeCmykJpeg(const cv::Mat& cmyk, J_COLOR_SPACE stored) {
   jpeg_compress_struct cinfo{};

@@ -21,18 +21,6 @@ using namespace mrcnn::testing;
 
 namespace {
 
-cv::Mat OpenCvRgb(const std::vector<uint8_t>& bytes) {
-  const cv::Mat bgr = cv::imdecode(bytes, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-  REQUIRE_FALSE(bgr.empty());
-  cv::Mat rgb;
-  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  return rgb;
-}
-
-bool SamePixels(const cv::Mat& a, const cv::Mat& b) {
-  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
-}
-
 std::span<const uint8_t> Span(const std::vector<uint8_t>& v) {
   return {v.data(), v.size()};
 }
