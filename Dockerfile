@@ -114,7 +114,10 @@ ARG BUILD_JOBS=
 ARG CCACHE_DIR=/root/.cache/ccache
 # The ccache settings of scripts/setup.sh; compiler_check=content because the compilers'
 # mtimes differ between the image and the host (pip writes nvcc fresh). The stats log
-# counts this build's compiles only, whatever else the mounted cache has seen.
+# counts this build's compiles only, whatever else the mounted cache has seen. Of the build
+# tree only the binaries and the kernel library are kept: the rest (precompiled headers,
+# objects, static libraries: ~2 GB) would only make the layer slow to commit; ccache is
+# what makes the next compile fast.
 RUN --mount=type=cache,target=/root/.cache/ccache \
     export CCACHE_DIR="$CCACHE_DIR" CCACHE_BASEDIR=/opt/mrcnn/src CCACHE_NOHASHDIR=1 \
       CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime \
@@ -126,8 +129,11 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
  || { cat /tmp/configure.log; exit 1; } \
  && cmake --build build -j"${BUILD_JOBS:-$(nproc)}" --target entrypoint trainer mrcnn_server \
  && echo "mrcnn-build: ccache for this build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST):" \
- && ccache --show-log-stats | sed 's/^/mrcnn-build:   /' \
- && rm -f /tmp/ccache-stats.log
+ && ccache --show-log-stats | sed -e '/storage:$/d' -e 's/^/mrcnn-build:   /' \
+ && rm -f /tmp/ccache-stats.log \
+ && find build -mindepth 1 -maxdepth 1 ! -name bin ! -name lib -exec rm -rf {} + \
+ && find build/lib -mindepth 1 ! -name libmrcnn_kernels.so -exec rm -rf {} + \
+ && ls -l build/bin build/lib
 
 # ---- end of the shared stages ----
 

@@ -12,7 +12,8 @@
 # The commands are the README's ("Running it", "Containers"), with `docker` replaced by
 # `podman`; this script checks that the README still has each of them word for word. To them
 # it only adds flags, and replaces the host side of -p/-v with its own port and folders:
-#   build: --pull=never (the base comes from podman-setup.sh), --network host (apt-get and pip
+#   build: --pull=never (the base comes from podman-setup.sh), --force-rm (no build containers
+#          left behind by a failed build), --network host (apt-get and pip
 #          inside the build reach Debian's archive and PyPI the way this machine does),
 #          this machine's ccache and pip caches mounted and named by CCACHE_DIR and
 #          PIP_CACHE_DIR (instead of the Dockerfiles' own cache mounts), WITH_EFA=0 (AWS's EFA
@@ -106,7 +107,7 @@ podman_build() {  # README-LINE LOG
   local words
   read -r -a words <<<"$1"
   [[ ${words[0]} == docker && ${words[1]} == build ]] || fail "not a docker build line: $1"
-  local flags=(--pull=never --network host
+  local flags=(--pull=never --network host --force-rm
     -v "$host_ccache:/var/cache/host-ccache" --build-arg CCACHE_DIR=/var/cache/host-ccache
     -v "$host_pip:/var/cache/host-pip" --build-arg PIP_CACHE_DIR=/var/cache/host-pip
     --build-arg WITH_EFA=0 --build-arg BUILD_JOBS="$jobs")
