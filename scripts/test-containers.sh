@@ -114,7 +114,16 @@ podman_build() {  # README-LINE LOG
   [[ -n $archs ]] && flags+=(--build-arg TORCH_CUDA_ARCH_LIST="$archs")
   failure_log=$2
   log "   podman build ${flags[*]} ${words[*]:2}"
-  podman build "${flags[@]}" "${words[@]:2}" >"$2" 2>&1 || fail "podman build failed (log: $2)"
+  local before left
+  before=$(buildah containers -q 2>/dev/null | sort)
+  if ! podman build "${flags[@]}" "${words[@]:2}" >"$2" 2>&1; then
+    # buildah 1.28 keeps the working containers of earlier stages when a later stage fails,
+    # --force-rm notwithstanding. They are named, not removed: another build running on this
+    # machine at the same time (e.g. scripts/gpu-check/test-mimic.sh) has its own.
+    left=$(comm -13 <(echo "$before") <(buildah containers -q 2>/dev/null | sort) | tr '\n' ' ')
+    [[ -z ${left// } ]] || log "   buildah working containers new since this build began: $left(buildah rm them if they are this build's)"
+    fail "podman build failed (log: $2)"
+  fi
 }
 
 host_ccache=$(ccache -k cache_dir 2>/dev/null || echo "$HOME/.cache/ccache")
