@@ -30,8 +30,9 @@
 #                -v $HOME/.cache/pip:/var/cache/host-pip --build-arg PIP_CACHE_DIR=/var/cache/host-pip ...
 # The compile commands are made identical to scripts/setup.sh's host build (same Debian
 # g++, source root with build/ and .venv/ inside, same CMake flags, same ccache settings),
-# so the image's compile hits what a host build put in that cache and vice versa.
-# scripts/test-containers.sh builds and runs this image with podman and measures that.
+# so the image's compile hits what a host build put in that cache and vice versa (measured:
+# 139 of 139 compiles after a host build). The build prints its own ccache numbers
+# ("mrcnn-build:" lines); scripts/test-containers.sh builds and runs this image with podman.
 
 # ---- shared stages: keep them identical in Dockerfile and Dockerfile.serving, so one
 # ---- image build reuses the other's layers (test/containers/test_dockerfiles.py checks).
