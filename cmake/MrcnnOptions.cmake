@@ -43,6 +43,10 @@ if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     enable_language(CUDA)
+    # nvcc takes `-isystem DIR` as well as CMake's `-isystem=DIR`, and ccache (4.7) rewrites
+    # only the former relative to CCACHE_BASEDIR: with it, the CUDA compiles of two checkouts,
+    # or of a checkout and an image build, share ccache entries.
+    set(CMAKE_INCLUDE_SYSTEM_FLAG_CUDA "-isystem ")
     set(MRCNN_CUDA_ENABLED ON)
   elseif(MRCNN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MRCNN_CUDA=ON but no CUDA compiler was found (set CUDA_HOME or put nvcc on PATH)")

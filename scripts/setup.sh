@@ -44,10 +44,13 @@ if [[ ! -x $venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
 fi
 
 # ccache across clones and build dirs: paths under the checkout are hashed relative to
-# it, and PCH-using compiles are cacheable only with these sloppiness settings.
+# it, and PCH-using compiles are cacheable only with these sloppiness settings. The
+# compiler is identified by its content, not its mtime, so that the image builds (the
+# Dockerfiles use these same settings) and this build share cache entries.
 export CCACHE_BASEDIR="$top"
 export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 export CCACHE_NOHASHDIR=1
+export CCACHE_COMPILERCHECK=content
 
 # Configure once; later runs only build (Ninja re-runs CMake when a CMakeLists changes).
 build="$top/build"

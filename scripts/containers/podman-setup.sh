@@ -19,9 +19,11 @@
 #
 # Knobs (environment): MRCNN_BASE_IMAGE, MRCNN_DEBIAN_SUITE (default: this machine's
 # codename), MRCNN_DEBIAN_MIRROR (default: read from /etc/apt/sources.list*),
-# MRCNN_PODMAN_CONF (the drop-in's path), MRCNN_NPROC_LIMIT (default 32768).
+# MRCNN_PODMAN_CONF (the drop-in's path), MRCNN_NPROC_LIMIT (default 32768), MRCNN_BASE_ALIAS
+# (empty: no alias).
 
 : "${MRCNN_BASE_IMAGE:=localhost/debian:bookworm-slim}"
+: "${MRCNN_BASE_ALIAS:=docker.io/library/debian:bookworm-slim}"
 : "${MRCNN_PODMAN_CONF:=/etc/containers/containers.conf.d/50-mrcnn.conf}"
 
 podman_log() { printf '[podman-setup] %s\n' "$*" >&2; }
@@ -105,8 +107,16 @@ podman_setup() (
     printf '%s\n' "$conf" > "$MRCNN_PODMAN_CONF"
   fi
 
-  # 3. The base image.
+  # 3. The base image (4. its alias).
+  alias_base() {
+    if [[ -n $MRCNN_BASE_ALIAS ]] && [[ $(podman image inspect -f '{{.Id}}' "$MRCNN_BASE_ALIAS" 2>/dev/null || true) != \
+          "$(podman image inspect -f '{{.Id}}' "$MRCNN_BASE_IMAGE")" ]]; then
+      podman_log "tagging $MRCNN_BASE_IMAGE as $MRCNN_BASE_ALIAS"
+      podman tag "$MRCNN_BASE_IMAGE" "$MRCNN_BASE_ALIAS"
+    fi
+  }
   if podman image exists "$MRCNN_BASE_IMAGE"; then
+    alias_base
     exit 0
   fi
   sources=$(podman_debian_sources "$codename")
@@ -136,6 +146,7 @@ podman_setup() (
   rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"* "$rootfs/debootstrap"
   podman_log "importing $MRCNN_BASE_IMAGE"
   tar -C "$rootfs" -c . | podman import --quiet - "$MRCNN_BASE_IMAGE" >/dev/null
+  alias_base
 )
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

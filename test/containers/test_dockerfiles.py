@@ -1,7 +1,8 @@
 """What can be checked of the Dockerfiles without a Docker engine: every COPY source
 exists in the build context, ENTRYPOINT is exec form (so the supervisor is PID 1 and gets
 SIGTERM), the configs the images name exist and load, the base images are what the
-project promises."""
+project promises, and the training and serving Dockerfiles share their build stages word
+for word. Building and running the images is scripts/test-containers.sh (podman, not CI)."""
 import json
 import pathlib
 import re
@@ -10,7 +11,7 @@ import shlex
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DOCKERFILES = ["Dockerfile", "Dockerfile.dronetraining"]
+DOCKERFILES = ["Dockerfile", "Dockerfile.serving", "Dockerfile.dronetraining"]
 
 
 def instructions(name):
@@ -40,6 +41,8 @@ def test_copy_sources_exist(name):
     copies = [rest for word, rest in instructions(name) if word in ("COPY", "ADD")]
     assert copies, f"{name} copies nothing"
     for rest in copies:
+        if rest.startswith("--from="):
+            continue  # copied from an earlier stage, not from the build context
         if rest.startswith("["):
             parts = json.loads(rest)
         else:
@@ -56,16 +59,55 @@ def test_entrypoint_is_exec_form(name):
     assert entry, f"{name} has no ENTRYPOINT"
     value = json.loads(entry[-1])  # shell form is not JSON and fails here
     assert value == ["entrypoint"]
-    assert not any(word == "CMD" for word, _ in instructions(name)), "CMD would be replaced by `train` anyway"
+    cmds = [rest for word, rest in instructions(name) if word == "CMD"]
+    if name == "Dockerfile.serving":
+        assert cmds and json.loads(cmds[-1]) == ["serve"], "a bare `docker run IMAGE` serves"
+    else:
+        assert not cmds, "CMD would be replaced by `train` anyway"
 
 
-def test_training_image_base_and_torch_pin():
-    ins = instructions("Dockerfile")
-    assert ins[0][0] == "FROM" and re.match(r"nvidia/cuda:13\.\d+\.\d+-devel-", ins[0][1])
-    runs = " ".join(rest for word, rest in ins if word == "RUN")
-    assert "torch==2.11.0" in runs
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.serving"])
+def test_images_are_debian_and_pin_setup_shs_torch(name):
+    ins = instructions(name)
+    stages = []
+    for word, rest in ins:
+        if word == "FROM":
+            base, _, alias = rest.partition(" AS ")
+            assert base == "debian:bookworm-slim" or base in stages, f"{name}: FROM {base}"
+            if alias:
+                stages.append(alias.strip())
+    args = dict(rest.split("=", 1) for word, rest in ins if word == "ARG" and "=" in rest)
     requirements = (ROOT / "scripts" / "requirements.txt").read_text()
-    assert re.search(r"^torch==2\.11\.0", requirements, re.M), "image and setup.sh must pin one torch"
+    pin = re.search(r"^torch==(\S+)", requirements, re.M).group(1)
+    assert args["TORCH_VERSION"] == pin, "the images and scripts/setup.sh must use one torch"
+    runs = " ".join(rest for word, rest in ins if word == "RUN")
+    assert "torch==${TORCH_VERSION}" in runs
+    assert "Catch2" not in runs and "catch2" not in runs, "no test framework in the images"
+
+
+def shared_stages(name):
+    text = (ROOT / name).read_text()
+    start = text.index("# ---- shared stages")
+    return text[start:text.index("# ---- end of the shared stages ----", start)]
+
+
+def test_training_and_serving_share_their_build_stages():
+    # Identical text -> identical layers: building one image reuses the other's toolchain,
+    # torch and compile layers.
+    assert shared_stages("Dockerfile") == shared_stages("Dockerfile.serving")
+
+
+def test_build_args_default_to_the_full_images():
+    args = dict(rest.split("=", 1) for word, rest in instructions("Dockerfile")
+                if word == "ARG" and "=" in rest)
+    assert args["WITH_EFA"] == "1"
+    assert args["TORCH_CUDA_ARCH_LIST"].strip('"').split(";") == [
+        "7.5", "8.0", "8.6", "8.9", "9.0", "10.0+PTX"]
+
+
+def test_readme_says_volta_is_gone():
+    readme = (ROOT / "README.md").read_text()
+    assert "CUDA 13 no longer supports Volta" in readme
 
 
 def configs_named(name):
