@@ -288,6 +288,97 @@ std::optional<at::Generator> MaskRcnnImpl::SamplingGenerator(size_t image) const
   return sampling_generators_[image];
 }
 
+ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) const {
+  const int64_t num_classes = scores.size(-1);
+  at::Tensor cls = torch::arange(num_classes, scores.options().dtype(torch::kLong)).view({1, -1}).expand_as(scores);
+  using torch::indexing::Slice;
+  boxes = boxes.index({Slice(), Slice(1)}).reshape({-1, 4});
+  scores = scores.index({Slice(), Slice(1)}).reshape({-1});
+  cls = cls.index({Slice(), Slice(1)}).reshape({-1});
+  at::Tensor keep = torch::where(scores.gt(settings_.score_thresh))[0];
+  boxes = boxes.index_select(0, keep);
+  scores = scores.index_select(0, keep);
+  cls = cls.index_select(0, keep);
+  keep = KeepNonSmall(boxes, 1e-2);
+  boxes = boxes.index_select(0, keep);
+  scores = scores.index_select(0, keep);
+  cls = cls.index_select(0, keep);
+  keep = kernels::BatchedNms(boxes, scores, cls, config_.box_nms_thresh);
+  keep = keep.narrow(0, 0, std::min<int64_t>(settings_.detections_per_image, keep.size(0)));
+  ImageResult r;
+  r.boxes = boxes.index_select(0, keep);
+  r.scores = scores.index_select(0, keep);
+  r.labels = cls.index_select(0, keep);
+  return r;
+}
+
+at::Tensor MaskRcnnImpl::MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,
+                                  const std::vector<at::Tensor>& mask_boxes,
+                                  const std::vector<at::Tensor>& mask_matched) const {
+  std::vector<at::Tensor> mask_labels, mask_targets;
+  const int64_t m = mask_logits.size(-1);
+  for (size_t i = 0; i < mask_boxes.size(); ++i) {
+    const ImageTarget& t = targets[i];
+    mask_labels.push_back(t.labels.index_select(0, mask_matched[i]));
+    if (mask_boxes[i].size(0) == 0) {
+      mask_targets.push_back(torch::zeros({0, m, m}, mask_logits.options()));
+      continue;
+    }
+    // project_masks_on_boxes: ROIAlign of the gt mask, adaptive sampling (torchvision -1 = our 0),
+    // not aligned.
+    at::Tensor roi = torch::cat({mask_matched[i].to(mask_boxes[i].dtype()).unsqueeze(1), mask_boxes[i]}, 1);
+    at::Tensor gt_masks = t.masks.unsqueeze(1).to(roi.dtype());
+    mask_targets.push_back(kernels::RoiAlign(gt_masks, roi, 1.0, m, m, 0, false).select(1, 0));
+  }
+  at::Tensor all_labels = torch::cat(mask_labels);
+  at::Tensor all_targets = torch::cat(mask_targets);
+  if (all_targets.numel() == 0) {
+    return mask_logits.sum() * 0;
+  }
+  at::Tensor idx = torch::arange(all_labels.size(0), all_labels.options());
+  return F::binary_cross_entropy_with_logits(mask_logits.index({idx, all_labels}), all_targets);
+}
+
+void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const {
+  int64_t offset = 0;
+  for (auto& r : detections) {
+    const int64_t n = r.boxes.size(0);
+    if (n == 0) {
+      const int64_t m = 2 * config_.mask_pooler_resolution;
+      r.masks = torch::zeros({0, 1, m, m}, r.boxes.options());
+      continue;
+    }
+    r.masks = mask_logits.narrow(0, offset, n).sigmoid().unsqueeze(1);
+    offset += n;
+  }
+}
+
+MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageTarget>& targets,
+                                                         std::vector<at::Tensor>& proposals) const {
+  const size_t num_images = proposals.size();
+  RoiSamples s;
+  s.labels.resize(num_images);
+  s.matched_idxs.resize(num_images);
+  s.regression_targets.resize(num_images);
+  s.matched_boxes.resize(num_images);
+  for (size_t i = 0; i < num_images; ++i) {
+    const ImageTarget& t = targets[i];
+    at::Tensor gt = t.boxes.to(proposals[i].dtype());
+    proposals[i] = torch::cat({proposals[i], gt});
+    Assignment a = Assign(gt, t.labels, proposals[i], config_.box_fg_iou_thresh, config_.box_bg_iou_thresh, false);
+    auto [pos, neg] = kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image,
+                                              config_.box_positive_fraction, SamplingGenerator(i));
+    at::Tensor sampled = torch::where(pos.logical_or(neg))[0];
+    proposals[i] = proposals[i].index_select(0, sampled);
+    s.labels[i] = a.labels.index_select(0, sampled);
+    s.matched_idxs[i] = a.matched.index_select(0, sampled);
+    at::Tensor gt_or_zero = gt.numel() == 0 ? torch::zeros({1, 4}, gt.options()) : gt;
+    s.matched_boxes[i] = gt_or_zero.index_select(0, s.matched_idxs[i]);
+    s.regression_targets[i] = kernels::EncodeBoxes(s.matched_boxes[i], proposals[i], config_.bbox_reg_weights);
+  }
+  return s;
+}
+
 std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::Tensor>& features,
                                                          const std::vector<at::Tensor>& proposals_in,
                                                          const std::vector<std::array<int64_t, 2>>& image_sizes,
@@ -299,29 +390,17 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
   std::vector<at::Tensor> maps(features.begin(), features.begin() + static_cast<std::ptrdiff_t>(pooled_levels));
   const std::vector<double> scales = PoolerScales(maps, image_sizes);
   std::vector<at::Tensor> proposals = proposals_in;
-  std::vector<at::Tensor> matched_idxs(num_images), labels(num_images), regression_targets(num_images),
-      matched_boxes(num_images);
+  RoiSamples samples;
   std::map<std::string, at::Tensor> losses;
 
   if (training) {
     TORCH_CHECK(targets != nullptr, "MaskRcnn: training mode needs targets");
-    for (size_t i = 0; i < num_images; ++i) {
-      const ImageTarget& t = (*targets)[i];
-      at::Tensor gt = t.boxes.to(proposals[i].dtype());
-      proposals[i] = torch::cat({proposals[i], gt});
-      Assignment a = Assign(gt, t.labels, proposals[i], config_.box_fg_iou_thresh, config_.box_bg_iou_thresh, false);
-      auto [pos, neg] =
-          kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image, config_.box_positive_fraction,
-                                  SamplingGenerator(i));
-      at::Tensor sampled = torch::where(pos.logical_or(neg))[0];
-      proposals[i] = proposals[i].index_select(0, sampled);
-      labels[i] = a.labels.index_select(0, sampled);
-      matched_idxs[i] = a.matched.index_select(0, sampled);
-      at::Tensor gt_or_zero = gt.numel() == 0 ? torch::zeros({1, 4}, gt.options()) : gt;
-      matched_boxes[i] = gt_or_zero.index_select(0, matched_idxs[i]);
-      regression_targets[i] = kernels::EncodeBoxes(matched_boxes[i], proposals[i], config_.bbox_reg_weights);
-    }
+    samples = SampleRoiTargets(*targets, proposals);
   }
+  const std::vector<at::Tensor>& labels = samples.labels;
+  const std::vector<at::Tensor>& matched_idxs = samples.matched_idxs;
+  const std::vector<at::Tensor>& regression_targets = samples.regression_targets;
+  const std::vector<at::Tensor>& matched_boxes = samples.matched_boxes;
 
   at::Tensor pooled = kernels::MultiLevelRoiAlign(maps, ToRois(proposals), scales, config_.box_pooler_resolution,
                                                   config_.box_pooler_resolution, config_.box_pooler_sampling_ratio,
@@ -362,27 +441,8 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
     auto boxes_split = pred_boxes.split_with_sizes(per_image, 0);
     auto scores_split = pred_scores.split_with_sizes(per_image, 0);
     for (size_t i = 0; i < num_images; ++i) {
-      at::Tensor boxes = ClipBoxes(boxes_split[i], image_sizes[i][0], image_sizes[i][1]);
-      at::Tensor scores = scores_split[i];
-      at::Tensor cls = torch::arange(num_classes, scores.options().dtype(torch::kLong)).view({1, -1}).expand_as(scores);
-      using torch::indexing::Slice;
-      boxes = boxes.index({Slice(), Slice(1)}).reshape({-1, 4});
-      scores = scores.index({Slice(), Slice(1)}).reshape({-1});
-      cls = cls.index({Slice(), Slice(1)}).reshape({-1});
-      at::Tensor keep = torch::where(scores.gt(settings_.score_thresh))[0];
-      boxes = boxes.index_select(0, keep);
-      scores = scores.index_select(0, keep);
-      cls = cls.index_select(0, keep);
-      keep = KeepNonSmall(boxes, 1e-2);
-      boxes = boxes.index_select(0, keep);
-      scores = scores.index_select(0, keep);
-      cls = cls.index_select(0, keep);
-      keep = kernels::BatchedNms(boxes, scores, cls, config_.box_nms_thresh);
-      keep = keep.narrow(0, 0, std::min<int64_t>(settings_.detections_per_image, keep.size(0)));
-      ImageResult r;
-      r.boxes = boxes.index_select(0, keep);
-      r.scores = scores.index_select(0, keep);
-      r.labels = cls.index_select(0, keep);
+      ImageResult r = SelectDetections(ClipBoxes(boxes_split[i], image_sizes[i][0], image_sizes[i][1]),
+                                       scores_split[i]);
       mask_boxes.push_back(r.boxes);
       detections->push_back(std::move(r));
     }
@@ -408,41 +468,9 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(const std::vector<at::T
       }
     }
     if (training) {
-      std::vector<at::Tensor> mask_labels, mask_targets;
-      const int64_t m = mask_logits.size(-1);
-      for (size_t i = 0; i < num_images; ++i) {
-        const ImageTarget& t = (*targets)[i];
-        mask_labels.push_back(t.labels.index_select(0, mask_matched[i]));
-        if (mask_boxes[i].size(0) == 0) {
-          mask_targets.push_back(torch::zeros({0, m, m}, mask_logits.options()));
-          continue;
-        }
-        // project_masks_on_boxes: ROIAlign of the gt mask, adaptive sampling (torchvision -1 = our 0),
-        // not aligned.
-        at::Tensor roi = torch::cat({mask_matched[i].to(mask_boxes[i].dtype()).unsqueeze(1), mask_boxes[i]}, 1);
-        at::Tensor gt_masks = t.masks.unsqueeze(1).to(roi.dtype());
-        mask_targets.push_back(kernels::RoiAlign(gt_masks, roi, 1.0, m, m, 0, false).select(1, 0));
-      }
-      at::Tensor all_labels = torch::cat(mask_labels);
-      at::Tensor all_targets = torch::cat(mask_targets);
-      if (all_targets.numel() == 0) {
-        losses["loss_mask"] = mask_logits.sum() * 0;
-      } else {
-        at::Tensor idx = torch::arange(all_labels.size(0), all_labels.options());
-        losses["loss_mask"] = F::binary_cross_entropy_with_logits(mask_logits.index({idx, all_labels}), all_targets);
-      }
+      losses["loss_mask"] = MaskLoss(mask_logits, *targets, mask_boxes, mask_matched);
     } else {
-      int64_t offset = 0;
-      for (auto& r : *detections) {
-        const int64_t n = r.boxes.size(0);
-        if (n == 0) {
-          const int64_t m = 2 * config_.mask_pooler_resolution;
-          r.masks = torch::zeros({0, 1, m, m}, r.boxes.options());
-          continue;
-        }
-        r.masks = mask_logits.narrow(0, offset, n).sigmoid().unsqueeze(1);
-        offset += n;
-      }
+      AttachMasks(mask_logits, *detections);
     }
   }
   return losses;

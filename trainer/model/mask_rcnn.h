@@ -100,6 +100,22 @@ class MaskRcnnImpl : public torch::nn::Module {
   DetectionSettings settings_;
   std::vector<at::Generator> sampling_generators_;
   std::optional<at::Generator> SamplingGenerator(size_t image) const;
+  // The ROI heads' training samples per image: ground truth appended to the proposals,
+  // proposals matched and sampled (`proposals` is replaced by the sampled ones), with the
+  // sampled labels, matched gt indices, matched gt boxes and their encoded box targets.
+  struct RoiSamples {
+    std::vector<at::Tensor> labels, matched_idxs, regression_targets, matched_boxes;
+  };
+  RoiSamples SampleRoiTargets(const std::vector<ImageTarget>& targets, std::vector<at::Tensor>& proposals) const;
+  // One image's detections from its clipped per-class boxes (R×K×4) and softmax scores (R×K):
+  // background dropped, score threshold, tiny boxes dropped, per-class NMS, top N.
+  ImageResult SelectDetections(at::Tensor boxes, at::Tensor scores) const;
+  // Each detection's mask probabilities (N×1×M×M) from the detections' class mask logits, in
+  // detection order across images.
+  void AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const;
+  // The mask loss over the positive RoIs (`mask_boxes`, matched to gt `mask_matched`).
+  at::Tensor MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,
+                      const std::vector<at::Tensor>& mask_boxes, const std::vector<at::Tensor>& mask_matched) const;
   std::shared_ptr<BackboneBody> body_;
   std::shared_ptr<Neck> neck_;
   std::shared_ptr<RpnHead> rpn_head_;
