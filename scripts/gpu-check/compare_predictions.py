@@ -10,7 +10,6 @@ is not expected; these tolerances are what a user would call "the same detection
   python3 scripts/gpu-check/compare_predictions.py CPU.json GPU.json
 """
 import argparse
-import collections
 import json
 import sys
 
