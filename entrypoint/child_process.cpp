@@ -2,7 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,21 +37,42 @@ void CloseIfOpen(int& fd) {
   fd = -1;
 }
 
-// posix_spawn objects with destructors, so every exit path frees them.
-struct SpawnAttributes {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  SpawnAttributes() {
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-  }
-  ~SpawnAttributes() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  SpawnAttributes(const SpawnAttributes&) = delete;
-  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+// Reports why the child could not run its program (errno of the failed call)
+// through a close-on-exec pipe: a successful exec closes it with nothing written.
+struct StartError {
+  int stage;  // 0: working directory, 1: exec
+  int error;
 };
+
+// Runs in the forked child: only system calls, no allocation, then exec or _exit.
+[[noreturn]] void BecomeChild(const ChildSpec& spec, char* const* argv, char* const* envp,
+                              const Pipe& out, const Pipe& err, int report_fd, pid_t supervisor) {
+  setpgid(0, 0);
+  // A child never outlives its supervisor: if the supervisor dies (SIGKILL, OOM), the
+  // children die with it, as they would with a container's PID 1, instead of training
+  // on unsupervised with nobody to read their output or stop them.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != supervisor)
+    _exit(127);  // the supervisor died before the line above took effect
+  for (int signal : SupervisedSignals())
+    std::signal(signal, SIG_DFL);
+  std::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; children must not inherit that
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  dup2(out.write_end, STDOUT_FILENO);
+  dup2(err.write_end, STDERR_FILENO);
+  StartError failure{0, 0};
+  if (!spec.working_dir.empty() && chdir(spec.working_dir.c_str()) != 0) {
+    failure = {0, errno};
+  } else {
+    // execvpe searches the supervisor's PATH for names without a slash, like execvp.
+    execvpe(argv[0], argv, envp);
+    failure = {1, errno};
+  }
+  [[maybe_unused]] const ssize_t n = write(report_fd, &failure, sizeof(failure));
+  _exit(127);
+}
 
 }  // namespace
 
@@ -72,25 +94,6 @@ ChildProcess SpawnChild(const ChildSpec& spec) {
     throw;
   }
 
-  SpawnAttributes spawn;
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int signal : SupervisedSignals())
-    sigaddset(&defaults, signal);
-  sigaddset(&defaults, SIGPIPE);  // the supervisor ignores it; children must not inherit that
-  posix_spawnattr_setsigmask(&spawn.attr, &empty);
-  posix_spawnattr_setsigdefault(&spawn.attr, &defaults);
-  posix_spawnattr_setpgroup(&spawn.attr, 0);
-  posix_spawnattr_setflags(&spawn.attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_adddup2(&spawn.actions, out.write_end, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&spawn.actions, err.write_end, STDERR_FILENO);
-  if (!spec.working_dir.empty()) {
-    posix_spawn_file_actions_addchdir_np(&spawn.actions, spec.working_dir.c_str());
-  }
-
   std::vector<char*> argv;
   for (const auto& arg : spec.argv)
     argv.push_back(const_cast<char*>(arg.c_str()));
@@ -100,15 +103,44 @@ ChildProcess SpawnChild(const ChildSpec& spec) {
     envp.push_back(const_cast<char*>(entry.c_str()));
   envp.push_back(nullptr);
 
-  pid_t pid = -1;
-  // posix_spawnp searches PATH only for names without a slash, like execvp.
-  const int rc = posix_spawnp(&pid, argv[0], &spawn.actions, &spawn.attr, argv.data(), envp.data());
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    const int error = errno;
+    for (int* fd : {&out.read_end, &out.write_end, &err.read_end, &err.write_end})
+      CloseIfOpen(*fd);
+    throw std::system_error(error, std::generic_category(), "pipe2");
+  }
+  // fork, not posix_spawn: only a forked child can ask for PR_SET_PDEATHSIG before exec.
+  const pid_t supervisor = getpid();
+  const pid_t pid = fork();
+  if (pid == 0)
+    BecomeChild(spec, argv.data(), envp.data(), out, err, report[1], supervisor);
+  const int fork_error = errno;
+  close(report[1]);
   CloseIfOpen(out.write_end);
   CloseIfOpen(err.write_end);
-  if (rc != 0) {
+  StartError failure{0, 0};
+  ssize_t n = -1;
+  if (pid > 0) {
+    setpgid(pid, pid);  // also here, so a signal to the group right after we return reaches it
+    do {
+      n = read(report[0], &failure, sizeof(failure));
+    } while (n < 0 && errno == EINTR);
+  }
+  close(report[0]);
+  if (pid < 0 || n == static_cast<ssize_t>(sizeof(failure))) {
     CloseIfOpen(out.read_end);
     CloseIfOpen(err.read_end);
-    throw std::system_error(rc, std::generic_category(),
+    if (pid > 0)
+      waitpid(pid, nullptr, 0);
+    if (pid < 0)
+      throw std::system_error(fork_error, std::generic_category(), "fork");
+    if (failure.stage == 0) {
+      throw std::system_error(failure.error, std::generic_category(),
+                              fmt::format("cannot start \"{}\" in \"{}\"", spec.argv.front(),
+                                          spec.working_dir));
+    }
+    throw std::system_error(failure.error, std::generic_category(),
                             fmt::format("cannot start \"{}\"", spec.argv.front()));
   }
   return ChildProcess{pid, out.read_end, err.read_end};

@@ -1,7 +1,8 @@
 #pragma once
 // Starting one supervised child: its own process group (so a signal reaches
 // everything it starts), stdout and stderr on pipes we read, default signal
-// dispositions and an empty signal mask whatever the supervisor blocked.
+// dispositions and an empty signal mask whatever the supervisor blocked, and
+// SIGKILL when the supervisor dies (PR_SET_PDEATHSIG), so no child outlives it.
 #include <sys/types.h>
 
 #include <string>

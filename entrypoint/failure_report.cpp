@@ -44,10 +44,15 @@ std::string LimitReport(std::string text) {
   return text;
 }
 
-std::string FormatChildFailure(const std::string& host, int rank, const ExitStatus& status,
-                               std::string_view stderr_tail) {
+std::string DescribeRank(const std::string& host, int rank, int local_rank) {
+  return fmt::format("rank {} (local rank {}) on {}", rank, local_rank, host);
+}
+
+std::string FormatChildFailure(const std::string& who, const ExitStatus& status,
+                               std::string_view stderr_tail,
+                               const std::vector<std::string>& notes) {
   const auto lines = NonEmptyLines(stderr_tail);
-  std::string report = fmt::format("rank {} on {} {}", rank, host, status.Describe());
+  std::string report = fmt::format("{} {}", who, status.Describe());
   if (!lines.empty()) {
     // The last thing a dying program prints is usually the error itself
     // (Python's "ValueError: ...", a CHECK message): lead with it.
@@ -55,6 +60,10 @@ std::string FormatChildFailure(const std::string& host, int rank, const ExitStat
     report += lines.back();
   }
   report += '\n';
+  for (const std::string& note : notes) {
+    report += note;
+    report += '\n';
+  }
   if (lines.size() > 1 && report.size() < kFailureReportLimit) {
     // As many of the last lines as fit, in their original order.
     const std::string heading = "stderr tail:\n";

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "entrypoint/exit_status.h"
 
@@ -11,12 +12,16 @@ namespace mrcnn::entrypoint {
 
 constexpr std::size_t kFailureReportLimit = 1024;
 
-// "rank 3 on algo-2 was killed by signal SIGSEGV (11): <last stderr line>\n"
-// followed by "stderr tail:\n" and the last lines of stderr that fit, oldest
-// first. Never longer than kFailureReportLimit bytes and never ends inside a
-// UTF-8 sequence.
-std::string FormatChildFailure(const std::string& host, int rank, const ExitStatus& status,
-                               std::string_view stderr_tail);
+// Who a process was: "rank 3 (local rank 1) on algo-2".
+std::string DescribeRank(const std::string& host, int rank, int local_rank);
+
+// "rank 3 (local rank 1) on algo-2 was killed by signal SIGSEGV (11): <last stderr line>\n",
+// then `notes` (one line each: what else the supervisor saw, e.g. a stopped peer), then
+// "stderr tail:\n" and the last lines of stderr that fit, oldest first. Never longer than
+// kFailureReportLimit bytes and never ends inside a UTF-8 sequence.
+std::string FormatChildFailure(const std::string& who, const ExitStatus& status,
+                               std::string_view stderr_tail,
+                               const std::vector<std::string>& notes = {});
 
 // Truncates to kFailureReportLimit bytes at a UTF-8 boundary.
 std::string LimitReport(std::string text);

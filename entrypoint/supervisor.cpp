@@ -32,8 +32,11 @@ struct Stream {
 
 struct Slot {
   int rank = 0;
+  int local_rank = 0;
   pid_t pid = -1;  // also its process group
   bool exited = false;
+  int stopped_by = 0;  // the signal that stopped it while it is stopped, else 0
+  std::string note;    // for the failure report: it was stopped and killed
   ExitStatus status;
   Stream out{-1, ForwardLines(1, "")};
   Stream err{-1, ForwardLines(2, "")};
@@ -60,7 +63,9 @@ class Loop {
  private:
   void Start(std::vector<SupervisedChild>& children);
   void OnSignals();
-  void OnChildExit(pid_t pid, int wait_status);
+  void OnChildStatus(pid_t pid, int wait_status);
+  void KillIfStopped(Slot& slot);
+  std::string Who(const Slot& slot) const;
   void ReadStream(Stream& stream);
   void BeginStop(int signal, const std::string& why);
   void SignalGroups(int signal);
@@ -174,6 +179,7 @@ void Loop::Start(std::vector<SupervisedChild>& children) {
   for (auto& child : children) {
     auto slot = std::make_unique<Slot>();
     slot->rank = child.rank;
+    slot->local_rank = child.local_rank;
     const std::string prefix =
         options_.rank_prefix && child.rank != 0 ? fmt::format("[rank {}] ", child.rank) : "";
     try {
@@ -185,8 +191,9 @@ void Loop::Start(std::vector<SupervisedChild>& children) {
       slots_.push_back(std::move(slot));
     } catch (const std::exception& error) {
       RootCause cause;
-      cause.report = LimitReport(fmt::format("rank {} on {} could not be started: {}\n", child.rank,
-                                             options_.host, error.what()));
+      cause.report = LimitReport(fmt::format(
+          "{} could not be started: {}\n",
+          DescribeRank(options_.host, child.rank, child.local_rank), error.what()));
       cause.exit_code = 127;  // what a shell reports for a program it cannot run
       LogLine(cause.report.substr(0, cause.report.size() - 1));
       root_cause_ = std::move(cause);
@@ -215,7 +222,7 @@ void Loop::ReadStream(Stream& stream) {
 void Loop::OnSignals() {
   for (int signal : signals_.ReadPending()) {
     if (signal == SIGCHLD) {
-      ReapExited([this](pid_t pid, int status) { OnChildExit(pid, status); });
+      ReapChildren([this](pid_t pid, int status) { OnChildStatus(pid, status); });
     } else {
       if (stop_signal_ == 0)
         stop_signal_ = signal;
@@ -229,13 +236,27 @@ void Loop::OnSignals() {
   }
 }
 
-void Loop::OnChildExit(pid_t pid, int wait_status) {
+void Loop::OnChildStatus(pid_t pid, int wait_status) {
   const auto it = std::find_if(slots_.begin(), slots_.end(),
                                [pid](const auto& slot) { return slot->pid == pid; });
   if (it == slots_.end())
     return;  // an orphan handed to us: reaped, nothing else to do
   Slot& slot = **it;
+  if (WIFSTOPPED(wait_status)) {
+    slot.stopped_by = WSTOPSIG(wait_status);
+    LogLine(fmt::format("rank {} (local rank {}, pid {}) was stopped by signal {} ({})", slot.rank,
+                        slot.local_rank, pid, SignalName(slot.stopped_by), slot.stopped_by));
+    if (stopping_)
+      KillIfStopped(slot);
+    return;
+  }
+  if (WIFCONTINUED(wait_status)) {
+    slot.stopped_by = 0;
+    LogLine(fmt::format("rank {} (local rank {}, pid {}) continues", slot.rank, slot.local_rank, pid));
+    return;
+  }
   slot.exited = true;
+  slot.stopped_by = 0;
   slot.status = ExitStatus::FromWaitStatus(wait_status);
   if (slot.status.Success())
     return;
@@ -250,6 +271,21 @@ void Loop::OnChildExit(pid_t pid, int wait_status) {
   BeginStop(SIGTERM, fmt::format("rank {} (pid {}) {}", slot.rank, pid, slot.status.Describe()));
 }
 
+void Loop::KillIfStopped(Slot& slot) {
+  if (slot.exited || slot.stopped_by == 0 || !slot.note.empty())
+    return;
+  LogLine(fmt::format("rank {} (local rank {}, pid {}) is stopped and cannot act on SIGTERM; "
+                      "sending SIGKILL",
+                      slot.rank, slot.local_rank, slot.pid));
+  slot.note = fmt::format("{} was stopped by signal {} ({}) and did not continue; it was killed",
+                          Who(slot), SignalName(slot.stopped_by), slot.stopped_by);
+  kill(-slot.pid, SIGKILL);
+}
+
+std::string Loop::Who(const Slot& slot) const {
+  return DescribeRank(options_.host, slot.rank, slot.local_rank);
+}
+
 void Loop::BeginStop(int signal, const std::string& why) {
   stopping_ = true;
   const bool anyone_running = !AllExited();
@@ -260,6 +296,8 @@ void Loop::BeginStop(int signal, const std::string& why) {
     LogLine(why);
   }
   SignalGroups(signal);
+  for (auto& slot : slots_)
+    KillIfStopped(*slot);
   kill_at_ = Clock::now() + options_.grace;
 }
 
@@ -309,8 +347,13 @@ void Loop::MaybeWriteFailure(bool at_end) {
   if (cause.slot != nullptr) {
     if (!cause.slot->Drained() && !at_end)
       return;  // its last stderr lines may still come
-    cause.report = FormatChildFailure(options_.host, cause.slot->rank, cause.slot->status,
-                                      cause.slot->stderr_tail.Text());
+    std::vector<std::string> notes;
+    for (const auto& slot : slots_) {
+      if (!slot->note.empty())
+        notes.push_back(slot->note);
+    }
+    cause.report = FormatChildFailure(Who(*cause.slot), cause.slot->status,
+                                      cause.slot->stderr_tail.Text(), notes);
   }
   cause.written = true;
   WriteFailureOnce(options_.failure_file, cause.report);

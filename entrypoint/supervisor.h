@@ -9,6 +9,10 @@
 //    SIGTERM, and SIGKILL once `grace` has passed. The supervisor exits with the
 //    root cause's code (128 + signal for a signal) and writes `failure_file`
 //    (if set and absent) once that child's output has drained.
+//  - A child that is stopped (SIGSTOP, SIGTSTP, ...) when the job is being
+//    stopped cannot act on SIGTERM: its group gets SIGKILL at once instead of
+//    after the grace period, and the failure report says it was stopped (a
+//    stalled rank is usually why its peers failed).
 //  - SIGTERM/SIGINT/SIGHUP to the supervisor go to every child's process group
 //    at once, with the same grace. Exit code: 0 when every child then exits 0,
 //    otherwise 128 + the received signal. No failure file: the platform stopped us.
@@ -29,7 +33,8 @@ namespace mrcnn::entrypoint {
 
 struct SupervisedChild {
   ChildSpec spec;
-  int rank = 0;  // global rank, for prefixes and the failure report
+  int rank = 0;        // global rank, for prefixes and the failure report
+  int local_rank = 0;  // for the failure report
 };
 
 struct SupervisorOptions {

@@ -116,6 +116,7 @@ int RunTrain(const TrainOptions& options) {
   for (const ChildPlan& child : plan.children) {
     SupervisedChild supervised;
     supervised.rank = child.rank;
+    supervised.local_rank = child.local_rank;
     supervised.spec.argv = plan.program.argv;
     supervised.spec.env = ChildEnvironment(env, child);
     supervised.spec.working_dir = plan.program.working_dir;

@@ -7,6 +7,9 @@
 //   --mode segv       rank --fail-rank dies of SIGSEGV; others wait
 //   --mode trap       writes <marker-dir>/term.<rank> on SIGTERM, then exits 0
 //   --mode ignore     ignores SIGTERM and waits forever
+//   --mode stall      rank --stall-rank stops itself (SIGSTOP); rank --fail-rank waits until
+//                     it has, then exits 1 naming it (as a peer of a silent rank does); others wait
+//   --mode wait       writes its pid to <marker-dir>/pid.<rank> and waits forever
 //   --mode grandchild forks a grandchild that writes its pid to <marker-dir>/grandchild.<rank>
 //                     and sleeps; the child exits 0
 //   --mode partial    prints a line and then text without a newline
@@ -141,6 +144,29 @@ int main(int argc, char** argv) {
   if (mode == "ignore") {
     std::signal(SIGTERM, SIG_IGN);
     WaitForever();
+  }
+  if (mode == "stall") {
+    const int stall_rank = std::atoi(Arg("stall-rank", "1").c_str());
+    const std::string stalled = g_marker_dir + "/stalled." + std::to_string(stall_rank);
+    if (g_rank == stall_rank) {
+      WriteMarker("stalled." + std::to_string(g_rank), "stopping");
+      std::raise(SIGSTOP);
+      return 0;
+    }
+    if (g_rank != fail_rank) {
+      std::signal(SIGTERM, OnTerm);
+      WaitForever();
+    }
+    for (int i = 0; i < 1000 && access(stalled.c_str(), F_OK) != 0; ++i)
+      usleep(10 * 1000);
+    usleep(300 * 1000);  // the stop has happened by now
+    std::fprintf(stderr, "no data from rank %d: it is stuck or gone\n", stall_rank);
+    return 1;
+  }
+  if (mode == "wait") {
+    WriteMarker("pid." + std::to_string(g_rank), std::to_string(getpid()));
+    for (;;)
+      pause();
   }
   if (mode == "grandchild") {
     const pid_t pid = fork();

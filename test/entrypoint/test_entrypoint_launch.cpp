@@ -146,9 +146,9 @@ TEST_CASE("A program that cannot be started gives 127 and says why") {
   CHECK(run.exit_code == 127);
   const std::string failure = ReadFile(job.Failure());
   INFO(failure);
-  CHECK(failure.rfind(
-            "rank 0 on algo-1 could not be started: cannot start \"/nonexistent/python3\"", 0) ==
-        0);
+  CHECK(failure.rfind("rank 0 (local rank 0) on algo-1 could not be started: cannot start "
+                      "\"/nonexistent/python3\"",
+                      0) == 0);
 }
 
 TEST_CASE("Malformed configuration exits 2 and says which file is wrong") {

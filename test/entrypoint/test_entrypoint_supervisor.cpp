@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <charconv>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "process_harness.h"
 
@@ -145,7 +147,9 @@ TEST_CASE("A child exiting with a code stops the others; its code and stderr mak
   const std::string failure = ReadFile(job.Failure());
   INFO("failure file:\n" << failure << "\nstderr:\n" << run.err);
   CHECK(failure.rfind(
-            "rank 2 on algo-1 exited with code 7: fatal: the data loader broke on rank 2\n", 0) ==
+            "rank 2 (local rank 2) on algo-1 exited with code 7: fatal: the data loader broke on "
+            "rank 2\n",
+            0) ==
         0);
   CHECK(failure.find("step 1 loss 0.5") != std::string::npos);
   CHECK(failure.size() <= 1024);
@@ -166,7 +170,7 @@ TEST_CASE("A segfaulting child gives 128+11 and names SIGSEGV") {
   CHECK(run.exit_code == 128 + SIGSEGV);
   const std::string failure = ReadFile(job.Failure());
   INFO(failure);
-  CHECK(failure.rfind("rank 1 on algo-1 was killed by signal SIGSEGV (11)", 0) == 0);
+  CHECK(failure.rfind("rank 1 (local rank 1) on algo-1 was killed by signal SIGSEGV (11)", 0) == 0);
   CHECK(std::filesystem::exists(job.markers / "term.0"));
 }
 
@@ -220,6 +224,65 @@ TEST_CASE("A child ignoring SIGTERM is killed after the grace period") {
   CHECK(after >= milliseconds(950));
   CHECK(after < seconds(6));
   CHECK(done.err.find("SIGKILL") != std::string::npos);
+}
+
+TEST_CASE("A stopped child is killed at once when its peer fails, and named in the report") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters({{"sagemaker_program", "child"},
+                            {"mode", "stall"},
+                            {"stall-rank", 1},
+                            {"fail-rank", 0},
+                            {"marker-dir", job.markers.string()}});
+  // A long grace: the stopped child cannot act on SIGTERM, so waiting it out would be useless.
+  const Finished run =
+      RunEntrypoint(Train(job, {"--nproc-per-node", "3", "--grace-period", "60"}), {}, dir.path());
+  const std::string failure = ReadFile(job.Failure());
+  INFO("failure file:\n" << failure << "\nstderr:\n" << run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(run.elapsed < seconds(10));
+  CHECK(failure.rfind("rank 0 (local rank 0) on algo-1 exited with code 1: no data from rank 1: "
+                      "it is stuck or gone\n"
+                      "rank 1 (local rank 1) on algo-1 was stopped by signal SIGSTOP (19) and did "
+                      "not continue; it was killed\n",
+                      0) == 0);
+  CHECK(run.err.find("rank 1 (local rank 1, pid") != std::string::npos);
+  CHECK(std::filesystem::exists(job.markers / "term.2"));  // the running one got SIGTERM
+}
+
+TEST_CASE("Children die with a supervisor that is killed") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters(
+      {{"sagemaker_program", "child"}, {"mode", "wait"}, {"marker-dir", job.markers.string()}});
+  EntrypointRun run(Train(job, {"--nproc-per-node", "2"}), {}, dir.path());
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto marker = job.markers / ("pid." + std::to_string(rank));
+    REQUIRE(WaitForFile(marker, seconds(10)));
+    std::string text;
+    for (int i = 0; i < 100 && text.empty(); ++i) {
+      text = ReadFile(marker);  // written right after the file appears
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    children.push_back(std::stoi(text));
+  }
+  run.Signal(SIGKILL);
+  run.Wait();
+  // Reparented to init, which reaps them: gone within moments, never left running.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(5);
+  const auto gone = [](pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; };
+  while (!std::all_of(children.begin(), children.end(), gone) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  for (const pid_t pid : children) {
+    CHECK(gone(pid));
+    if (!gone(pid))
+      kill(pid, SIGKILL);
+  }
 }
 
 TEST_CASE("A grandchild left behind by an exiting child is killed and reaped") {

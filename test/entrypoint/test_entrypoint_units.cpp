@@ -129,12 +129,15 @@ TEST_CASE("The failure report leads with the root cause and stays within 1024 by
   stderr_text += "ValueError: bad annotation in image 17\n";
   ExitStatus status;
   status.code = 3;
-  const std::string report = FormatChildFailure("algo-2", 5, status, stderr_text);
+  const std::string report =
+      FormatChildFailure(DescribeRank("algo-2", 5, 1), status, stderr_text,
+                         {"rank 4 (local rank 0) on algo-2 was stopped by signal SIGSTOP (19)"});
   CHECK(report.size() <= kFailureReportLimit);
-  CHECK(report.rfind(
-            "rank 5 on algo-2 exited with code 3: ValueError: bad annotation in image 17\n", 0) ==
-        0);
-  CHECK(report.find("stderr tail:\ncontext line") != std::string::npos);
+  CHECK(report.rfind("rank 5 (local rank 1) on algo-2 exited with code 3: ValueError: bad "
+                     "annotation in image 17\n"
+                     "rank 4 (local rank 0) on algo-2 was stopped by signal SIGSTOP (19)\n"
+                     "stderr tail:\ncontext line",
+                     0) == 0);
   CHECK(report.find("context line 199\nValueError") != std::string::npos);
 }
 
