@@ -47,6 +47,7 @@ std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
   o.world_size = static_cast<int>(world.world_size);
   o.master_addr = world.master_addr;
   o.master_port = world.master_port;
+  o.description = "local rank " + std::to_string(world.local_rank) + " on " + world.host;
   auto millis = [&](const std::string& key) {
     const double s = config.GetFloat(key);
     if (!(s > 0))
@@ -124,7 +125,24 @@ std::string ModuleOf(const std::string& name) {
 }  // namespace
 
 WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const fs::path& file) {
-  const model::TensorMap tensors = model::ReadSafetensors(file);
+  model::TensorMap tensors;
+  try {
+    tensors = model::ReadSafetensors(file);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(e.what()) +
+                             "; this weights file (MODEL.WEIGHTS, or the weights channel's only "
+                             "*.safetensors) is damaged: replace it");
+  }
+  // Safetensors has no checksum; NaN or infinite weights are the one sign of damaged
+  // values that can be checked (they would only surface later as a NaN loss).
+  for (const auto& [name, value] : tensors) {
+    if (value.is_floating_point() && !torch::isfinite(value).all().item<bool>()) {
+      throw common::ConfigError(file.string(), "MODEL.WEIGHTS",
+                                "is corrupt: tensor '" + name +
+                                    "' holds NaN or infinite values; replace the file (the "
+                                    "weights channel's model.safetensors or MODEL.WEIGHTS)");
+    }
+  }
   model::TensorMap state = model::StateDict(net);
   WeightsLoad load;
   torch::NoGradGuard no_grad;

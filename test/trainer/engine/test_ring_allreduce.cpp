@@ -41,8 +41,10 @@ class MemoryStore : public KeyValueStore {
   std::map<std::string, std::string> values_;
 };
 
-// Runs body(ring) for every rank on its own thread; returns each rank's exception (or null).
-std::vector<std::exception_ptr> RunRanks(int world, const RingOptions& options,
+// Runs body(ring) for every rank on its own thread, rank r with options_of(r); returns each
+// rank's exception (or null).
+std::vector<std::exception_ptr> RunRanks(int world,
+                                         const std::function<RingOptions(int)>& options_of,
                                          const std::function<void(RingCommunicator&)>& body) {
   MemoryStore store;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -50,7 +52,7 @@ std::vector<std::exception_ptr> RunRanks(int world, const RingOptions& options,
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto ring = RingCommunicator::Connect(&store, r, world, options);
+        auto ring = RingCommunicator::Connect(&store, r, world, options_of(r));
         body(*ring);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
@@ -60,6 +62,11 @@ std::vector<std::exception_ptr> RunRanks(int world, const RingOptions& options,
   for (auto& t : threads)
     t.join();
   return errors;
+}
+
+std::vector<std::exception_ptr> RunRanks(int world, const RingOptions& options,
+                                         const std::function<void(RingCommunicator&)>& body) {
+  return RunRanks(world, [&](int) { return options; }, body);
 }
 
 std::string Message(const std::exception_ptr& e) {
@@ -224,6 +231,27 @@ TEST_CASE("a peer that stalls produces a timeout error naming it", "[ring]") {
   });
   REQUIRE(errors[0]);
   REQUIRE_THAT(Message(errors[0]), Catch::Contains("no data from rank 1"));
+}
+
+TEST_CASE("errors name the peer's local rank and host from its description", "[ring]") {
+  const auto options_of = [](int rank) {
+    RingOptions options = Options();
+    options.timeout = 300ms;
+    options.description =
+        "local rank " + std::to_string(rank % 2) + " on host-" + std::to_string(rank / 2);
+    return options;
+  };
+  auto errors = RunRanks(4, options_of, [&](RingCommunicator& ring) {
+    if (ring.rank() == 3) {
+      std::this_thread::sleep_for(1500ms);  // alive but never joins the collective
+      return;
+    }
+    float x = 1;
+    ring.AllReduceSum(&x, 1);
+  });
+  REQUIRE(errors[0]);
+  // Rank 0 receives from rank 3, the silent one.
+  REQUIRE_THAT(Message(errors[0]), Catch::Contains("no data from rank 3 (local rank 1 on host-1)"));
 }
 
 TEST_CASE("a rank that never shows up fails the connect with its rank named", "[ring]") {

@@ -19,8 +19,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "<path>: write failed: No space left on device (ENOSPC)": the symbolic name too, as
+// people search for it.
 [[noreturn]] void Fail(const fs::path& path, const char* call) {
-  throw std::runtime_error(path.string() + ": " + call + " failed: " + std::strerror(errno));
+  const int error = errno;
+  std::string message = path.string();
+  message.append(": ").append(call).append(" failed: ").append(std::strerror(error));
+  if (const char* name = strerrorname_np(error))
+    message.append(" (").append(name).append(")");
+  throw std::runtime_error(message);
 }
 
 struct Fd {

@@ -89,7 +89,20 @@ fs::path CheckpointDir::Save(int64_t iteration, const NamedTensors& tensors) con
   char name[64];
   std::snprintf(name, sizeof name, "checkpoint_%08lld.safetensors", static_cast<long long>(iteration));
   const fs::path file = dir_ / name;
-  WriteFileAtomically(file, model::SerializeSafetensors(cpu));
+  const std::string bytes = model::SerializeSafetensors(cpu);
+  try {
+    WriteFileAtomically(file, bytes);
+  } catch (const std::exception& e) {
+    // Typically a full disk (ENOSPC): the older checkpoints are deleted only after the new
+    // one is in place, so they are still there, and the partial write is gone.
+    char size[64];
+    std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(bytes.size()) / 1e6);
+    throw std::runtime_error("checkpoint " + file.string() + " (" + size + ") was not written: " + e.what() +
+                             "; the checkpoints already in " + dir_.string() +
+                             " are intact. Free space there (checkpointconfig.json LocalPath) or lower "
+                             "SOLVER.CHECKPOINTS_TO_KEEP: " +
+                             std::to_string(keep_ + 1) + " checkpoints must fit while the newest is written");
+  }
 
   std::vector<fs::path> all = List();
   for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) {

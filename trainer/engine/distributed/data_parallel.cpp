@@ -60,6 +60,7 @@ DataParallel::DataParallel(const DataParallelOptions& options, const at::Device&
   store_ = Rendezvous(ro);
   RingOptions ring_options;
   ring_options.timeout = options.timeout;
+  ring_options.description = options.description;
   ring_options.listen_address = options.listen_address.empty()
                                     ? LocalAddressToward(options.master_addr)
                                     : options.listen_address;
@@ -115,7 +116,7 @@ void DataParallel::SumInPlace(std::vector<double>& values) {
 
 void DataParallel::Barrier() {
   if (active())
-    ring_->Barrier(options_.barrier_timeout);
+    ring_->Barrier(options_.rank == 0 ? options_.timeout : options_.barrier_timeout);
 }
 
 }  // namespace mrcnn::engine::dist

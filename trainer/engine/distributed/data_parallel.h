@@ -27,12 +27,16 @@ struct DataParallelOptions {
   int master_port = 29500;
   // Rendezvous, connects, and each collective's wait for a peer's progress.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // Barriers that wait for rank 0's solo work (evaluation, checkpoint, model dir).
+  // Barriers that wait for rank 0's solo work (evaluation, checkpoint, model dir): the
+  // other ranks' wait. Rank 0 arrives last, so it waits only `timeout` for them: a rank
+  // that died or stalled while rank 0 worked is found within that time.
   std::chrono::milliseconds barrier_timeout{std::chrono::hours(2)};
   size_t bucket_bytes = 25u << 20;
   // Address this rank's ring listener binds to and advertises; "" = the interface that
   // routes to MASTER_ADDR (127.0.0.1 when that is loopback).
   std::string listen_address;
+  // "local rank 1 on algo-2": how the other ranks name this one in their errors.
+  std::string description;
 };
 
 class DataParallel {
@@ -55,7 +59,7 @@ class DataParallel {
   void AverageGradients(const std::vector<at::Tensor>& params);
   // Sum over the ranks, in place (deterministic, identical on every rank).
   void SumInPlace(std::vector<double>& values);
-  // Waits (up to barrier_timeout) until every rank got here.
+  // Waits until every rank got here: up to barrier_timeout, rank 0 up to timeout.
   void Barrier();
 
  private:

@@ -1,5 +1,7 @@
 #include "trainer/engine/distributed/process_world.h"
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 #include "common/config_error.h"
@@ -37,6 +39,13 @@ ProcessWorld ProcessWorld::FromEnv(const common::EnvMap& env) {
   if (auto a = common::Lookup(env, "MASTER_ADDR"); a && !a->empty())
     w.master_addr = *a;
   w.master_port = static_cast<int>(EnvInt(env, "MASTER_PORT", 29500));
+  if (auto h = common::Lookup(env, "SM_CURRENT_HOST"); h && !h->empty()) {
+    w.host = *h;
+  } else {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) == 0)
+      w.host = name;
+  }
   return w;
 }
 

@@ -15,6 +15,9 @@ struct ProcessWorld {
   int64_t local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // This process's host as the job names it (SM_CURRENT_HOST, which the entrypoint sets),
+  // else the system's host name: peers name it when this process dies or stalls.
+  std::string host;
   // Throws common::ConfigError naming the variable when one is malformed.
   static ProcessWorld FromEnv(const common::EnvMap& env);
 };

@@ -73,16 +73,22 @@ std::unique_ptr<RingCommunicator> RingCommunicator::Connect(KeyValueStore* store
     throw std::invalid_argument("RingCommunicator: world_size > 1 needs a store");
   // Listen before publishing the address, so the predecessor's connect finds a backlog
   // even if this rank has not reached accept() yet; connect first, then accept: with every
-  // rank doing the same no one waits on someone who waits on them.
+  // rank doing the same no one waits on someone who waits on them. The description goes
+  // first, so a rank whose address is in the store has its description there too.
+  const auto key = [&](const char* what, int r) {
+    return options.key_prefix + "/" + what + "/" + std::to_string(r);
+  };
   Listener listener = Listener::Open(options.listen_address);
-  store->Set(options.key_prefix + "/addr/" + std::to_string(rank),
-             listener.address + ":" + std::to_string(listener.port));
-  const std::string next_key = options.key_prefix + "/addr/" + std::to_string(ring->next());
+  store->Set(key("who", rank), options.description);
+  store->Set(key("addr", rank), listener.address + ":" + std::to_string(listener.port));
+  const std::string next_key = key("addr", ring->next());
   const auto [host, port] = SplitHostPort(next_key, store->Get(next_key, options.timeout));
+  ring->next_description_ = store->Get(key("who", ring->next()), options.timeout);
   ring->to_next_ = dist::Connect(host, port, options.timeout, ring->Who(ring->next()));
   const Hello mine{kMagic, rank, world_size};
   SendAll(ring->to_next_, &mine, sizeof(mine), options.timeout, ring->Who(ring->next()));
   ring->from_prev_ = listener.Accept(options.timeout, ring->Who(ring->prev()));
+  ring->prev_description_ = store->Get(key("who", ring->prev()), options.timeout);
   Hello theirs{};
   RecvAll(ring->from_prev_, &theirs, sizeof(theirs), options.timeout, ring->Who(ring->prev()));
   if (theirs.magic != kMagic || theirs.rank != ring->prev() || theirs.world != world_size) {
@@ -93,6 +99,20 @@ std::unique_ptr<RingCommunicator> RingCommunicator::Connect(KeyValueStore* store
         " (two jobs sharing MASTER_ADDR:MASTER_PORT? give each its own MASTER_PORT)");
   }
   return ring;
+}
+
+std::string RingCommunicator::Who(int peer) const {
+  const std::string* description = nullptr;
+  if (peer == next())
+    description = &next_description_;
+  else if (peer == prev())
+    description = &prev_description_;
+  else if (peer == rank_)
+    description = &options_.description;
+  std::string who = "rank " + std::to_string(peer);
+  if (description != nullptr && !description->empty())
+    who.append(" (").append(*description).append(")");
+  return who;
 }
 
 void RingCommunicator::CheckHeader(uint32_t op, uint64_t count, std::chrono::milliseconds timeout) {

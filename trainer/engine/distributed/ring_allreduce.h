@@ -37,6 +37,9 @@ struct RingOptions {
   std::string listen_address = "127.0.0.1";
   // Prefix of the store keys, so several rings (tests) can share a store.
   std::string key_prefix = "mrcnn/ring";
+  // Where this rank runs, e.g. "local rank 1 on algo-2": published in the store, so a
+  // peer's errors about this rank say which process on which host died or stalled.
+  std::string description;
 };
 
 class RingCommunicator {
@@ -68,13 +71,15 @@ class RingCommunicator {
   // Sends a frame header downstream and checks the one from upstream matches (same
   // collective, same sequence number, same size on both ranks).
   void CheckHeader(uint32_t op, uint64_t count, std::chrono::milliseconds timeout);
-  std::string Who(int peer) const { return "rank " + std::to_string(peer); }
+  // "rank 3 (local rank 1 on algo-2)", or "rank 3" before the peer's description is known.
+  std::string Who(int peer) const;
   int next() const { return (rank_ + 1) % world_; }
   int prev() const { return (rank_ + world_ - 1) % world_; }
 
   int rank_, world_;
   RingOptions options_;
   Socket to_next_, from_prev_;
+  std::string next_description_, prev_description_;
   uint64_t sequence_ = 0;
   std::vector<char> scratch_;
 };
