@@ -136,9 +136,9 @@ ChildProcess SpawnChild(const ChildSpec& spec) {
     if (pid < 0)
       throw std::system_error(fork_error, std::generic_category(), "fork");
     if (failure.stage == 0) {
-      throw std::system_error(failure.error, std::generic_category(),
-                              fmt::format("cannot start \"{}\" in \"{}\"", spec.argv.front(),
-                                          spec.working_dir));
+      throw std::system_error(
+          failure.error, std::generic_category(),
+          fmt::format("cannot start \"{}\" in \"{}\"", spec.argv.front(), spec.working_dir));
     }
     throw std::system_error(failure.error, std::generic_category(),
                             fmt::format("cannot start \"{}\"", spec.argv.front()));

@@ -191,9 +191,9 @@ void Loop::Start(std::vector<SupervisedChild>& children) {
       slots_.push_back(std::move(slot));
     } catch (const std::exception& error) {
       RootCause cause;
-      cause.report = LimitReport(fmt::format(
-          "{} could not be started: {}\n",
-          DescribeRank(options_.host, child.rank, child.local_rank), error.what()));
+      cause.report = LimitReport(
+          fmt::format("{} could not be started: {}\n",
+                      DescribeRank(options_.host, child.rank, child.local_rank), error.what()));
       cause.exit_code = 127;  // what a shell reports for a program it cannot run
       LogLine(cause.report.substr(0, cause.report.size() - 1));
       root_cause_ = std::move(cause);
@@ -252,7 +252,8 @@ void Loop::OnChildStatus(pid_t pid, int wait_status) {
   }
   if (WIFCONTINUED(wait_status)) {
     slot.stopped_by = 0;
-    LogLine(fmt::format("rank {} (local rank {}, pid {}) continues", slot.rank, slot.local_rank, pid));
+    LogLine(
+        fmt::format("rank {} (local rank {}, pid {}) continues", slot.rank, slot.local_rank, pid));
     return;
   }
   slot.exited = true;
@@ -274,9 +275,10 @@ void Loop::OnChildStatus(pid_t pid, int wait_status) {
 void Loop::KillIfStopped(Slot& slot) {
   if (slot.exited || slot.stopped_by == 0 || !slot.note.empty())
     return;
-  LogLine(fmt::format("rank {} (local rank {}, pid {}) is stopped and cannot act on SIGTERM; "
-                      "sending SIGKILL",
-                      slot.rank, slot.local_rank, slot.pid));
+  LogLine(
+      fmt::format("rank {} (local rank {}, pid {}) is stopped and cannot act on SIGTERM; "
+                  "sending SIGKILL",
+                  slot.rank, slot.local_rank, slot.pid));
   slot.note = fmt::format("{} was stopped by signal {} ({}) and did not continue; it was killed",
                           Who(slot), SignalName(slot.stopped_by), slot.stopped_by);
   kill(-slot.pid, SIGKILL);

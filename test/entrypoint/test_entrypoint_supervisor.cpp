@@ -149,8 +149,7 @@ TEST_CASE("A child exiting with a code stops the others; its code and stderr mak
   CHECK(failure.rfind(
             "rank 2 (local rank 2) on algo-1 exited with code 7: fatal: the data loader broke on "
             "rank 2\n",
-            0) ==
-        0);
+            0) == 0);
   CHECK(failure.find("step 1 loss 0.5") != std::string::npos);
   CHECK(failure.size() <= 1024);
   for (int rank : {0, 1, 3})

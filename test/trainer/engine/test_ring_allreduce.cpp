@@ -66,7 +66,8 @@ std::vector<std::exception_ptr> RunRanks(int world,
 
 std::vector<std::exception_ptr> RunRanks(int world, const RingOptions& options,
                                          const std::function<void(RingCommunicator&)>& body) {
-  return RunRanks(world, [&](int) { return options; }, body);
+  return RunRanks(
+      world, [&](int) { return options; }, body);
 }
 
 std::string Message(const std::exception_ptr& e) {

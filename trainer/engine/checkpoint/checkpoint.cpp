@@ -97,11 +97,12 @@ fs::path CheckpointDir::Save(int64_t iteration, const NamedTensors& tensors) con
     // one is in place, so they are still there, and the partial write is gone.
     char size[64];
     std::snprintf(size, sizeof size, "%.1f MB", static_cast<double>(bytes.size()) / 1e6);
-    throw std::runtime_error("checkpoint " + file.string() + " (" + size + ") was not written: " + e.what() +
-                             "; the checkpoints already in " + dir_.string() +
-                             " are intact. Free space there (checkpointconfig.json LocalPath) or lower "
-                             "SOLVER.CHECKPOINTS_TO_KEEP: " +
-                             std::to_string(keep_ + 1) + " checkpoints must fit while the newest is written");
+    throw std::runtime_error(
+        "checkpoint " + file.string() + " (" + size + ") was not written: " + e.what() +
+        "; the checkpoints already in " + dir_.string() +
+        " are intact. Free space there (checkpointconfig.json LocalPath) or lower "
+        "SOLVER.CHECKPOINTS_TO_KEEP: " +
+        std::to_string(keep_ + 1) + " checkpoints must fit while the newest is written");
   }
 
   std::vector<fs::path> all = List();
