@@ -60,6 +60,10 @@ class RingCommunicator {
 
   // Closes both connections; peers blocked in a collective with this rank get PeerError.
   void Close();
+  // Shuts both connections down without closing them: safe while another thread is inside
+  // a collective, which then fails at once (PeerError), as do the peers. For abandoning a
+  // communication thread's collective; the ring is unusable afterwards.
+  void Interrupt();
 
  private:
   RingCommunicator(int rank, int world, const RingOptions& options);
