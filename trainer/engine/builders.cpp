@@ -62,6 +62,8 @@ std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
   if (const char* a = std::getenv("MRCNN_DIST_ADDR"); a != nullptr)
     o.listen_address = a;
   o.overlap_backward = config.GetBool("DIST.OVERLAP_BACKWARD");
+  if (const char* b = std::getenv("MRCNN_BENCH_OVERLAP_ALTERNATE"); b != nullptr)
+    o.overlap_every_other_iteration = std::string(b) == "1";
   // Tests and people checking the launch order: one file per rank, first iteration only.
   if (const char* d = std::getenv("MRCNN_BUCKET_TRACE_DIR"); d != nullptr && *d != '\0') {
     o.bucket_trace_path = std::string(d);

@@ -124,7 +124,10 @@ OverlappedGradientBucketer& DataParallel::Overlapped(const std::vector<at::Tenso
 void DataParallel::ExpectFinalBackward(const std::vector<at::Tensor>& params) {
   if (!overlaps_backward())
     return;
-  Overlapped(params).ArmForFinalBackward();
+  OverlappedGradientBucketer& overlapped = Overlapped(params);
+  if (options_.overlap_every_other_iteration && final_backwards_++ % 2 == 1)
+    return;
+  overlapped.ArmForFinalBackward();
 }
 
 void DataParallel::AverageGradients(const std::vector<at::Tensor>& params) {

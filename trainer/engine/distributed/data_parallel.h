@@ -39,6 +39,10 @@ struct DataParallelOptions {
   // With overlap_backward: where to write the first iteration's bucket readiness and
   // launch order ("" = nowhere; MRCNN_BUCKET_TRACE_DIR sets it per rank).
   std::string bucket_trace_path;
+  // With overlap_backward, for bench/engine/bench_overlap.py: arm the hooks only on every
+  // other iteration (the first, third, ...), so the others run the post-backward schedule
+  // (all buckets launched after backward) and the two interleave under the same load.
+  bool overlap_every_other_iteration = false;
   // Address this rank's ring listener binds to and advertises; "" = the interface that
   // routes to MASTER_ADDR (127.0.0.1 when that is loopback).
   std::string listen_address;
@@ -88,6 +92,7 @@ class DataParallel {
   // Declared after what they use: destroyed first (hooks removed, thread joined).
   std::unique_ptr<AsyncGradientReducer> async_reducer_;
   std::unique_ptr<OverlappedGradientBucketer> overlapped_;
+  int64_t final_backwards_ = 0;
 };
 
 }  // namespace mrcnn::engine::dist
