@@ -82,8 +82,10 @@ class OverlappedGradientBucketer {
   std::string trace_path_;
   int64_t iterations_ = 0;
   std::atomic<bool> armed_{false};
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: the
-  std::vector<uintptr_t> hook_keys_;  // variable holds its accumulator only weakly
+  // Owned here: a parameter holds its accumulator only weakly, and a new one (without our
+  // hook) would be made once the graphs referencing the old one are gone.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
 };
 
 }  // namespace mrcnn::engine::dist
