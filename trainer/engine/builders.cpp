@@ -62,6 +62,16 @@ std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
   o.bucket_bytes = static_cast<size_t>(bucket_mb * 1024 * 1024);
   if (const char* a = std::getenv("MRCNN_DIST_ADDR"); a != nullptr)
     o.listen_address = a;
+  o.overlap_backward = config.GetBool("DIST.OVERLAP_BACKWARD");
+  if (const char* b = std::getenv("MRCNN_BENCH_OVERLAP_ALTERNATE"); b != nullptr)
+    o.overlap_every_other_iteration = std::string(b) == "1";
+  // Tests and people checking the launch order: one file per rank, first iteration only.
+  if (const char* d = std::getenv("MRCNN_BUCKET_TRACE_DIR"); d != nullptr && *d != '\0') {
+    o.bucket_trace_path = std::string(d);
+    o.bucket_trace_path.append("/bucket_trace_rank")
+        .append(std::to_string(world.rank))
+        .append(".txt");
+  }
   auto dp = std::make_unique<dist::DataParallel>(o, device);
   // The processes of one node share its cores (torchrun sets OMP_NUM_THREADS=1 for the
   // same reason): oversubscribed OpenMP spin-waits made 2 CPU ranks ~8x slower per step.

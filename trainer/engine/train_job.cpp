@@ -171,6 +171,7 @@ void LogRunStart(const JobParts& p, const TrainingState& state) {
   p.log.Line("[train] device: " + p.device.str() + "  seed: " + std::to_string(state.seed) +
              "  processes: " + std::to_string(p.world.world_size) +
              " (gradient all-reduce: " + p.dp.gradient_backend() +
+             (p.dp.overlaps_backward() ? ", overlapped with backward" : "") +
              ")  images/iter: " + std::to_string(p.plan.images_per_iteration) +
              "  accumulation: " + std::to_string(p.plan.accumulation) +
              "  amp: " + (amp ? p.job.config.GetString("SOLVER.AMP.DTYPE") : "off"));

@@ -29,6 +29,11 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
                                             const std::vector<model::ImageTarget>& targets,
                                             std::vector<at::Generator> generators,
                                             int64_t accumulation, int64_t iteration) {
+  if (++micro_batches_ > accumulation) {
+    throw std::logic_error("TrainStep: " + std::to_string(micro_batches_) +
+                           " micro-batches of an iteration with accumulation " +
+                           std::to_string(accumulation) + " (Finish not called)");
+  }
   net_.set_sampling_generators(std::move(generators));
   const bool amp = options_.amp_dtype.has_value();
   if (amp) {
@@ -61,6 +66,8 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
                              std::to_string(iteration) + ": " + options_.nonfinite_advice);
   }
   Phase("loss_sum_item");
+  if (dp_ != nullptr && micro_batches_ == accumulation)
+    dp_->ExpectFinalBackward(trainable_);
   scaler_.Scale(total / static_cast<double>(accumulation)).backward();
   Phase("backward");
   return out;
@@ -68,8 +75,10 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
 
 bool TrainStep::Finish() {
   net_.set_sampling_generators({});
-  // Averaged before unscaling: every rank then sees the same gradients, so they agree on
-  // overflow (AMP), clipping and the update.
+  micro_batches_ = 0;
+  // Averaged (or, with DIST.OVERLAP_BACKWARD, finished and waited for) before unscaling:
+  // every rank then sees the same gradients, so they agree on overflow (AMP), clipping and
+  // the update.
   if (dp_ != nullptr)
     dp_->AverageGradients(trainable_);
   const bool finite = scaler_.enabled() ? scaler_.Unscale(trainable_) : true;

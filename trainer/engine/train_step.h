@@ -62,6 +62,9 @@ class TrainStep {
   // are the per-image sampling generators (see MaskRcnnImpl::set_sampling_generators;
   // empty: the global generator). Throws when the loss is not finite and there is no loss
   // scaling to skip the step; `iteration` (1-based) only names the step in that message.
+  // The `accumulation`-th call since the last Finish is the iteration's last micro-batch:
+  // with DIST.OVERLAP_BACKWARD its backward starts the gradient all-reduce (one more call
+  // before Finish throws std::logic_error).
   MicroBatchLosses ForwardBackward(const model::ImageBatch& batch,
                                    const std::vector<model::ImageTarget>& targets,
                                    std::vector<at::Generator> generators, int64_t accumulation,
@@ -97,6 +100,7 @@ class TrainStep {
   c10::Device device_;
   TrainStepOptions options_;
   std::vector<at::Tensor> trainable_;
+  int64_t micro_batches_ = 0;  // since the last Finish
   PhaseHook phase_hook_;
   GradientProbe gradient_probe_;
 };

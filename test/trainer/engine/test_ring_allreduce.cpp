@@ -2,6 +2,7 @@
 // sizes, sizes below the world size, empty buffers, bit-identical results on every rank,
 // broadcast, mismatched sizes, and peers that close or stall (an error naming the rank,
 // never a hang).
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -217,6 +218,39 @@ TEST_CASE("a peer that closes makes the others fail fast, naming it", "[ring]") 
   }
   // Rank 0's predecessor is the closed rank: its message names it.
   REQUIRE_THAT(Message(errors[0]), Catch::Contains("rank " + std::to_string(world - 1)));
+}
+
+TEST_CASE("Interrupt fails a collective blocked on another thread at once", "[ring]") {
+  // What a communication thread's owner does when it must stop while a sum is in flight.
+  RingOptions options = Options();
+  options.timeout = 30s;  // far above the bound below: the error must come from Interrupt
+  std::atomic<bool> finished{false};
+  std::exception_ptr blocked_error;
+  std::chrono::steady_clock::duration blocked_for{};
+  RequireNoErrors(RunRanks(2, options, [&](RingCommunicator& ring) {
+    if (ring.rank() == 1) {  // alive, never joins the collective
+      for (int i = 0; i < 1000 && !finished; ++i)
+        std::this_thread::sleep_for(10ms);
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::thread comm([&] {
+      try {
+        float x = 1;
+        ring.AllReduceSum(&x, 1);
+      } catch (...) {
+        blocked_error = std::current_exception();
+      }
+      blocked_for = std::chrono::steady_clock::now() - start;
+    });
+    std::this_thread::sleep_for(200ms);
+    ring.Interrupt();
+    comm.join();
+    finished = true;
+  }));
+  REQUIRE(blocked_error);
+  REQUIRE_THROWS_AS(std::rethrow_exception(blocked_error), PeerError);
+  REQUIRE(blocked_for < 5s);
 }
 
 TEST_CASE("a peer that stalls produces a timeout error naming it", "[ring]") {

@@ -9,7 +9,12 @@ the batch), each image's anchor/RoI sampling draws from a generator seeded by it
 count per image), so the 2-process gradient mean equals the 1-process batch gradient.
 The mask loss is a mean over the batch's positive RoIs, whose count differs per image,
 so it is not a per-image mean: masks are off here (MODEL.MASK_ON False); that changes
-the loss, not the data-parallel machinery. Runs the real binaries."""
+the loss, not the data-parallel machinery.
+
+With DIST.OVERLAP_BACKWARD the buckets' all-reduces start from gradient hooks during the
+last backward; with accumulation steps and clipping the weights must equal the
+post-backward path's bit for bit, and the bucket trace (MRCNN_BUCKET_TRACE_DIR) must show
+the buckets launched in order as backward completed them. Runs the real binaries."""
 import json
 import os
 import pathlib
@@ -61,7 +66,7 @@ def shapes(tmp_path_factory):
     return make_shapes(tmp_path_factory.mktemp("shapes"), train=8, val=2, seed=5)
 
 
-def train(root, shapes, nproc, opts=OPTS, timeout=240):
+def train(root, shapes, nproc, opts=OPTS, timeout=240, extra_env=None):
     (root / "input" / "config").mkdir(parents=True)
     (root / "input" / "data").mkdir(parents=True)
     for channel in ("train", "val"):
@@ -70,7 +75,7 @@ def train(root, shapes, nproc, opts=OPTS, timeout=240):
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hp))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_"))}
     env.update(MRCNN_TRAINER=str(TRAINER), MASTER_ADDR="127.0.0.1", MRCNN_DIST_ADDR="127.0.0.1",
-               MRCNN_DUMP_WEIGHTS_DIR=str(root / "dump"))
+               MRCNN_DUMP_WEIGHTS_DIR=str(root / "dump"), **(extra_env or {}))
     start = time.time()
     # Own session: on timeout the whole group (supervisor and trainers) is killed.
     proc = subprocess.Popen([str(ENTRYPOINT), "train", "--base-dir", str(root), "--nproc-per-node", str(nproc),
@@ -198,3 +203,91 @@ def test_sigterm_stops_both_ranks_at_the_same_iteration(shapes, tmp_path):
     r1 = read_safetensors(root / "dump" / "final_rank1.safetensors")
     for name in r0:
         assert np.array_equal(r0[name], r1[name]), name
+
+
+# Gradient accumulation (1 image per micro-batch per rank), clipping, and small buckets so
+# the model's 90 parameters spread over ~27 buckets.
+OVERLAP_OPTS = (OPTS.replace(f"SOLVER.MAX_ITER {MAX_ITER}", "SOLVER.MAX_ITER 3")
+                + " SOLVER.ACCUMULATION_STEPS 2 SOLVER.CLIP_GRADIENTS.ENABLED True"
+                + " SOLVER.CLIP_GRADIENTS.CLIP_VALUE 1.0 DIST.BUCKET_SIZE_MB 0.5")
+
+
+@pytest.fixture(scope="module")
+def overlap_runs(shapes, tmp_path_factory):
+    """The same 2-process job with the all-reduce after backward and overlapped with it."""
+    runs = {}
+    for mode in ("false", "true"):
+        root = tmp_path_factory.mktemp(f"overlap_{mode}")
+        (root / "trace").mkdir()
+        out, seconds = train(root, shapes, 2, OVERLAP_OPTS + f" DIST.OVERLAP_BACKWARD {mode}",
+                             extra_env={"MRCNN_BUCKET_TRACE_DIR": str(root / "trace")})
+        print(f"\nDIST.OVERLAP_BACKWARD {mode}: {seconds:.1f} s")
+        runs[mode] = {"root": root, "out": out}
+    return runs
+
+
+def test_overlapped_all_reduce_gives_the_post_backward_weights_bit_for_bit(overlap_runs):
+    post, overlap = overlap_runs["false"]["root"], overlap_runs["true"]["root"]
+    assert "gradient all-reduce: tcp-ring, overlapped with backward" in overlap_runs["true"]["out"]
+    assert "overlapped" not in overlap_runs["false"]["out"].split("gradient all-reduce")[1].split(")")[0]
+    w_post = read_safetensors(post / "dump" / "final_rank0.safetensors")
+    w0 = read_safetensors(overlap / "dump" / "final_rank0.safetensors")
+    w1 = read_safetensors(overlap / "dump" / "final_rank1.safetensors")
+    init = read_safetensors(overlap / "dump" / "initial_rank0.safetensors")
+    assert w0.keys() == w_post.keys() == w1.keys()
+    for name in w0:
+        assert np.array_equal(w0[name], w_post[name]), name
+        assert np.array_equal(w0[name], w1[name]), name
+    assert max(float(np.abs(w0[k] - init[k]).max()) for k in w0 if w0[k].dtype == np.float32) > 1e-4
+    assert losses(post) == losses(overlap) and len(losses(post)) == 3
+
+
+def read_trace(path):
+    layout, events = [], []
+    for line in path.read_text().splitlines():
+        if line.startswith("bucket "):
+            layout.append([int(p) for p in line.split(":")[1].split()])
+        else:
+            word, *index = line.split()
+            events.append((word, int(index[0]) if index else None))
+    return layout, events
+
+
+def test_buckets_launch_in_order_as_backward_completes_them(overlap_runs):
+    """The first iteration's trace, per rank: every bucket launches once, in bucket order,
+    at the first moment the readiness seen so far allows it (it and every earlier bucket
+    complete), and at least some launch before backward ends (the overlap is real)."""
+    trace_dir = overlap_runs["true"]["root"] / "trace"
+    assert not list((overlap_runs["false"]["root"] / "trace").iterdir())  # no hooks, no trace
+    layouts = []
+    for rank in (0, 1):
+        layout, events = read_trace(trace_dir / f"bucket_trace_rank{rank}.txt")
+        layouts.append(layout)
+        num_params = sum(len(b) for b in layout)
+        # Reverse registration order, whole parameters.
+        assert [p for b in layout for p in b] == list(range(num_params - 1, -1, -1))
+        assert len(layout) >= 10
+        bucket_of = {p: b for b, params in enumerate(layout) for p in params}
+        pending = [len(b) for b in layout]
+        next_launch, expected, launched_in_backward, in_backward = 0, [], 0, True
+        seen = set()
+        for word, index in events:
+            if word == "ready":
+                assert index not in seen
+                seen.add(index)
+                assert expected == [], f"rank {rank}: buckets {expected} were complete but not launched"
+                pending[bucket_of[index]] -= 1
+                while next_launch < len(layout) and pending[next_launch] == 0:
+                    expected.append(next_launch)
+                    next_launch += 1
+            elif word == "launch":
+                assert expected and expected[0] == index, f"rank {rank}: launch {index}, expected {expected}"
+                expected.pop(0)
+                launched_in_backward += in_backward
+            else:
+                assert word == "backward_end"
+                in_backward = False
+        assert expected == [] and next_launch == len(layout) and seen == set(range(num_params))
+        print(f"\nrank {rank}: {launched_in_backward} of {len(layout)} buckets launched during backward")
+        assert launched_in_backward >= 1
+    assert layouts[0] == layouts[1]

@@ -112,8 +112,9 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.AMP.DTYPE"] = S("float16");  // float16 (dynamic loss scaling) | bfloat16
 
   // --- data-parallel training (WORLD_SIZE > 1; see engine/distributed/) ---
-  v["DIST.BUCKET_SIZE_MB"] = 25.0;    // gradients are averaged in flat float32 buckets of this size
-  v["DIST.TIMEOUT_SECONDS"] = 300.0;  // rendezvous, and the longest wait for a peer's data
+  v["DIST.BUCKET_SIZE_MB"] = 25.0;  // gradients are averaged in flat float32 buckets of this size
+  v["DIST.OVERLAP_BACKWARD"] = false;  // all-reduce buckets from gradient hooks during backward
+  v["DIST.TIMEOUT_SECONDS"] = 300.0;   // rendezvous, and the longest wait for a peer's data
   v["DIST.BARRIER_TIMEOUT_SECONDS"] = 7200.0;  // waits for rank 0's evaluation / checkpoints
 
   // --- TensorBoard event files (events/tensorboard/) ---

@@ -7,12 +7,15 @@
 #include <stdexcept>
 
 #include "trainer/engine/distributed/gradient_bucketer.h"
+#include "trainer/engine/distributed/overlapped_bucketer.h"
 #include "trainer/engine/distributed/rendezvous.h"
+#include "trainer/engine/distributed/ring_reducer_thread.h"
 #include "trainer/engine/distributed/tcp_link.h"
 #ifdef MRCNN_WITH_NCCL
 #include <c10/cuda/CUDAStream.h>
 
 #include "trainer/engine/distributed/nccl_allreduce.h"
+#include "trainer/engine/distributed/nccl_stream_reducer.h"
 #endif
 
 namespace mrcnn::engine::dist {
@@ -67,8 +70,12 @@ DataParallel::DataParallel(const DataParallelOptions& options, const at::Device&
   ring_ = RingCommunicator::Connect(store_.get(), options.rank, options.world_size, ring_options);
   if (device.is_cuda()) {
 #ifdef MRCNN_WITH_NCCL
-    reducer_ = std::make_unique<NcclReducer>(NcclCommunicator::Create(
-        store_.get(), options.rank, options.world_size, device.index(), options.timeout));
+    auto comm = NcclCommunicator::Create(store_.get(), options.rank, options.world_size,
+                                         device.index(), options.timeout);
+    if (options.overlap_backward)
+      async_reducer_ = MakeNcclStreamReducer(std::move(comm), device.index());
+    else
+      reducer_ = std::make_unique<NcclReducer>(std::move(comm));
     backend_ = "nccl";
 #else
     throw std::runtime_error(
@@ -76,7 +83,10 @@ DataParallel::DataParallel(const DataParallelOptions& options, const at::Device&
         "MRCNN_CUDA=ON (NCCL from the CUDA toolkit or the wheel's nvidia/nccl), or train on cpu");
 #endif
   } else {
-    reducer_ = std::make_unique<RingReducer>(ring_.get());
+    if (options.overlap_backward)
+      async_reducer_ = std::make_unique<RingReducerThread>(ring_.get());
+    else
+      reducer_ = std::make_unique<RingReducer>(ring_.get());
     backend_ = "tcp-ring";
   }
 }
@@ -101,9 +111,33 @@ void DataParallel::BroadcastFromRoot(std::vector<int64_t>& values) {
     ring_->Broadcast(values.data(), values.size() * sizeof(int64_t), 0);
 }
 
+OverlappedGradientBucketer& DataParallel::Overlapped(const std::vector<at::Tensor>& params) {
+  // Created at the first call, before the first backward that must communicate: the hooks
+  // go on the accumulators that backward will run.
+  if (!overlapped_) {
+    overlapped_ = std::make_unique<OverlappedGradientBucketer>(params, options_.bucket_bytes,
+                                                               *async_reducer_, options_.world_size,
+                                                               options_.bucket_trace_path);
+  }
+  return *overlapped_;
+}
+
+void DataParallel::ExpectFinalBackward(const std::vector<at::Tensor>& params) {
+  if (!overlaps_backward())
+    return;
+  OverlappedGradientBucketer& overlapped = Overlapped(params);
+  if (options_.overlap_every_other_iteration && final_backwards_++ % 2 == 1)
+    return;
+  overlapped.ArmForFinalBackward();
+}
+
 void DataParallel::AverageGradients(const std::vector<at::Tensor>& params) {
   if (!active())
     return;
+  if (overlaps_backward()) {
+    Overlapped(params).FinishAndAverage();
+    return;
+  }
   if (!bucketer_)
     bucketer_ = std::make_unique<GradientBucketer>(params, options_.bucket_bytes);
   bucketer_->AllReduceMean(*reducer_, options_.world_size);

@@ -1,9 +1,10 @@
 #pragma once
 // What the training loop needs from the other ranks: rendezvous (rendezvous.h), the TCP
 // ring (ring_allreduce.h) for broadcasts, small all-reduces (losses, the stop vote) and
-// barriers, and the gradient average (gradient_bucketer.h) over the ring on CPU or NCCL
-// on CUDA (nccl_allreduce.h, when compiled in). With world_size 1 every call is a no-op
-// and nothing is opened.
+// barriers, and the gradient average over the ring on CPU or NCCL on CUDA
+// (nccl_allreduce.h, when compiled in): after backward (gradient_bucketer.h) or, with
+// overlap_backward, during it (overlapped_bucketer.h: a communication thread on CPU, a side
+// stream on CUDA). With world_size 1 every call is a no-op and nothing is opened.
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
@@ -17,8 +18,10 @@
 
 namespace mrcnn::engine::dist {
 
+class AsyncGradientReducer;
 class GradientBucketer;
 class GradientReducer;
+class OverlappedGradientBucketer;
 
 struct DataParallelOptions {
   int rank = 0;
@@ -32,6 +35,16 @@ struct DataParallelOptions {
   // that died or stalled while rank 0 worked is found within that time.
   std::chrono::milliseconds barrier_timeout{std::chrono::hours(2)};
   size_t bucket_bytes = 25u << 20;
+  // Launch each bucket's all-reduce from gradient hooks during the iteration's last
+  // backward (DIST.OVERLAP_BACKWARD) instead of after it.
+  bool overlap_backward = false;
+  // With overlap_backward: where to write the first iteration's bucket readiness and
+  // launch order ("" = nowhere; MRCNN_BUCKET_TRACE_DIR sets it per rank).
+  std::string bucket_trace_path;
+  // With overlap_backward, for bench/engine/bench_overlap.py: arm the hooks only on every
+  // other iteration (the first, third, ...), so the others run the post-backward schedule
+  // (all buckets launched after backward) and the two interleave under the same load.
+  bool overlap_every_other_iteration = false;
   // Address this rank's ring listener binds to and advertises; "" = the interface that
   // routes to MASTER_ADDR (127.0.0.1 when that is loopback).
   std::string listen_address;
@@ -51,11 +64,19 @@ class DataParallel {
   int world_size() const { return options_.world_size; }
   // "none", "tcp-ring" or "nccl": what averages the gradients.
   const std::string& gradient_backend() const { return backend_; }
+  bool overlaps_backward() const { return active() && options_.overlap_backward; }
 
   // Overwrites every tensor (any dtype or device) with rank 0's values, in list order.
   void BroadcastFromRoot(const std::vector<at::Tensor>& tensors);
   void BroadcastFromRoot(std::vector<int64_t>& values);
-  // Averages the parameters' gradients over the ranks (params in the same order on all).
+  // Call before the iteration's last backward (its only one without gradient
+  // accumulation), with the parameters AverageGradients will get. With overlap_backward,
+  // that backward's gradient hooks start each bucket's all-reduce once its gradients are
+  // final; earlier backwards communicate nothing. No-op without overlap.
+  void ExpectFinalBackward(const std::vector<at::Tensor>& params);
+  // After the last backward: averages the parameters' gradients over the ranks (params in
+  // the same order on all, the same list every call), finishing and waiting for what the
+  // hooks launched. Parameters without a gradient count as zeros and get one.
   void AverageGradients(const std::vector<at::Tensor>& params);
   // Sum over the ranks, in place (deterministic, identical on every rank).
   void SumInPlace(std::vector<double>& values);
@@ -63,6 +84,8 @@ class DataParallel {
   void Barrier();
 
  private:
+  OverlappedGradientBucketer& Overlapped(const std::vector<at::Tensor>& params);
+
   DataParallelOptions options_;
   at::Device device_;
   std::string backend_ = "none";
@@ -70,6 +93,10 @@ class DataParallel {
   std::unique_ptr<RingCommunicator> ring_;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<GradientBucketer> bucketer_;
+  // Declared after what they use: destroyed first (hooks removed, thread joined).
+  std::unique_ptr<AsyncGradientReducer> async_reducer_;
+  std::unique_ptr<OverlappedGradientBucketer> overlapped_;
+  int64_t final_backwards_ = 0;
 };
 
 }  // namespace mrcnn::engine::dist

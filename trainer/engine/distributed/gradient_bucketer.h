@@ -1,21 +1,18 @@
 #pragma once
-// Gradient averaging in flat float32 buckets (like DDP's reducer, 25 MB by default):
-// parameters are packed in reverse registration order (roughly the order backward
-// finishes them), each bucket is copied into one contiguous buffer, summed over the ranks
-// by a GradientReducer (TCP ring on CPU, NCCL on GPU), divided by the world size and
-// copied back into .grad.
+// Gradient averaging after backward in flat float32 buckets (like DDP's reducer, 25 MB by
+// default; layout in gradient_buckets.h): each bucket is copied into one contiguous buffer,
+// summed over the ranks by a GradientReducer (TCP ring on CPU, NCCL on GPU), divided by the
+// world size and copied back into .grad. Parameters without a gradient count as zeros, so
+// every rank reduces the same sizes.
 //
-// This runs after backward, not overlapped with it through per-parameter hooks. Why:
-// the trainer accumulates gradients over SOLVER.ACCUMULATION_STEPS micro-batches (only
-// the last backward may communicate), some parameters get no gradient in some steps (they
-// must still be reduced, as zeros, or the ranks' bucket sizes diverge), and on the CPU
-// target every core is already busy with backward, so a communication thread would only
-// take cycles from it. The bucket layout is fixed at construction, which keeps the
-// communication pattern identical on every rank.
+// The reference path (DIST.OVERLAP_BACKWARD false): overlapped_bucketer.h launches the same
+// buckets from gradient hooks during backward and must give bit-identical gradients.
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <vector>
+
+#include "trainer/engine/distributed/gradient_buckets.h"
 
 namespace mrcnn::engine::dist {
 
@@ -36,13 +33,8 @@ class GradientBucketer {
   size_t num_buckets() const { return buckets_.size(); }
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;  // indices into params_
-    int64_t numel = 0;
-    at::Tensor flat;
-  };
   std::vector<at::Tensor> params_;
-  std::vector<Bucket> buckets_;
+  std::vector<GradientBucket> buckets_;
 };
 
 }  // namespace mrcnn::engine::dist

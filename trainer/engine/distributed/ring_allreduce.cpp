@@ -197,6 +197,13 @@ void RingCommunicator::Barrier(std::chrono::milliseconds timeout) {
   AllReduceSumImpl(&token, 1, kOpBarrier, timeout);
 }
 
+void RingCommunicator::Interrupt() {
+  for (Socket* s : {&to_next_, &from_prev_}) {
+    if (s->valid())
+      ::shutdown(s->fd(), SHUT_RDWR);
+  }
+}
+
 void RingCommunicator::Close() {
   // shutdown() first so a peer blocked in recv sees EOF at once even if a forked child
   // still holds a copy of the descriptor.

@@ -2,7 +2,9 @@
 // Ring collectives over TCP for CPU data-parallel training.
 //
 // Why our own: the PyPI torch wheel ships libtorch with Gloo compiled in but without the
-// gloo headers, so ProcessGroupGloo cannot be constructed from C++ against the wheel. A
+// gloo headers, and Debian's libgloo-dev is an older Gloo whose Store/Context classes
+// differ in layout from the wheel's (trainer/engine/README.md, "Deviations and limits"), so
+// ProcessGroupGloo cannot be constructed safely from C++ against the wheel. A
 // ring all-reduce (reduce-scatter then all-gather, Patarasuk & Yuan) is a few hundred
 // lines and moves 2 (W-1)/W of the buffer per rank, the bandwidth optimum.
 //
@@ -63,6 +65,10 @@ class RingCommunicator {
 
   // Closes both connections; peers blocked in a collective with this rank get PeerError.
   void Close();
+  // Shuts both connections down without closing them: safe while another thread is inside
+  // a collective, which then fails at once (PeerError), as do the peers. For abandoning a
+  // communication thread's collective; the ring is unusable afterwards.
+  void Interrupt();
 
  private:
   RingCommunicator(int rank, int world, const RingOptions& options);
