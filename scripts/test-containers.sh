@@ -233,7 +233,7 @@ if len(sys.argv) > 3:
 (tree / "input" / "config" / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in config.items()}))
 PY
 }
-train_iters=30
+train_iters=20
 hyperparameters "$tree" "$(schedule $train_iters 10)" mask_rcnn_R_50_FPN_shapes_cpu.yaml
 check "16 train + 4 val JPEGs, channels train and val, hyperparameters.json (JSON-encoded values, as SageMaker writes them)"
 step_done
@@ -302,7 +302,7 @@ for third in $(seq 200 250); do
   fi
 done
 [[ -n $subnet_prefix ]] || fail "could not create a podman network on any 10.231.200-250.0/24"
-hosts_iters=8
+hosts_iters=6
 pids=()
 for i in 1 2; do
   h=$work/host$i
@@ -311,6 +311,8 @@ for i in 1 2; do
   hyperparameters "$h" "$(schedule $hosts_iters 100)" mask_rcnn_R_50_FPN_shapes_cpu.yaml
   printf '{"current_host": "algo-%s", "hosts": ["algo-1", "algo-2"], "network_interface_name": "eth0"}\n' "$i" \
     >"$h/input/config/resourceconfig.json"
+  echo '{"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}' \
+    >"$h/input/config/inputdataconfig.json"
   podman run --rm --name "mrcnn-test-algo-$i-$tag" --hostname "algo-$i" --network "$net_hosts" \
     --ip "$subnet_prefix.1$i" --add-host "algo-1:$subnet_prefix.11" --add-host "algo-2:$subnet_prefix.12" \
     -e MRCNN_DUMP_WEIGHTS_DIR=/opt/ml/output/dump -e MRCNN_PEER_TIMEOUT=120 \

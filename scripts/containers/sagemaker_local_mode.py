@@ -85,6 +85,7 @@ def main():
     from sagemaker.local import LocalSession
     from sagemaker.local.image import _SageMakerContainer
     from sagemaker.model import Model
+    from sagemaker.predictor import Predictor
     from sagemaker.serializers import IdentitySerializer
 
     telemetry._send_telemetry_request = lambda *a, **k: None
@@ -131,9 +132,12 @@ def main():
         check(f"output.tar.gz: metrics.jsonl reaches iteration {last}")
 
     started = time.time()
-    model = Model(image_uri=args.serving_image, model_data=model_data, role=role, sagemaker_session=session)
+    # Without predictor_cls, deploy() returns None (the SDK's behaviour for a bare image).
+    model = Model(image_uri=args.serving_image, model_data=model_data, role=role, sagemaker_session=session,
+                  predictor_cls=Predictor)
     predictor = model.deploy(initial_instance_count=1, instance_type="local",
                              serializer=IdentitySerializer("image/jpeg"), deserializer=JSONDeserializer())
+    assert predictor is not None, "Model.deploy returned no predictor"
     try:
         check(f"Model.deploy in local mode: /ping answered 200 after {time.time() - started:.0f} s")
         answer = predictor.predict(pathlib.Path(args.jpeg).read_bytes(),
