@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Builds the three images with podman and runs them for real, without a GPU:
+# Builds the three images with podman and runs them for real, without a GPU, the way users do:
 #   1. podman and the Debian base image (scripts/containers/podman-setup.sh, idempotent)
 #   2. builds the training, serving and drone images with the README's `docker build`
-#      commands run through podman
-#   3. training: a shapes /opt/ml tree, `run IMAGE train` -> exit 0, model/ written
-#   4. serving: `run -d ... IMAGE serve` on that model -> /ping 200, /invocations with a JPEG
-#      answers detections, `podman stop` -> the container exits 0
-#   5. a bad config (misspelt hyperparameter) -> non-zero exit, output/failure names the key
+#      commands run through podman; checks the run-time images carry no build tools
+#   3. training on a shapes /opt/ml tree (JSON-encoded hyperparameters, as SageMaker writes
+#      them): `podman stop` mid-way -> exit 0 within the grace period with a checkpoint of the
+#      stopped iteration; the same command again resumes from it and finishes: model/
+#      written, every regex of `trainer metric-definitions` matches a stdout line
+#   4. two hosts: containers algo-1 and algo-2 on a podman network, each with its own
+#      /opt/ml and resourceconfig.json, train one CPU data-parallel job: both exit 0, final
+#      weights bit-identical, only algo-1 writes model/
+#   5. serving: `run -d ... IMAGE serve` on that model -> /ping 200, /invocations with a JPEG
+#      answers what `trainer predict` answers, `podman stop` -> the container exits 0
+#   6. drone: the drone image fine-tunes a one-category COCO set from the shapes model in
+#      the `weights` channel; classes.json names the custom category
+#   7. user failures: a misspelt hyperparameter and a missing train channel -> non-zero
+#      exit, the reason in output/failure and stdout; a truncated model.safetensors ->
+#      serve exits non-zero naming it
+#   8. SageMaker's own client: the SageMaker Python SDK (v2, its own venv .venv-sagemaker)
+#      in local mode, through docker-compose and podman's Docker API: Estimator.fit on the
+#      training image, Model.deploy + predict on the serving image
+#      (scripts/containers/sagemaker_local_mode.py: telemetry off, nothing leaves the machine)
 # Each step prints what it checked and how long it took; on a failure, the container's log tail.
 #
 # The commands are the README's ("Running it", "Containers"), with `docker` replaced by
@@ -20,27 +34,30 @@
 #          installer cannot be downloaded here), TORCH_CUDA_ARCH_LIST (fewer GPU targets,
 #          default 8.0;9.0 = scripts/setup.sh's, so the kernels' compiles can hit the host's
 #          ccache entries) and BUILD_JOBS.
-#   run:   --network none for training; serving on a podman network this script creates and
-#          removes, published on 127.0.0.1 only; --name so cleanup finds every container.
+#   run:   --network none for training; the two hosts and serving on podman networks this
+#          script creates and removes, serving published on 127.0.0.1 only; --name so cleanup
+#          finds every container (the SDK names its own: those new since step 8 began).
 #
-# Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--keep]
+# Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep]
 #   --archs LIST   TORCH_CUDA_ARCH_LIST for the builds (default "8.0;9.0"; "" = the
 #                  Dockerfile's full list, sm_75..sm_100 + PTX: much longer)
 #   --jobs N       compile jobs in the image build (default: this machine's cores)
 #   --skip-build   use the images as they are (they must exist)
+#   --skip-sdk     leave out step 8 (it installs docker-compose and the SageMaker SDK)
 #   --keep         keep the work folder (build-containers/)
-# Needs root (rootful podman). Not part of .ci/run: a cold build downloads ~4 GB of wheels and
-# compiles for tens of minutes.
+# Needs root (rootful podman). .ci/run runs it after scripts/test.sh, whose host build fills
+# the ccache the image builds read (with an empty ccache the compiles take tens of minutes).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-archs="8.0;9.0" jobs=$(nproc) skip_build=0 keep=0
+archs="8.0;9.0" jobs=$(nproc) skip_build=0 skip_sdk=0 keep=0
 while (($#)); do
   case $1 in
     --archs) archs=${2?}; shift 2 ;;
     --jobs) jobs=${2:?}; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
+    --skip-sdk) skip_sdk=1; shift ;;
     --keep) keep=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "test-containers: unknown argument $1" >&2; exit 2 ;;
@@ -54,12 +71,16 @@ train_ctr=mrcnn-test-train-$tag serve_ctr=mrcnn-test-serve-$tag bad_ctr=mrcnn-te
 tool_ctr=mrcnn-test-tool-$tag net=mrcnn-test-net-$tag
 failure_log=
 
+net_hosts=mrcnn-test-hosts-$tag
+sdk_cleanup=
 cleanup() {
   local c
-  for c in "$train_ctr" "$serve_ctr" "$bad_ctr" "$tool_ctr"; do
+  [[ -z $sdk_cleanup ]] || $sdk_cleanup
+  for c in "$train_ctr" "$serve_ctr" "$bad_ctr" "$tool_ctr" "mrcnn-test-algo-1-$tag" "mrcnn-test-algo-2-$tag"; do
     podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
   done
   podman network rm -f "$net" >/dev/null 2>&1 || true
+  podman network rm -f "$net_hosts" >/dev/null 2>&1 || true
   if ((keep == 0)); then rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -183,7 +204,6 @@ podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-dro
   "test -f \"\$MRCNN_CONFIG_DIR/$drone_cfg\"" || fail "the drone image lacks its default config $drone_cfg"
 check "no compiler, -dev package, pip cache or CUDA toolkit in training/serving; no Python or trainer in serving; drone default config $drone_cfg present"
 step_done
-
 step "a shapes /opt/ml tree (trainer make-shapes in the training image)"
 tree=$work/opt_ml
 mkdir -p "$tree/input/config" "$tree/input/data"
@@ -192,29 +212,127 @@ podman run --rm --name "$tool_ctr" --network none -v "$tree/input/data:/data" --
   mrcnn-training make-shapes --output /data/train --size 64 --train 16 --val 4 --seed 3 --format jpg \
   >"$failure_log" 2>&1 || fail "make-shapes failed"
 cp -r "$tree/input/data/train" "$tree/input/data/val"
-# The engine tests' small schedule (test/trainer/engine/test_train_resume.py) on 64 px images.
-opts="MODEL.FPN.OUT_CHANNELS 32 MODEL.ROI_BOX_HEAD.FC_DIM 64 MODEL.ROI_MASK_HEAD.CONV_DIM 32"
-opts+=" MODEL.RPN.POST_NMS_TOPK_TRAIN 50 MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE 32"
-opts+=" INPUT.MIN_SIZE_TRAIN [64] INPUT.MAX_SIZE_TRAIN 64 INPUT.MIN_SIZE_TEST 64 INPUT.MAX_SIZE_TEST 64"
-opts+=" SOLVER.IMS_PER_BATCH 2 SOLVER.MAX_ITER 12 SOLVER.WARMUP_ITERS 2 SOLVER.CHECKPOINT_PERIOD 4"
-opts+=" SOLVER.LOG_PERIOD 1 DATALOADER.NUM_WORKERS 1 SEED 7"
-printf '{"config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "opts": "%s"}\n' "$opts" \
-  >"$tree/input/config/hyperparameters.json"
-check "16 train + 4 val JPEGs, channels train and val, hyperparameters.json"
+podman run --rm --name "$tool_ctr" --network none --entrypoint trainer mrcnn-training metric-definitions \
+  >"$work/metric-definitions.json" 2>"$failure_log" || fail "trainer metric-definitions failed"
+# The engine tests' small model (test/trainer/engine/test_train_resume.py) on 64 px images;
+# `schedule` appends the iterations (later opts win).
+model_opts="MODEL.FPN.OUT_CHANNELS 32 MODEL.ROI_BOX_HEAD.FC_DIM 64 MODEL.ROI_MASK_HEAD.CONV_DIM 32"
+model_opts+=" MODEL.RPN.POST_NMS_TOPK_TRAIN 50 MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE 32"
+model_opts+=" INPUT.MIN_SIZE_TRAIN [64] INPUT.MAX_SIZE_TRAIN 64 INPUT.MIN_SIZE_TEST 64 INPUT.MAX_SIZE_TEST 64"
+model_opts+=" SOLVER.IMS_PER_BATCH 2 SOLVER.WARMUP_ITERS 2 SOLVER.LOG_PERIOD 1 DATALOADER.NUM_WORKERS 1 SEED 7"
+schedule() { echo "$model_opts SOLVER.MAX_ITER $1 SOLVER.CHECKPOINT_PERIOD $2"; }
+hyperparameters() {  # TREE OPTS [CONFIG-FILE]: hyperparameters.json as SageMaker writes it
+  python3 - "$@" <<'PY'
+import json, pathlib, sys
+tree, opts = pathlib.Path(sys.argv[1]), sys.argv[2]
+config = {"opts": opts}
+if len(sys.argv) > 3:
+    config["config-file"] = sys.argv[3]
+(tree / "input" / "config").mkdir(parents=True, exist_ok=True)
+# SageMaker JSON-encodes every value (a string becomes "\"...\"").
+(tree / "input" / "config" / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in config.items()}))
+PY
+}
+train_iters=20
+hyperparameters "$tree" "$(schedule $train_iters 10)" mask_rcnn_R_50_FPN_shapes_cpu.yaml
+check "16 train + 4 val JPEGs, channels train and val, hyperparameters.json (JSON-encoded values, as SageMaker writes them)"
 step_done
 
-step "training: $run_training"
+last_iteration() {  # TREE: the newest iteration in output/data/metrics.jsonl (0 if none)
+  python3 - "$1/output/data/metrics.jsonl" <<'PY'
+import json, sys
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except FileNotFoundError:
+    lines = []
+its = [json.loads(l).get("iteration", 0) for l in lines if l.strip().endswith("}")]
+print(max(its, default=0))
+PY
+}
+
+step "training, stopped mid-way: $run_training, then podman stop"
+failure_log=$work/train-stopped.log
+podman run --rm --name "$train_ctr" --network none -v "$tree":/opt/ml mrcnn-training train >"$failure_log" 2>&1 &
+train_pid=$!
+for _ in $(seq 1 1500); do
+  (($(last_iteration "$tree") >= 5)) && break
+  kill -0 "$train_pid" 2>/dev/null || break
+  sleep 0.2
+done
+(($(last_iteration "$tree") >= 5)) || fail "training did not reach iteration 5 within 300 s"
+stop_start=$(date +%s.%N)
+podman stop -t 60 "$train_ctr" >/dev/null 2>&1 || true
+set +e; wait "$train_pid"; rc=$?; set -e
+stop_secs=$(awk -v a="$stop_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+((rc == 0)) || fail "the stopped training exited $rc (a SIGTERM'd trainer checkpoints and exits 0)"
+awk -v s="$stop_secs" 'BEGIN { exit !(s < 60) }' || fail "the stop took $stop_secs s: the grace period (60 s) ran out"
+stopped_at=$(last_iteration "$tree")
+((stopped_at < train_iters)) || fail "training finished ($stopped_at iterations) before the stop reached it"
+ckpt=$(printf 'checkpoint_%08d.safetensors' "$stopped_at")
+[[ -s $tree/checkpoints/$ckpt ]] || fail "no checkpoints/$ckpt after the stop at iteration $stopped_at: $(ls "$tree/checkpoints" 2>&1)"
+[[ ! -e $tree/output/failure ]] || fail "a stop is not a failure, but output/failure says: $(cat "$tree/output/failure")"
+check "podman stop at iteration $stopped_at: exit 0 after $stop_secs s (grace 60 s), checkpoints/$ckpt written, no output/failure"
+step_done
+
+step "training resumes: the same command again"
 failure_log=$work/train.log
 set +e
 podman run --rm --name "$train_ctr" --network none -v "$tree":/opt/ml mrcnn-training train >"$failure_log" 2>&1
 rc=$?
 set -e
 ((rc == 0)) || fail "training exited $rc$( [[ -f $tree/output/failure ]] && printf '; output/failure: %s' "$(cat "$tree/output/failure")")"
+grep -q "resumed from .*$ckpt.* at iteration $stopped_at" "$failure_log" ||
+  fail "the log does not say it resumed from $ckpt at iteration $stopped_at"
 for f in model.safetensors config.yaml classes.json; do
   [[ -s $tree/model/$f ]] || fail "model/$f was not written"
 done
-grep -q '"iteration": *12' "$tree/output/data/metrics.jsonl" || fail "metrics.jsonl has no iteration 12"
-check "exit 0; model/model.safetensors, config.yaml, classes.json; metrics.jsonl reached iteration 12"
+(($(last_iteration "$tree") == train_iters)) || fail "metrics.jsonl ends at iteration $(last_iteration "$tree"), not $train_iters"
+regexes=$(python3 scripts/containers/check_outputs.py metric-regexes "$failure_log" "$work/metric-definitions.json") || fail "metric regexes"
+check "exit 0; resumed from $ckpt at iteration $stopped_at; reached iteration $train_iters; model/ written; stdout: $regexes"
+step_done
+
+step "two hosts: algo-1 and algo-2 on a podman network, one CPU data-parallel job"
+# Each host has its own /opt/ml tree and resourceconfig.json, as on SageMaker; the names
+# resolve through /etc/hosts (CNI's bridge has no DNS here), with addresses fixed on a
+# network this script creates.
+subnet_prefix=
+for third in $(seq 200 250); do
+  if podman network create --subnet "10.231.$third.0/24" "$net_hosts" >/dev/null 2>&1; then
+    subnet_prefix=10.231.$third; break
+  fi
+done
+[[ -n $subnet_prefix ]] || fail "could not create a podman network on any 10.231.200-250.0/24"
+hosts_iters=6
+pids=()
+for i in 1 2; do
+  h=$work/host$i
+  mkdir -p "$h/input/data"
+  cp -r "$tree/input/data/train" "$h/input/data/train"
+  hyperparameters "$h" "$(schedule $hosts_iters 100)" mask_rcnn_R_50_FPN_shapes_cpu.yaml
+  printf '{"current_host": "algo-%s", "hosts": ["algo-1", "algo-2"], "network_interface_name": "eth0"}\n' "$i" \
+    >"$h/input/config/resourceconfig.json"
+  echo '{"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}' \
+    >"$h/input/config/inputdataconfig.json"
+  podman run --rm --name "mrcnn-test-algo-$i-$tag" --hostname "algo-$i" --network "$net_hosts" \
+    --ip "$subnet_prefix.1$i" --add-host "algo-1:$subnet_prefix.11" --add-host "algo-2:$subnet_prefix.12" \
+    -e MRCNN_DUMP_WEIGHTS_DIR=/opt/ml/output/dump -e MRCNN_PEER_TIMEOUT=120 \
+    -v "$h":/opt/ml mrcnn-training train >"$work/host$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in 1 2; do
+  set +e; timeout 600 tail --pid="${pids[$((i - 1))]}" -f /dev/null; wait "${pids[$((i - 1))]}"; rc=$?; set -e
+  failure_log=$work/host$i.log
+  ((rc == 0)) || fail "algo-$i exited $rc$( [[ -f $work/host$i/output/failure ]] && printf '; output/failure: %s' "$(cat "$work/host$i/output/failure")")"
+done
+podman network rm -f "$net_hosts" >/dev/null 2>&1 || true
+failure_log=$work/host1.log
+grep -q 'gradient all-reduce: tcp-ring' "$work/host1.log" || fail "algo-1's log does not show the gradient ring"
+same=$(python3 scripts/containers/check_outputs.py same-weights "$work/host1/output/dump/final_rank0.safetensors" \
+  "$work/host2/output/dump/final_rank1.safetensors" "$work/host1/output/dump/initial_rank0.safetensors") ||
+  fail "the two hosts' final weights differ"
+[[ -s $work/host1/model/model.safetensors ]] || fail "algo-1 wrote no model"
+[[ ! -e $work/host2/model/model.safetensors ]] || fail "algo-2 wrote a model: only the master host does"
+check "both exit 0 after $hosts_iters iterations; final weights: $same; only algo-1 wrote model/"
 step_done
 
 step "serving: $run_serving"
@@ -236,22 +354,20 @@ check "/ping 200 on 127.0.0.1:$port"
 jpeg=$(find "$tree/input/data/val/val" -name '*.jpg' | sort | head -n 1)
 [[ -n $jpeg ]] || fail "no validation JPEG"
 curl -sS -o "$work/detections.json" -w '%{http_code}\n' -H 'Content-Type: image/jpeg' \
-  -H 'X-Amzn-SageMaker-Custom-Attributes: score_threshold=0.0' \
+  -H 'X-Amzn-SageMaker-Custom-Attributes: score_threshold=0.05,max_detections=100' \
   --data-binary @"$jpeg" "http://127.0.0.1:$port/invocations" >"$work/invocations.status" ||
   { serve_logs; fail "POST /invocations failed"; }
 [[ $(cat "$work/invocations.status") == 200 ]] || { serve_logs; fail "/invocations answered $(cat "$work/invocations.status"): $(head -c 300 "$work/detections.json")"; }
-ndet=$(python3 - "$work/detections.json" <<'PY'
-import json, sys
-body = json.load(open(sys.argv[1]))
-dets = body["detections"]
-assert body["width"] == 64 and body["height"] == 64, body
-for d in dets:
-    assert len(d["box"]) == 4 and d["label"] and 0.0 <= d["score"] <= 1.0 and d["mask"]["size"] == [64, 64], d
-assert dets, "no detections at score_threshold=0.0"
-print(len(dets))
-PY
-) || { serve_logs; fail "/invocations answer is not what the contract says: $(head -c 300 "$work/detections.json")"; }
-check "/invocations with $(basename "$jpeg") (JPEG): 200, $ndet detections with box, label, score, RLE mask"
+# The same image through `trainer predict` (the training image's trainer, the same build).
+failure_log=$work/predict.log
+podman run --rm --name "$tool_ctr" --network none -v "$tree/model:/model:ro" -v "$jpeg:/image.jpg:ro" \
+  -v "$work:/out" --entrypoint trainer mrcnn-training predict --model-dir /model --images /image.jpg \
+  --output /out/predicted.json --score-threshold 0.05 --max-detections 100 --threads 1 >"$failure_log" 2>&1 ||
+  fail "trainer predict failed"
+same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections.json" "$work/predicted.json") ||
+  fail "the served detections differ from trainer predict's"
+check "/invocations with $(basename "$jpeg") (JPEG): 200; $same"
+failure_log=$work/serve.log
 podman stop -t 30 "$serve_ctr" >/dev/null
 rc=$(podman inspect -f '{{.State.ExitCode}}' "$serve_ctr")
 ((rc == 0)) || { serve_logs; fail "the server exited $rc on podman stop"; }
@@ -260,21 +376,136 @@ podman rm "$serve_ctr" >/dev/null
 podman network rm "$net" >/dev/null
 step_done
 
-step "bad config: misspelt hyperparameter (confg-file) -> non-zero exit, output/failure names it"
+step "drone: fine-tune a custom category with the shapes model in the weights channel"
+drone=$work/opt_ml_drone
+mkdir -p "$drone/input/data/weights"
+cp -r "$tree/input/data/train" "$drone/input/data/train"
+cp "$tree/model/model.safetensors" "$drone/input/data/weights/"
+# Every shape becomes a "drone" (configs/drone/categories.json: one category).
+python3 - "$drone/input/data/train/annotations/instances_train.json" configs/drone/categories.json <<'PY'
+import json, sys
+path, categories = sys.argv[1], json.load(open(sys.argv[2]))
+coco = json.load(open(path))
+coco["categories"] = categories
+for a in coco["annotations"]:
+    a["category_id"] = categories[0]["id"]
+json.dump(coco, open(path, "w"))
+PY
+# No config-file: the image's default (the drone config); opts give it the shapes model's
+# architecture, small images and a few iterations.
+drone_opts="MODEL.BACKBONE.NAME resnet18 MODEL.BACKBONE.NORM GN MODEL.BACKBONE.TRAINABLE_LAYERS 5"
+drone_opts+=" MODEL.ANCHOR_GENERATOR.SIZES [[12],[24],[48],[96],[192]] $(schedule 4 100)"
+hyperparameters "$drone" "$drone_opts"
+failure_log=$work/drone.log
+set +e
+podman run --rm --name "$train_ctr" --network none -v "$drone":/opt/ml mrcnn-drone train >"$failure_log" 2>&1
+rc=$?
+set -e
+((rc == 0)) || fail "the drone fine-tune exited $rc$( [[ -f $drone/output/failure ]] && printf '; output/failure: %s' "$(cat "$drone/output/failure")")"
+loaded=$(grep -o '\[weights\] loaded [0-9]* of the model.s [0-9]* tensors from /opt/ml/input/data/weights/model.safetensors' "$failure_log") ||
+  fail "the log does not say the weights channel's file was loaded"
+grep -q '\[weights\] skipped, shape differs' "$failure_log" || fail "the class-specific layers (3 shapes -> 1 drone class) were not reported as skipped"
+classes=$(python3 scripts/containers/check_outputs.py classes "$drone/model/classes.json" drone) || fail "classes.json"
+check "exit 0; ${loaded#\[weights\] }; class-specific layers skipped; $classes"
+step_done
+
+step "user failures: bad config, missing channel (training); corrupt model dir (serving)"
+expect_failure() {  # NAME TREE PATTERN: training exits non-zero with PATTERN in output/failure and the log
+  local name=$1 dir=$2 pattern=$3 rc
+  failure_log=$work/$name.log
+  set +e
+  podman run --rm --name "$bad_ctr" --network none -v "$dir":/opt/ml mrcnn-training train >"$failure_log" 2>&1
+  rc=$?
+  set -e
+  ((rc != 0)) || fail "$name: training exited 0"
+  [[ -f $dir/output/failure ]] || fail "$name: no output/failure written (exit $rc)"
+  grep -q -- "$pattern" "$dir/output/failure" || fail "$name: output/failure does not say $pattern: $(cat "$dir/output/failure")"
+  grep -q -- "$pattern" "$failure_log" || fail "$name: the output does not say $pattern"
+  check "$name: exit $rc; output/failure: $(head -n 1 "$dir/output/failure" | head -c 200)"
+}
 bad=$work/opt_ml_bad
 mkdir -p "$bad/input/config" "$bad/input/data"
 cp -r "$tree/input/data/train" "$bad/input/data/train"
 echo '{"confg-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml"}' >"$bad/input/config/hyperparameters.json"
-failure_log=$work/bad.log
+expect_failure "misspelt hyperparameter" "$bad" '"confg-file"'
+nochannel=$work/opt_ml_nochannel
+mkdir -p "$nochannel/input/data/val"
+cp -r "$tree/input/config" "$nochannel/input/"
+expect_failure "missing train channel" "$nochannel" '"train"'
+corrupt=$work/model_corrupt
+cp -r "$tree/model" "$corrupt"
+head -c 4096 "$tree/model/model.safetensors" >"$corrupt/model.safetensors"
+failure_log=$work/serve-corrupt.log
 set +e
-podman run --rm --name "$bad_ctr" --network none -v "$bad":/opt/ml mrcnn-training train >"$failure_log" 2>&1
+timeout 300 podman run --rm --name "$serve_ctr" --network none -v "$corrupt":/opt/ml/model mrcnn-serving serve >"$failure_log" 2>&1
 rc=$?
 set -e
-((rc != 0)) || fail "training with a misspelt hyperparameter exited 0"
-[[ -f $bad/output/failure ]] || fail "no output/failure written (exit $rc)"
-grep -q '"confg-file"' "$bad/output/failure" || fail "output/failure does not name the key: $(cat "$bad/output/failure")"
-check "exit $rc; output/failure: $(head -c 200 "$bad/output/failure")"
+((rc != 0 && rc != 124)) || fail "serving a truncated model.safetensors: exit $rc (0 = served it, 124 = hung)"
+reason=$(grep -m 1 'model.safetensors' "$failure_log") || fail "the serving log does not name model.safetensors"
+check "corrupt model dir: serve exits $rc; log: $(head -c 200 <<<"$reason")"
 step_done
+
+if ((skip_sdk == 0)); then
+  step "SageMaker Python SDK local mode: Estimator.fit (training image), Model.deploy + predict (serving image)"
+  # What the SDK needs, set up here: docker-compose (Debian's), the SDK in its own venv
+  # (scripts/containers/requirements-sagemaker.txt), podman's Docker-compatible API on a
+  # unix socket for docker-compose, and a `docker` command that runs podman (the SDK calls
+  # `docker images`, `docker info`, `docker context inspect`).
+  failure_log=$work/sdk-setup.log
+  if ! command -v docker-compose >/dev/null; then
+    sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    { "${sudo_cmd[@]}" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends docker-compose; } \
+      >"$failure_log" 2>&1 || fail "apt-get install docker-compose failed"
+  fi
+  sdk_venv=$top/.venv-sagemaker
+  sdk_req=$top/scripts/containers/requirements-sagemaker.txt
+  if [[ ! -x $sdk_venv/bin/python ]] || ! cmp -s "$sdk_req" "$sdk_venv/requirements.txt"; then
+    { python3 -m venv "$sdk_venv" && "$sdk_venv/bin/pip" install -q -r "$sdk_req" &&
+      cp "$sdk_req" "$sdk_venv/requirements.txt"; } >>"$failure_log" 2>&1 || fail "installing the SageMaker SDK failed"
+  fi
+  mkdir -p "$work/bin"
+  podman_sock=$work/podman.sock
+  cat >"$work/bin/docker" <<SHIM
+#!/bin/sh
+# docker -> podman for the SageMaker SDK. podman's \`context inspect\` prints [], where the
+# SDK expects Docker's list with the endpoint: print what Docker prints for a unix socket.
+if [ "\$1" = context ] && [ "\$2" = inspect ]; then
+  echo '[{"Name": "default", "Endpoints": {"docker": {"Host": "unix://$podman_sock"}}}]'; exit 0
+fi
+exec podman "\$@"
+SHIM
+  chmod +x "$work/bin/docker"
+  podman system service --time=0 "unix://$podman_sock" >"$work/podman-service.log" 2>&1 &
+  service_pid=$!
+  for _ in $(seq 1 100); do [[ -S $podman_sock ]] && break; sleep 0.1; done
+  [[ -S $podman_sock ]] || fail "podman system service did not create $podman_sock"
+  had_sagemaker_net=0
+  podman network exists sagemaker-local && had_sagemaker_net=1
+  before=$(podman ps -a -q --no-trunc | sort)
+  sdk_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # The SDK names its containers itself: remove the ones that were not there before.
+  sdk_containers_cleanup() {
+    comm -13 <(echo "$before") <(podman ps -a -q --no-trunc | sort) | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
+    ((had_sagemaker_net)) || podman network rm -f sagemaker-local >/dev/null 2>&1 || true
+    kill "$service_pid" 2>/dev/null || true
+  }
+  sdk_cleanup=sdk_containers_cleanup
+  failure_log=$work/sdk.log
+  set +e
+  PATH=$work/bin:$PATH DOCKER_HOST=unix://$podman_sock timeout 900 "$sdk_venv/bin/python" \
+    scripts/containers/sagemaker_local_mode.py --training-image mrcnn-training --serving-image mrcnn-serving \
+    --train-dir "$tree/input/data/train" --work "$work/sdk" --jpeg "$jpeg" --port "$sdk_port" \
+    --hyperparameters "$(python3 -c 'import json, sys; print(json.dumps({"config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "opts": sys.argv[1]}))' "$(schedule 6 100)")" \
+    --expect-iteration 6 >"$failure_log" 2>&1
+  rc=$?
+  set -e
+  sdk_containers_cleanup
+  sdk_cleanup=
+  ((rc == 0)) || fail "the SageMaker SDK run exited $rc"
+  while read -r line; do check "${line#checked: }"; done < <(grep '^checked: ' "$failure_log")
+  step_done
+fi
 
 summary
 log "OK: all steps passed in $(( $(date +%s) - start_all )) s"

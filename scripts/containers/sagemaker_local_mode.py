@@ -1,0 +1,166 @@
+"""SageMaker's own client against our images: the SageMaker Python SDK (v2) in local mode.
+
+`Estimator(image_uri=TRAINING, instance_type="local").fit({"train": "file://..."})` runs the
+training image the way the SDK runs any custom image (it writes the /opt/ml tree, starts the
+container with docker-compose, tars /opt/ml/model into `output_path`/model.tar.gz), then
+`Model(image_uri=SERVING, model_data=that tarball).deploy(instance_type="local")` and
+`predict` on a JPEG go through the serving image (the SDK polls /ping, posts /invocations).
+
+Nothing leaves this machine:
+- the SDK's telemetry (an HTTPS GET to AWS on every decorated call) is switched off by
+  replacing its sender;
+- a guard on socket connections refuses every address that is not loopback or a unix socket
+  (the podman API socket); a refused attempt fails the run, naming the address;
+- the serving container's port is published on 127.0.0.1 only (the SDK would publish it on
+  every interface).
+Dummy AWS credentials and a region are set, as the SDK needs them even in local mode.
+
+Prints one `checked:` line per property verified and exits non-zero on the first failure.
+Needs the `docker` CLI (this script's caller puts a shim running podman first on PATH) and
+`docker-compose` talking to podman's Docker-compatible API (DOCKER_HOST).
+"""
+import argparse
+import io
+import ipaddress
+import json
+import os
+import pathlib
+import socket
+import sys
+import tarfile
+import time
+
+REFUSED = []
+
+
+def guard_network():
+    """Refuse every connection that is not to loopback or a unix socket."""
+    original = socket.socket.connect
+
+    def allowed(address):
+        if isinstance(address, (str, bytes)):  # AF_UNIX
+            return True
+        host = address[0]
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    def connect(self, address):
+        if not allowed(address):
+            REFUSED.append(address)
+            raise ConnectionRefusedError(f"sagemaker_local_mode.py: refused a connection to {address!r}")
+        return original(self, address)
+
+    socket.socket.connect = connect
+
+
+def check(message):
+    print(f"checked: {message}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--training-image", required=True)
+    parser.add_argument("--serving-image", required=True)
+    parser.add_argument("--train-dir", required=True, help="a COCO channel (annotations.json + images)")
+    parser.add_argument("--hyperparameters", required=True, help="JSON object of hyperparameters")
+    parser.add_argument("--work", required=True, help="folder for the SDK's container roots and output")
+    parser.add_argument("--jpeg", required=True, help="image to send to the endpoint")
+    parser.add_argument("--port", type=int, required=True, help="loopback port for the endpoint")
+    parser.add_argument("--expect-iteration", type=int, required=True,
+                        help="the last iteration the training must reach")
+    args = parser.parse_args()
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "local-mode-test", "AWS_SECRET_ACCESS_KEY": "local-mode-test",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        os.environ[key] = value
+    guard_network()
+
+    import sagemaker.telemetry.telemetry_logging as telemetry
+    from sagemaker.deserializers import JSONDeserializer
+    from sagemaker.estimator import Estimator
+    from sagemaker.local import LocalSession
+    from sagemaker.local.image import _SageMakerContainer
+    from sagemaker.model import Model
+    from sagemaker.predictor import Predictor
+    from sagemaker.serializers import IdentitySerializer
+
+    telemetry._send_telemetry_request = lambda *a, **k: None
+
+    publish = _SageMakerContainer._create_docker_host
+
+    def create_docker_host(self, *a, **k):
+        config = publish(self, *a, **k)
+        if "ports" in config:
+            config["ports"] = [f"127.0.0.1:{args.port}:8080"]
+        return config
+
+    _SageMakerContainer._create_docker_host = create_docker_host
+
+    work = pathlib.Path(args.work).resolve()
+    (work / "roots").mkdir(parents=True, exist_ok=True)
+    session = LocalSession()
+    session.config = {"local": {"local_code": True, "container_root": str(work / "roots"),
+                                "serving_port": args.port}}
+    role = "arn:aws:iam::111111111111:role/local-mode-test"
+
+    started = time.time()
+    estimator = Estimator(image_uri=args.training_image, role=role, instance_count=1, instance_type="local",
+                          output_path=(work / "output").as_uri(), sagemaker_session=session,
+                          hyperparameters=json.loads(args.hyperparameters), base_job_name="mrcnn-local")
+    estimator.fit({"train": pathlib.Path(args.train_dir).resolve().as_uri()}, wait=True, logs=True)
+    model_data = estimator.model_data
+    assert model_data.startswith("file://"), model_data
+    tarball = pathlib.Path(model_data[len("file://"):])
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+    for name in ("model.safetensors", "config.yaml", "classes.json"):
+        assert name in names or f"./{name}" in names, f"{tarball} lacks {name}: {sorted(names)}"
+    check(f"Estimator.fit in local mode: {time.time() - started:.0f} s, {tarball.name} holds model.safetensors, "
+          "config.yaml, classes.json")
+    output_tar = tarball.parent / "output.tar.gz"
+    if output_tar.exists():
+        with tarfile.open(output_tar) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith("data/metrics.jsonl")), None)
+            assert member is not None, f"{output_tar} has no data/metrics.jsonl: {tar.getnames()}"
+            lines = [json.loads(line) for line in tar.extractfile(member).read().decode().splitlines() if line]
+        last = max(line.get("iteration", 0) for line in lines)
+        assert last == args.expect_iteration, f"metrics.jsonl ends at iteration {last}, not {args.expect_iteration}"
+        check(f"output.tar.gz: metrics.jsonl reaches iteration {last}")
+
+    started = time.time()
+    # Without predictor_cls, deploy() returns None (the SDK's behaviour for a bare image).
+    model = Model(image_uri=args.serving_image, model_data=model_data, role=role, sagemaker_session=session,
+                  predictor_cls=Predictor)
+    predictor = model.deploy(initial_instance_count=1, instance_type="local",
+                             serializer=IdentitySerializer("image/jpeg"), deserializer=JSONDeserializer())
+    assert predictor is not None, "Model.deploy returned no predictor"
+    try:
+        check(f"Model.deploy in local mode: /ping answered 200 after {time.time() - started:.0f} s")
+        answer = predictor.predict(pathlib.Path(args.jpeg).read_bytes(),
+                                   custom_attributes="score_threshold=0.0")
+        assert isinstance(answer, dict) and "detections" in answer, answer
+        for d in answer["detections"]:
+            assert len(d["box"]) == 4 and d["label"] and 0.0 <= d["score"] <= 1.0, d
+        assert answer["detections"], "no detections at score_threshold=0.0"
+        check(f"Predictor.predict (image/jpeg): {len(answer['detections'])} detections with box, label, score")
+    finally:
+        predictor.delete_endpoint()
+    if REFUSED:
+        raise SystemExit(f"sagemaker_local_mode.py: the SDK tried to reach {REFUSED}")
+    check("no connection left the machine (the guard refused none)")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException as error:  # one line for the caller's log, then the traceback
+        print(f"FAILED: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        if REFUSED:
+            print(f"the guard refused connections to: {REFUSED}", file=sys.stderr)
+        raise
