@@ -274,13 +274,18 @@ ckpt=$(printf 'checkpoint_%08d.safetensors' "$stopped_at")
 check "podman stop at iteration $stopped_at: exit 0 after $stop_secs s (grace 60 s), checkpoints/$ckpt written, no output/failure"
 step_done
 
+train_must_pass() {  # IMAGE TREE LOG: `podman run ... IMAGE train` exits 0, else fail with output/failure
+  local image=$1 dir=$2 rc
+  failure_log=$3
+  set +e
+  podman run --rm --name "$train_ctr" --network none -v "$dir":/opt/ml "$image" train >"$failure_log" 2>&1
+  rc=$?
+  set -e
+  ((rc == 0)) || fail "$image train exited $rc$( [[ -f $dir/output/failure ]] && printf '; output/failure: %s' "$(cat "$dir/output/failure")")"
+}
+
 step "training resumes: the same command again"
-failure_log=$work/train.log
-set +e
-podman run --rm --name "$train_ctr" --network none -v "$tree":/opt/ml mrcnn-training train >"$failure_log" 2>&1
-rc=$?
-set -e
-((rc == 0)) || fail "training exited $rc$( [[ -f $tree/output/failure ]] && printf '; output/failure: %s' "$(cat "$tree/output/failure")")"
+train_must_pass mrcnn-training "$tree" "$work/train.log"
 grep -q "resumed from .*$ckpt.* at iteration $stopped_at" "$failure_log" ||
   fail "the log does not say it resumed from $ckpt at iteration $stopped_at"
 for f in model.safetensors config.yaml classes.json; do
@@ -396,12 +401,7 @@ PY
 drone_opts="MODEL.BACKBONE.NAME resnet18 MODEL.BACKBONE.NORM GN MODEL.BACKBONE.TRAINABLE_LAYERS 5"
 drone_opts+=" MODEL.ANCHOR_GENERATOR.SIZES [[12],[24],[48],[96],[192]] $(schedule 4 100)"
 hyperparameters "$drone" "$drone_opts"
-failure_log=$work/drone.log
-set +e
-podman run --rm --name "$train_ctr" --network none -v "$drone":/opt/ml mrcnn-drone train >"$failure_log" 2>&1
-rc=$?
-set -e
-((rc == 0)) || fail "the drone fine-tune exited $rc$( [[ -f $drone/output/failure ]] && printf '; output/failure: %s' "$(cat "$drone/output/failure")")"
+train_must_pass mrcnn-drone "$drone" "$work/drone.log"
 loaded=$(grep -o '\[weights\] loaded [0-9]* of the model.s [0-9]* tensors from /opt/ml/input/data/weights/model.safetensors' "$failure_log") ||
   fail "the log does not say the weights channel's file was loaded"
 grep -q '\[weights\] skipped, shape differs' "$failure_log" || fail "the class-specific layers (3 shapes -> 1 drone class) were not reported as skipped"
