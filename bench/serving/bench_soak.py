@@ -39,8 +39,12 @@ def main():
               f"{mib['after_storm']:.1f}")
     ping = figures.get("ping", {})
     if ping:
+        control = figures["control_ping"]
         print(f"/ping: {ping['count']} probes, {ping['failures']} failed, p50 {ping['p50_ms']:.1f} ms, "
-              f"p99 {ping['p99_ms']:.1f} ms, max {ping['max_ms']:.1f} ms")
+              f"p99 {ping['p99_ms']:.1f} ms, max {ping['max_ms']:.1f} ms, {ping['over_bound']} over 100 ms "
+              f"({ping['over_bound_control_fast']} of them while the control's was under 50 ms); idle control "
+              f"server at the same moments: p50 {control['p50_ms']:.1f} ms, p99 {control['p99_ms']:.1f} ms, "
+              f"max {control['max_ms']:.1f} ms, {control['over_bound']} over 100 ms")
     print("| kind | outcomes |\n|---|---|")
     for kind, outcomes in figures["counts"].items():
         print(f"| {kind} | {', '.join(f'{k}: {v}' for k, v in sorted(outcomes.items(), key=str))} |")
