@@ -33,7 +33,6 @@ class CoreShare {
     return IntraOpThreads(cores_, workers_, busy_.load(std::memory_order_relaxed));
   }
   int BusyWorkers() const { return busy_.load(std::memory_order_relaxed); }
-  int cores() const { return cores_; }
 
  private:
   const int cores_;

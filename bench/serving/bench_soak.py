@@ -5,7 +5,8 @@ warm-up, end, drift; ping p50/p99/max; each request kind's outcomes; the storm's
 non-zero when a check failed. Not a speed comparison, so no peer.
 
   .venv/bin/python bench/serving/bench_soak.py [--duration 600] [--json FILE]
-      [--model-dir DIR]  (a real model instead of the statistics predictor)
+      [--model-dir DIR]  (a real model instead of the statistics predictor: use fewer
+                          --clients, each request takes seconds on a CPU)
 """
 import argparse
 import json
