@@ -9,8 +9,12 @@ namespace mrcnn::serving {
 using Clock = std::chrono::steady_clock;
 
 InferenceExecutor::InferenceExecutor(Loader loader, BatchingPolicy policy,
-                                     std::function<void(std::exception_ptr)> on_loaded)
-    : policy_(policy), loader_(std::move(loader)), on_loaded_(std::move(on_loaded)) {
+                                     std::function<void(std::exception_ptr)> on_loaded,
+                                     CoreShare* core_share)
+    : policy_(policy),
+      loader_(std::move(loader)),
+      on_loaded_(std::move(on_loaded)),
+      core_share_(core_share) {
   const int workers = std::max(policy_.workers, 1);
   workers_.reserve(static_cast<size_t>(workers));
   for (int i = 0; i < workers; ++i) {
@@ -64,10 +68,18 @@ void InferenceExecutor::Stop() {
 }
 
 void InferenceExecutor::Run() {
+  // Loading and warm-up keep a core busy too: the workers warming up together share the cores.
+  bool busy = core_share_ != nullptr;
+  if (busy) {
+    core_share_->WorkerBusy();
+  }
   std::unique_ptr<Predictor> predictor;
   try {
     predictor = loader_();
   } catch (...) {
+    if (busy) {
+      core_share_->WorkerIdle();
+    }
     bool first_failure = false;
     {
       std::lock_guard lock(mutex_);
@@ -96,11 +108,21 @@ void InferenceExecutor::Run() {
   }
 
   std::unique_lock lock(mutex_);
+  // Busy from taking work until about to sleep: a worker that goes straight on to the next
+  // queued request never counts as idle, so a neighbour's share does not flicker wider.
   while (true) {
+    if (busy && !stopping_ && queue_.empty()) {
+      busy = false;
+      core_share_->WorkerIdle();
+    }
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     --idle_workers_;
     if (stopping_) {
       break;
+    }
+    if (core_share_ != nullptr && !busy) {
+      busy = true;
+      core_share_->WorkerBusy();
     }
     std::vector<Queued> batch = CollectBatch(lock);
     if (!queue_.empty()) {
@@ -110,6 +132,9 @@ void InferenceExecutor::Run() {
     RunBatch(*predictor, batch);
     lock.lock();
     ++idle_workers_;
+  }
+  if (busy) {
+    core_share_->WorkerIdle();
   }
   std::deque<Queued> abandoned;
   abandoned.swap(queue_);

@@ -11,6 +11,9 @@
 // threads at every op (thousands per image) and scales poorly, worst when the cores are
 // shared; W single-threaded workers keep every core on useful work (bench/RESULTS.md).
 //
+// With a CoreShare (the model on a CPU), the workers report there when they take work and when
+// they go back to waiting, so that a lone request's forward can use the idle workers' cores.
+//
 // Loading and warm-up happen on the worker threads too, so the HTTP side is listening and
 // answering /ping with 503 while a large model loads; ready once every worker has loaded.
 #include <chrono>
@@ -23,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "serving/core_share.h"
 #include "serving/predictor.h"
 
 namespace mrcnn::serving {
@@ -54,9 +58,11 @@ class InferenceExecutor {
   // Calls loader once on each worker thread (concurrently) to load and warm up that
   // worker's predictor. on_loaded is called once, on a worker thread: with nullptr when
   // every worker has loaded, or with the first exception that made loading fail.
+  // core_share, when given, must outlive the executor.
   using Loader = std::function<std::unique_ptr<Predictor>()>;
   InferenceExecutor(Loader loader, BatchingPolicy policy,
-                    std::function<void(std::exception_ptr)> on_loaded);
+                    std::function<void(std::exception_ptr)> on_loaded,
+                    CoreShare* core_share = nullptr);
   ~InferenceExecutor();
   InferenceExecutor(const InferenceExecutor&) = delete;
   InferenceExecutor& operator=(const InferenceExecutor&) = delete;
@@ -82,6 +88,7 @@ class InferenceExecutor {
   const BatchingPolicy policy_;
   Loader loader_;
   std::function<void(std::exception_ptr)> on_loaded_;
+  CoreShare* core_share_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;

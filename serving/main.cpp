@@ -1,14 +1,17 @@
 // build/bin/server: the SageMaker serving process (`entrypoint serve` execs it).
 // Exit status: 0 after a SIGTERM drain, 1 when the model cannot be loaded or the port
 // cannot be bound, 2 for a bad configuration.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
-#include <thread>
+#include <optional>
 
 #include "common/allocator_tuning.h"
 #include "common/config_error.h"
 #include "common/env_map.h"
+#include "serving/core_share.h"
 #include "serving/http_server.h"
 #include "serving/log_line.h"
 #include "serving/predictor_loading.h"
@@ -44,29 +47,40 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string kind = ResolvePredictorKind(config);
-  ResolveWorkers(config, kind, static_cast<int>(std::thread::hardware_concurrency()));
+  ResolveWorkers(config, kind, UsableCores());
+  const std::string threads =
+      config.share_cores
+          ? fmt::format("sharing {} cores (a lone request uses them all)", config.cores)
+          : fmt::format("of {} intra-op thread(s)", config.num_threads);
   LogLine(
-      "predictor {} from {} ({}), {} worker(s) of {} intra-op thread(s), batches of up to {} "
-      "images / {} us, queue {}, payload limit {} bytes",
-      kind, config.model_dir.string(), config.model_dir_source, config.workers, config.num_threads,
+      "predictor {} from {} ({}), {} worker(s) {}, batches of up to {} images / {} us, queue {}, "
+      "payload limit {} bytes",
+      kind, config.model_dir.string(), config.model_dir_source, config.workers, threads,
       config.batching.max_batch_images, config.batching.max_wait.count(),
       config.batching.queue_capacity, config.max_payload_bytes);
 
-  InferenceExecutor executor(MakePredictorLoader(config), config.batching,
-                             [](std::exception_ptr error) {
-                               if (!error) {
-                                 LogLine("ready: /ping answers 200");
-                                 return;
-                               }
-                               try {
-                                 std::rethrow_exception(error);
-                               } catch (const std::exception& e) {
-                                 LogLine("model load failed: {}", e.what());
-                               }
-                               // Nothing was admitted before readiness: fail fast so the
-                               // platform reports the reason instead of a ping timeout.
-                               std::_Exit(1);
-                             });
+  std::optional<CoreShare> core_share;
+  if (config.share_cores) {
+    core_share.emplace(config.cores, config.workers);
+  }
+  CoreShare* share = core_share ? &*core_share : nullptr;
+  InferenceExecutor executor(
+      MakePredictorLoader(config, share), config.batching,
+      [](std::exception_ptr error) {
+        if (!error) {
+          LogLine("ready: /ping answers 200");
+          return;
+        }
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          LogLine("model load failed: {}", e.what());
+        }
+        // Nothing was admitted before readiness: fail fast so the
+        // platform reports the reason instead of a ping timeout.
+        std::_Exit(1);
+      },
+      share);
   HttpServer server(config, executor);
   uint16_t port = 0;
   try {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "serving/core_share.h"
 #include "serving/predictor.h"
 
 namespace mrcnn::serving {
@@ -13,6 +14,9 @@ struct ModelPredictorOptions {
   std::string device = "cpu";      // "cpu", "cuda", "cuda:N"
   std::string precision = "fp32";  // "fp16" / "bf16" only on CUDA
   int num_threads = 0;             // 0 keeps torch's default intra-op thread count
+  // When set (the model on a CPU), every Predict follows it op by op instead of num_threads,
+  // which then holds only for loading and warm-up. Must outlive the predictor.
+  const CoreShare* core_share = nullptr;
 };
 
 // Loads model.safetensors + config.yaml + classes.json from model_dir. Throws naming the

@@ -45,9 +45,10 @@ std::string ResolvePredictorKind(const ServerConfig& config) {
   return std::filesystem::exists(config.model_dir / kStatisticsMarker) ? "statistics" : "model";
 }
 
-InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config) {
+InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config,
+                                              const CoreShare* core_share) {
   const std::string kind = ResolvePredictorKind(config);
-  return [config, kind]() -> std::unique_ptr<Predictor> {
+  return [config, kind, core_share]() -> std::unique_ptr<Predictor> {
     const auto started = std::chrono::steady_clock::now();
     // Said here, with where the path came from, because the model's own loader would only
     // name a file missing inside it.
@@ -66,8 +67,9 @@ InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config) {
 #ifdef MRCNN_SERVING_WITH_MODEL
       predictor = LoadModelPredictor(
           config.model_dir,
-          ModelPredictorOptions{config.device, config.precision, config.num_threads});
+          ModelPredictorOptions{config.device, config.precision, config.num_threads, core_share});
 #else
+      (void)core_share;
       throw std::runtime_error(
           "this server was built without the model library (trainer/model); rebuild with "
           "LibTorch, or use --predictor statistics for HTTP tests");

@@ -13,6 +13,8 @@ std::string ResolvePredictorKind(const ServerConfig& config);
 
 // Runs on each executor worker's thread. Throws when the model cannot be loaded or the warm-up
 // inference fails, or when "model" is asked of a server built without the model library.
-InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config);
+// core_share (config.share_cores) is followed by the model's forwards; it must outlive them.
+InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config,
+                                              const CoreShare* core_share);
 
 }  // namespace mrcnn::serving

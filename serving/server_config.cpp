@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
-#include <thread>
 
 #include "common/config_error.h"
 #include "common/job_paths.h"
+#include "serving/core_share.h"
 
 namespace mrcnn::serving {
 namespace {
@@ -55,7 +55,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
       static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 0, 1, 1024));  // 0: see below
   config.batching.max_wait =
       std::chrono::milliseconds(EnvInteger(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
-  const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  const int cores = std::max(2, UsableCores());
   config.cpu_threads = cores;
   config.io_threads = std::clamp(cores / 4, 2, 8);
 
@@ -88,7 +88,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--precision", config.precision, "fp32, fp16 or bf16 (MRCNN_SERVING_PRECISION)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--num-threads", config.num_threads,
-                 "torch intra-op threads per worker (0 = cores / workers on a CPU)")
+                 "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "
+                 "cores: a lone request uses them all)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--workers", config.workers,
                  "model instances serving concurrently (SAGEMAKER_MODEL_SERVER_WORKERS; 0 = "
@@ -185,6 +186,8 @@ void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores) {
     config.workers = model_on_cpu ? std::min(cores, 4) : 1;
   }
   config.batching.workers = config.workers;
+  config.cores = cores;
+  config.share_cores = model_on_cpu && config.num_threads <= 0;
   if (config.num_threads <= 0 && model_on_cpu) {
     config.num_threads = std::max(1, cores / config.workers);
   }

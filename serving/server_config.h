@@ -36,6 +36,10 @@ struct ServerConfig {
   std::string precision = "fp32";
   int num_threads = 0;  // torch intra-op threads per worker; 0: ResolveWorkers decides
   int workers = 0;      // model instances; 0: ResolveWorkers decides
+  // Set by ResolveWorkers for the model on a CPU without --num-threads: the busy workers split
+  // `cores` between them (core_share.h); num_threads then only sizes loading and warm-up.
+  bool share_cores = false;
+  int cores = 0;
 
   int io_threads = 2;
   int cpu_threads = 2;      // request decoding and response encoding
@@ -69,13 +73,15 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
 
 // Fills in what config leaves at 0: config.batching.workers from config.workers,
 // config.num_threads, the batch size and max_concurrent_transforms (workers × batch size:
-// what keeps every worker busy). The model on a CPU gets min(cores, 4) workers with
-// cores / workers intra-op threads each (one forward's threads meet at a barrier after
-// every op, so W narrow workers beat one wide one on throughput; four bounds the memory,
-// ~1 GB each at 640x480) and batches of one image: a batch costs the same per image as
-// single images there, and a worker that took several makes all of them wait while its
-// neighbours may idle (bench/RESULTS.md, serving). A GPU gets one worker with batches of
-// up to 4 (batching is its parallelism), the statistics predictor one worker too.
+// what keeps every worker busy). The model on a CPU gets min(cores, 4) workers (four bounds
+// the memory, ~1 GB each at 640x480) that share the cores by how many are busy
+// (share_cores, core_share.h: a lone request uses every core, W concurrent ones cores / W
+// each, since one forward's threads meet at a barrier after every op and W narrow workers
+// beat one wide one on throughput), unless --num-threads fixes each worker's threads; and
+// batches of one image: a batch costs the same per image as single images there, and a
+// worker that took several makes all of them wait while its neighbours may idle
+// (bench/RESULTS.md, serving). A GPU gets one worker with batches of up to 4 (batching is
+// its parallelism), the statistics predictor one worker too. `cores`: UsableCores().
 void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores);
 
 }  // namespace mrcnn::serving

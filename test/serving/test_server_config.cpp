@@ -60,7 +60,9 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   ResolveWorkers(model_cpu, "model", 2);
   CHECK(model_cpu.workers == 2);
   CHECK(model_cpu.batching.workers == 2);
-  CHECK(model_cpu.num_threads == 1);
+  CHECK(model_cpu.num_threads == 1);  // for loading and warm-up; then the busy workers share
+  CHECK(model_cpu.share_cores);
+  CHECK(model_cpu.cores == 2);
   CHECK(model_cpu.batching.max_batch_images == 1);  // no gain per image on a CPU
   CHECK(model_cpu.max_concurrent_transforms == 2);
 
@@ -73,6 +75,7 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   ResolveWorkers(gpu, "model", 16);
   CHECK(gpu.batching.workers == 1);
   CHECK(gpu.num_threads == 0);  // torch's default
+  CHECK_FALSE(gpu.share_cores);
   CHECK(gpu.batching.max_batch_images == 4);
   CHECK(gpu.max_concurrent_transforms == 4);
 
@@ -85,6 +88,7 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   ServerConfig statistics = Parse({}, {});
   ResolveWorkers(statistics, "statistics", 16);
   CHECK(statistics.batching.workers == 1);
+  CHECK_FALSE(statistics.share_cores);
 
   ServerConfig from_env = Parse({}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "3"}});
   ResolveWorkers(from_env, "model", 2);
@@ -96,6 +100,7 @@ TEST_CASE("workers and intra-op threads: one per core for the model on a CPU, el
   ResolveWorkers(flagged, "model", 2);
   CHECK(flagged.batching.workers == 1);
   CHECK(flagged.num_threads == 2);
+  CHECK_FALSE(flagged.share_cores);  // --num-threads fixes each worker's threads
 
   CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_MODEL_SERVER_WORKERS", "many"}}),
                   mrcnn::common::ConfigError);
