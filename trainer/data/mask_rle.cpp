@@ -27,19 +27,23 @@ void WalkRunPair(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
   bool on_a = false, on_b = false;
   bool more = true;
   while (more) {
+    // A sequence that ran out before the other (a malformed RLE whose counts do not add up
+    // to height x width) continues as background: pycocotools loops forever here.
+    if (left_a == 0 && ia >= a.size()) left_a = left_b;
+    if (left_b == 0 && ib >= b.size()) left_b = left_a;
     uint32_t len = std::min(left_a, left_b);
     left_a -= len;
     left_b -= len;
     // Advance past exhausted runs (including zero-length ones) before reporting, so a
     // caller sees the state of the *next* segment through the flags it gets next time.
     bool was_a = on_a, was_b = on_b;
-    if (left_a == 0 && ia < a.size()) {
-      left_a = a[ia++];
-      on_a = !on_a;
+    if (left_a == 0) {
+      on_a = ia < a.size() && !on_a;
+      if (ia < a.size()) left_a = a[ia++];
     }
-    if (left_b == 0 && ib < b.size()) {
-      left_b = b[ib++];
-      on_b = !on_b;
+    if (left_b == 0) {
+      on_b = ib < b.size() && !on_b;
+      if (ib < b.size()) left_b = b[ib++];
     }
     more = left_a + static_cast<uint64_t>(left_b) > 0;
     step(len, was_a, was_b, on_a, on_b, !more);

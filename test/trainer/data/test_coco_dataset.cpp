@@ -1,5 +1,7 @@
 // GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC bug 105329).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 #include <catch2/catch.hpp>
 #include <string>
 

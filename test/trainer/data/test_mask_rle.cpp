@@ -100,6 +100,18 @@ TEST_CASE("merge and IoU follow set semantics", "[mask_rle]") {
   CHECK(MergeRles({ra, other}, false) == Rle{});
 }
 
+TEST_CASE("merge and IoU end on RLEs whose counts do not add up (pycocotools hangs)",
+          "[mask_rle]") {
+  // 3x4 = 12 pixels; a's runs cover 5 of them (on: 2..4), b's all 12 (on: 1..10). The
+  // pixels a does not cover count as background. Found by fuzzing (test/fuzz/fuzz_coco_json).
+  const Rle a{3, 4, {2, 3}}, b{3, 4, {1, 10, 1}};
+  CHECK(MergeRles({a, b}, false).counts == std::vector<uint32_t>{1, 10, 1});
+  CHECK(MergeRles({a, b}, true).counts == std::vector<uint32_t>{2, 3, 7});
+  CHECK(MergeRles({b, a}, true).counts == std::vector<uint32_t>{2, 3, 7});
+  CHECK(RleIou({a}, {b}, {false})[0] == Approx(3.0 / 10.0));
+  CHECK(RleIou({b}, {a}, {false})[0] == Approx(3.0 / 10.0));
+}
+
 TEST_CASE("polygon and box rasterisation cover the expected pixels", "[mask_rle]") {
   // Square from (2,2) to (6,6): pixel centres 2..5 inside.
   Rle r = RleFromPolygon({2, 2, 6, 2, 6, 6, 2, 6}, 10, 10);
