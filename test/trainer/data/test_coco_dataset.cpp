@@ -154,3 +154,26 @@ TEST_CASE("strings with escapes and numbers in every JSON form", "[coco]") {
   CHECK(ds.images()[0].width == 100);
   CHECK(ds.categories()[0].name == "tab\there");
 }
+
+TEST_CASE("strings must be valid UTF-8 (found by fuzzing: such a name broke the JSON reports)",
+          "[coco][bad-data]") {
+  const auto with_name = [](const std::string& name) {
+    return R"({"images": [], "annotations": [], "categories": [{"id": 1, "name": ")" + name +
+           R"("}]})";
+  };
+  // Valid multi-byte sequences, raw and after an escape.
+  CHECK(CocoDataset::Parse(with_name("caf\xc3\xa9 \xf0\x9f\x98\x80"), "ok.json").categories()[0].name ==
+        "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  CHECK(CocoDataset::Parse(with_name("\\t\xe2\x82\xac"), "ok.json").categories()[0].name ==
+        "\t\xe2\x82\xac");
+  for (const std::string bad : {"squar\xe9", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                "\\tsquar\xe9", "\xe2\x82"}) {
+    CHECK_THROWS_WITH(CocoDataset::Parse(with_name(bad), "latin1.json"),
+                      Contains("latin1.json:1:") && Contains("invalid UTF-8"));
+  }
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ud800"), "lone.json"),
+                    Contains("lone.json:1:") && Contains("surrogate"));
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ud83d\\u0041"), "lone.json"),
+                    Contains("surrogate"));
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ude00"), "lone.json"), Contains("surrogate"));
+}

@@ -110,6 +110,18 @@ TEST_CASE("unknown keys name the source, the key and the closest valid key", "[c
   CHECK(mrcnn::engine::EditDistance("kitten", "sitting") == 3);
 }
 
+TEST_CASE("a YAML list or map as a key is a ConfigError naming the file (found by fuzzing)",
+          "[config]") {
+  TempDir dir;
+  const auto top = dir.Write("top.yaml", "[SOLVER.MAX_ITER, 5]: 1\n");
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(top); }),
+             Catch::Contains(top.string()) && Catch::Contains("list or map"));
+  const auto nested = dir.Write("nested.yaml", "SOLVER:\n  {BASE_LR: 1}: 0.1\n");
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(nested); }),
+             Catch::Contains(nested.string()) && Catch::Contains("\"SOLVER\"") &&
+                 Catch::Contains("list or map"));
+}
+
 TEST_CASE("wrongly typed values are rejected with the expected type", "[config]") {
   TempDir dir;
   struct Case {

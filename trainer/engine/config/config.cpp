@@ -135,9 +135,16 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
   }
   // Depth-first over nested maps; a map where a leaf is expected is walked, a leaf where
   // a group is expected is an error (via Set's unknown-key check).
+  // A YAML key may be a list or a map ("[a, b]: 1"); a config key is a name.
+  const auto name_of = [&](const YAML::Node& key, const std::string& group) {
+    if (!key.IsScalar()) {
+      throw ConfigError(source, group, "has a key that is a YAML list or map; keys are names such as SOLVER");
+    }
+    return key.Scalar();
+  };
   std::vector<std::pair<std::string, YAML::Node>> stack;
   for (auto it = root.begin(); it != root.end(); ++it) {
-    std::string key = it->first.as<std::string>();
+    std::string key = name_of(it->first, "");
     if (key == "_BASE_") continue;
     stack.emplace_back(key, it->second);
   }
@@ -147,7 +154,7 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
     if (node.IsMap() && !Has(key)) {
       if (!IsGroup(values_, key)) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
       for (auto it = node.begin(); it != node.end(); ++it) {
-        stack.emplace_back(key + "." + it->first.as<std::string>(), it->second);
+        stack.emplace_back(key + "." + name_of(it->first, key), it->second);
       }
       continue;
     }
