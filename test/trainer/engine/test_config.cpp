@@ -122,6 +122,20 @@ TEST_CASE("a YAML list or map as a key is a ConfigError naming the file (found b
                  Catch::Contains("list or map"));
 }
 
+TEST_CASE("strings that are not UTF-8 are a ConfigError (ToYaml would change them; fuzzing)",
+          "[config]") {
+  TempDir dir;
+  const auto file = dir.Write("latin1.yaml", "OUTPUT_DIR: /tmp/caf\xe9\n");
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(file); }),
+             Catch::Contains(file.string()) && Catch::Contains("OUTPUT_DIR") &&
+                 Catch::Contains("UTF-8"));
+  CHECK_THAT(ErrorOf([] { TrainConfig::Defaults().MergeOpts({"DATASETS.TRAIN", "[a, \xff]"}); }),
+             Catch::StartsWith("opts:") && Catch::Contains("UTF-8"));
+  auto config = TrainConfig::Defaults();
+  config.MergeOpts({"OUTPUT_DIR", "/tmp/caf\xc3\xa9"});
+  CHECK(config.GetString("OUTPUT_DIR") == "/tmp/caf\xc3\xa9");
+}
+
 TEST_CASE("wrongly typed values are rejected with the expected type", "[config]") {
   TempDir dir;
   struct Case {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/config_error.h"
+#include "common/utf8.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -258,6 +259,14 @@ void TrainConfig::Set(const std::string& key, const YAML::Node& value, const std
     throw ConfigError(source, key,
                       std::string("must be a ") + TypeName(it->second) + ", got " + shown + " (default: " +
                           ToYamlText(it->second) + ")");
+  }
+  // yaml-cpp reads bytes that are not UTF-8 as they are but writes them as U+FFFD, so ToYaml()
+  // (the model dir's config.yaml) would name another value. Found by fuzzing.
+  const auto utf8 = [](const std::string& text) { return common::IsValidUtf8(text); };
+  const auto* text = std::get_if<std::string>(&converted);
+  const auto* texts = std::get_if<StringList>(&converted);
+  if ((text && !utf8(*text)) || (texts && !std::all_of(texts->begin(), texts->end(), utf8))) {
+    throw ConfigError(source, key, "is not valid UTF-8 text; config files and opts must be UTF-8");
   }
   it->second = std::move(converted);
 }
