@@ -122,7 +122,7 @@ TEST_CASE("a YAML list or map as a key is a ConfigError naming the file (found b
                  Catch::Contains("list or map"));
 }
 
-TEST_CASE("strings that are not UTF-8 are a ConfigError (ToYaml would change them; fuzzing)",
+TEST_CASE("strings that are not UTF-8 are a ConfigError: ToYaml would change them (fuzzing)",
           "[config]") {
   TempDir dir;
   const auto file = dir.Write("latin1.yaml", "OUTPUT_DIR: /tmp/caf\xe9\n");
