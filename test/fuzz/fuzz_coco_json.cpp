@@ -27,7 +27,8 @@ void ExerciseMasks(const data::CocoDataset& dataset) {
       try {
         const data::Rle back =
             data::RleFromString(data::RleCountsToString(*rle), rle->height, rle->width);
-        if (back.counts != rle->counts) std::abort();
+        if (back.counts != rle->counts)
+          std::abort();
       } catch (const std::invalid_argument&) {
       }
       data::RleArea(*rle);
@@ -62,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const data::CocoDataset ground_truth =
         data::CocoDataset::Parse(parts[0], "instances.json", eval::GroundTruthLoadOptions());
     ExerciseMasks(ground_truth);
-    if (parts.size() > 1) Evaluate(ground_truth, parts[1]);
+    if (parts.size() > 1)
+      Evaluate(ground_truth, parts[1]);
   } catch (const std::runtime_error&) {
   } catch (const std::invalid_argument&) {
   }

@@ -25,14 +25,14 @@ namespace fs = std::filesystem;
 using namespace mrcnn;
 
 constexpr std::array<const char*, 4> kConfigFiles = {
-    "hyperparameters.json", "resourceconfig.json", "inputdataconfig.json",
-    "checkpointconfig.json"};
+    "hyperparameters.json", "resourceconfig.json", "inputdataconfig.json", "checkpointconfig.json"};
 
 // One /opt/ml-like tree per process, rewritten for every input.
 const fs::path& BaseDir() {
   static const fs::path base = [] {
     std::string pattern = (fs::temp_directory_path() / "mrcnn_fuzz_job.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    if (mkdtemp(pattern.data()) == nullptr)
+      std::abort();
     fs::create_directories(fs::path(pattern) / "input" / "config");
     fs::create_directories(fs::path(pattern) / "input" / "data" / "train");
     std::atexit([] { fs::remove_all(BaseDir()); });
@@ -59,7 +59,8 @@ common::EnvMap ParseEnvironment(std::string_view text) {
     if (equals != std::string_view::npos) {
       env[std::string(line.substr(0, equals))] = std::string(line.substr(equals + 1));
     }
-    if (newline == std::string_view::npos) break;
+    if (newline == std::string_view::npos)
+      break;
     text.remove_prefix(newline + 1);
   }
   return env;
@@ -72,8 +73,8 @@ void CheckPlan(const entrypoint::LaunchPlan& plan) {
                            world.master_port >= 1 && world.master_port <= 65535;
   const size_t expected_children =
       world.launched_local_rank ? 1 : static_cast<size_t>(world.nproc_per_node);
-  if (!valid_world || plan.children.size() != expected_children ||
-      plan.grace.count() < 0 || plan.peer_timeout.count() < 0 || plan.program.argv.empty()) {
+  if (!valid_world || plan.children.size() != expected_children || plan.grace.count() < 0 ||
+      plan.peer_timeout.count() < 0 || plan.program.argv.empty()) {
     std::abort();
   }
 }
@@ -86,9 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < kConfigFiles.size(); ++i) {
     WriteOrRemove(config_dir / kConfigFiles[i], i < parts.size() ? &parts[i] : nullptr);
   }
-  const common::EnvMap env =
-      parts.size() > kConfigFiles.size() ? ParseEnvironment(parts[kConfigFiles.size()])
-                                         : common::EnvMap{};
+  const common::EnvMap env = parts.size() > kConfigFiles.size()
+                                 ? ParseEnvironment(parts[kConfigFiles.size()])
+                                 : common::EnvMap{};
   entrypoint::TrainOptions options;
   options.base_dir = BaseDir().string();
   options.trainer = "/nonexistent/trainer";  // the plan names it; nothing is started

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& entry : header.entries) {
       uint64_t elements = 1;
       for (const int64_t dim : entry.shape) {
-        if (dim < 0) std::abort();
+        if (dim < 0)
+          std::abort();
         elements *= static_cast<uint64_t>(dim);
       }
       if (entry.begin > entry.end || header.data_offset + entry.end > size ||

@@ -6,6 +6,7 @@
 // crash, a sanitizer report, or a config whose ToYaml() does not read back equal (the
 // promise of config.h) is a finding.
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -15,7 +16,6 @@
 #include <string_view>
 #include <variant>
 #include <vector>
-#include <yaml-cpp/yaml.h>
 
 #include "common/config_error.h"
 #include "test/fuzz/fuzz_input_parts.h"
@@ -30,7 +30,8 @@ using namespace mrcnn;
 const fs::path& ConfigDir() {
   static const fs::path dir = [] {
     std::string pattern = (fs::temp_directory_path() / "mrcnn_fuzz_config.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
+    if (mkdtemp(pattern.data()) == nullptr)
+      std::abort();
     std::atexit([] { fs::remove_all(ConfigDir()); });
     return fs::path(pattern);
   }();
@@ -47,7 +48,8 @@ std::vector<std::string> Lines(std::string_view text) {
   while (!text.empty()) {
     const size_t newline = text.find('\n');
     lines.emplace_back(text.substr(0, newline));
-    if (newline == std::string_view::npos) break;
+    if (newline == std::string_view::npos)
+      break;
     text.remove_prefix(newline + 1);
   }
   return lines;
@@ -56,16 +58,19 @@ std::vector<std::string> Lines(std::string_view text) {
 // NaN is a value a config may hold (".nan"), and it never compares equal to itself.
 bool HasNan(const engine::TrainConfig& config) {
   for (const auto& [key, value] : config.values()) {
-    if (const double* d = std::get_if<double>(&value); d != nullptr && std::isnan(*d)) return true;
+    if (const double* d = std::get_if<double>(&value); d != nullptr && std::isnan(*d))
+      return true;
     if (const auto* list = std::get_if<engine::FloatList>(&value)) {
       for (double x : *list) {
-        if (std::isnan(x)) return true;
+        if (std::isnan(x))
+          return true;
       }
     }
     if (const auto* lists = std::get_if<engine::FloatListList>(&value)) {
       for (const auto& list : *lists) {
         for (double x : list) {
-          if (std::isnan(x)) return true;
+          if (std::isnan(x))
+            return true;
         }
       }
     }
@@ -88,13 +93,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     engine::TrainConfig back = engine::TrainConfig::Defaults();
     back.MergeYaml(YAML::Load(config.ToYaml()), "ToYaml()", ConfigDir());
-    if (!(back == config) && !HasNan(config)) std::abort();
+    if (!(back == config) && !HasNan(config))
+      std::abort();
   } catch (const common::ConfigError&) {
   }
   if (parts.size() > 3) {
     try {
       const engine::TrainJobArgs args = engine::ParseTrainJobArgs(Lines(parts[3]));
-      if (args.opts) engine::TrainConfig::SplitOpts(*args.opts);
+      if (args.opts)
+        engine::TrainConfig::SplitOpts(*args.opts);
     } catch (const common::ConfigError&) {
     }
   }

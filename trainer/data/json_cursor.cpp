@@ -106,18 +106,24 @@ size_t Utf8SequenceLength(std::string_view text, size_t pos) {
     length = 2;
   } else if (lead >= 0xE0 && lead <= 0xEF) {
     length = 3;
-    if (lead == 0xE0) second_min = 0xA0;  // overlong
-    if (lead == 0xED) second_max = 0x9F;  // surrogates
+    if (lead == 0xE0)
+      second_min = 0xA0;  // overlong
+    if (lead == 0xED)
+      second_max = 0x9F;  // surrogates
   } else if (lead >= 0xF0 && lead <= 0xF4) {
     length = 4;
-    if (lead == 0xF0) second_min = 0x90;  // overlong
-    if (lead == 0xF4) second_max = 0x8F;  // above U+10FFFF
+    if (lead == 0xF0)
+      second_min = 0x90;  // overlong
+    if (lead == 0xF4)
+      second_max = 0x8F;  // above U+10FFFF
   } else {
     return 0;
   }
-  if (pos + length > text.size() || byte(1) < second_min || byte(1) > second_max) return 0;
+  if (pos + length > text.size() || byte(1) < second_min || byte(1) > second_max)
+    return 0;
   for (size_t i = 2; i < length; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return 0;
+    if ((byte(i) & 0xC0) != 0x80)
+      return 0;
   }
   return length;
 }

@@ -49,8 +49,10 @@ TensorMap ParseSafetensors(const std::string& bytes, const std::string& source) 
   const char* data = bytes.data() + header.data_offset;
   TensorMap out;
   for (const auto& entry : header.entries) {
-    at::Tensor t = at::empty(entry.shape, at::TensorOptions().dtype(DtypeFromName(entry.dtype, source, entry.key)));
-    if (entry.end > entry.begin) std::memcpy(t.data_ptr(), data + entry.begin, entry.end - entry.begin);
+    at::Tensor t = at::empty(
+        entry.shape, at::TensorOptions().dtype(DtypeFromName(entry.dtype, source, entry.key)));
+    if (entry.end > entry.begin)
+      std::memcpy(t.data_ptr(), data + entry.begin, entry.end - entry.begin);
     out.emplace(entry.key, std::move(t));
   }
   return out;

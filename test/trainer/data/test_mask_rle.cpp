@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <random>
 
 #include "trainer/data/mask_rle.h"
@@ -120,4 +121,22 @@ TEST_CASE("polygon and box rasterisation cover the expected pixels", "[mask_rle]
   CHECK(RleFromBox({2, 2, 4, 4}, 10, 10) == r);
   // The pycocotools quirk: a 4-value polygon is a box.
   CHECK(RleFromPolygons({{2, 2, 4, 4}}, 10, 10) == r);
+}
+
+TEST_CASE("far-away, infinite and NaN polygon coordinates and huge sizes are refused, not UB",
+          "[mask_rle]") {
+  // Found by fuzzing: 5 x 1e10 overflowed int on frPoly's grid; 4e9 x 4e9 overflowed int64.
+  CHECK_THROWS_AS(RleFromPolygon({1e10, 0, 5, 5, 0, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, -1e8, 0, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, 5, std::nan(""), 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, 5, HUGE_VAL, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromString("", 4'000'000'000, 4'000'000'000), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 1, 1, 0, 1}, int64_t{1} << 62, 4), std::invalid_argument);
+  // Far outside the image but within reach: rasterised as before.
+  CHECK(RleArea(RleFromPolygon({-1e3, -10, 2e3, -10, 2e3, 20, -1e3, 20}, 10, 10)) == 100);
+  // An empty image has no pixels, whatever the polygon.
+  CHECK(RleFromPolygon({1e10, 0, 5, 5, 0, 5}, 0, 10) == Rle{0, 10, {0}});
+  // A box is clamped to the image first: the same pixels as its visible part.
+  CHECK(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10) == RleFromBox({-1, 2, 12, 4}, 10, 10));
+  CHECK(RleArea(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10)) == 40);
 }

@@ -126,10 +126,12 @@ TEST_CASE("strings that are not UTF-8 are a ConfigError: ToYaml would change the
           "[config]") {
   TempDir dir;
   const auto file = dir.Write("latin1.yaml", "OUTPUT_DIR: /tmp/caf\xe9\n");
-  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(file); }),
-             Catch::Contains(file.string()) && Catch::Contains("OUTPUT_DIR") &&
-                 Catch::Contains("UTF-8"));
-  CHECK_THAT(ErrorOf([] { TrainConfig::Defaults().MergeOpts({"DATASETS.TRAIN", "[a, \xff]"}); }),
+  CHECK_THAT(
+      ErrorOf([&] { TrainConfig::Defaults().MergeFile(file); }),
+      Catch::Contains(file.string()) && Catch::Contains("OUTPUT_DIR") && Catch::Contains("UTF-8"));
+  CHECK_THAT(ErrorOf([] {
+               TrainConfig::Defaults().MergeOpts({"DATASETS.TRAIN", "[a, \xff]"});
+             }),
              Catch::StartsWith("opts:") && Catch::Contains("UTF-8"));
   auto config = TrainConfig::Defaults();
   config.MergeOpts({"OUTPUT_DIR", "/tmp/caf\xc3\xa9"});

@@ -23,11 +23,11 @@ std::string GroundTruth(int images, int categories) {
         const int x = k * 120 + c;
         const std::string left = std::to_string(x), right = std::to_string(x + 100);
         const std::string separator = id > 0 ? "," : "";
-        annotation_list += separator + R"({"id": )" + std::to_string(++id) +
-                           R"(, "image_id": )" + std::to_string(i) + R"(, "category_id": )" +
-                           std::to_string(c) + R"(, "iscrowd": 0, "area": 10000, "bbox": [)" +
-                           left + R"(, 10, 100, 100], "segmentation": [[)" + left + ", 10, " +
-                           right + ", 10, " + right + ", 110, " + left + ", 110]]}";
+        annotation_list += separator + R"({"id": )" + std::to_string(++id) + R"(, "image_id": )" +
+                           std::to_string(i) + R"(, "category_id": )" + std::to_string(c) +
+                           R"(, "iscrowd": 0, "area": 10000, "bbox": [)" + left +
+                           R"(, 10, 100, 100], "segmentation": [[)" + left + ", 10, " + right +
+                           ", 10, " + right + ", 110, " + left + ", 110]]}";
       }
     }
   }
@@ -63,11 +63,11 @@ TEST_CASE("detections equal to the ground truth score AP 1 and AR 1", "[eval]") 
   // A false positive below every true one leaves precision at 1 for every recall.
   dets.push_back(Box(1, 1, 0.1, 290, 290));
   const auto result = eval::EvaluateCoco(gt, dets, eval::IouType::kBbox);
-  CHECK(result.stats[0] == Approx(1.0));   // AP
-  CHECK(result.stats[1] == Approx(1.0));   // AP50
-  CHECK(result.stats[3] == -1);            // APs: no small objects
-  CHECK(result.stats[5] == Approx(1.0));   // APl
-  CHECK(result.stats[8] == Approx(1.0));   // AR100
+  CHECK(result.stats[0] == Approx(1.0));      // AP
+  CHECK(result.stats[1] == Approx(1.0));      // AP50
+  CHECK(result.stats[3] == -1);               // APs: no small objects
+  CHECK(result.stats[5] == Approx(1.0));      // APl
+  CHECK(result.stats[8] == Approx(1.0));      // AR100
   CHECK(result.stats[6] == Approx(1.0 / 3));  // AR1: one of three objects per image and class
 }
 
@@ -83,8 +83,8 @@ TEST_CASE("a false positive ranked above the only true positive halves AP", "[ev
   CHECK(result.stats[0] == Approx(0.5));
   CHECK(result.stats[1] == Approx(0.5));
   CHECK(result.stats[2] == Approx(0.5));
-  CHECK(result.stats[6] == 0);              // AR1 sees only the false positive
-  CHECK(result.stats[8] == Approx(1.0));    // AR100
+  CHECK(result.stats[6] == 0);            // AR1 sees only the false positive
+  CHECK(result.stats[8] == Approx(1.0));  // AR100
 }
 
 TEST_CASE("evaluation gives the same numbers on one thread and on several", "[eval]") {

@@ -139,7 +139,8 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
   // A YAML key may be a list or a map ("[a, b]: 1"); a config key is a name.
   const auto name_of = [&](const YAML::Node& key, const std::string& group) {
     if (!key.IsScalar()) {
-      throw ConfigError(source, group, "has a key that is a YAML list or map; keys are names such as SOLVER");
+      throw ConfigError(source, group,
+                        "has a key that is a YAML list or map; keys are names such as SOLVER");
     }
     return key.Scalar();
   };
