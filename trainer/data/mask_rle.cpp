@@ -211,8 +211,9 @@ void CheckPolygonReach(const std::vector<double>& xy) {
   constexpr double kReach = 1 << 26;
   for (size_t i = 0; i < xy.size(); ++i) {
     if (!(std::fabs(xy[i]) <= kReach)) {
-      throw std::invalid_argument("polygon " + std::string(i % 2 == 0 ? "x" : "y") + " coordinate " +
-                                  std::to_string(xy[i]) + " is not a number within +-2^26 pixels");
+      throw std::invalid_argument("polygon " + std::string(i % 2 == 0 ? "x" : "y") +
+                                  " coordinate " + std::to_string(xy[i]) +
+                                  " is not a number within +-2^26 pixels");
     }
   }
 }

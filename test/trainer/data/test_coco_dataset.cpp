@@ -181,9 +181,9 @@ TEST_CASE("strings must be valid UTF-8 (found by fuzzing: such a name broke the 
 
 TEST_CASE("polygons beyond +-2^26 pixels are bad items (found by fuzzing)", "[coco][bad-data]") {
   const std::string text =
-      File(kImages, "[" + Ann(1, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[1e10,0,50,40,0,40]])") +
-                        "," + Ann(2, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[-5,0,120,0,50,60]])") +
-                        "]");
+      File(kImages,
+           "[" + Ann(1, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[1e10,0,50,40,0,40]])") + "," +
+               Ann(2, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[-5,0,120,0,50,60]])") + "]");
   for (const bool validate : {true, false}) {
     CocoLoadOptions options;
     options.validate_annotations = validate;
