@@ -11,33 +11,47 @@ if(MRCNN_WITH_TESTS)
   include(Catch)
 endif()
 
+# The Torch-free libraries (yaml-cpp for the engine's config; OpenCV core/imgproc, libjpeg,
+# libpng, zlib and Boost for image decoding and the server) are required with Torch; without
+# it (-DMRCNN_WITH_TORCH=OFF: an entrypoint-only build, or the sanitizer builds of
+# scripts/test-sanitizers.sh) each part that needs them is built when they are found.
 if(MRCNN_WITH_TORCH)
-  find_package(yaml-cpp REQUIRED)
-  # Debian's per-module OpenCV -dev packages carry no CMake config (only the heavy
-  # libopencv-dev does), so find the two modules we use directly. Image files are read and
-  # written with libjpeg and libpng (trainer/data/strict_image_codec.h, image_encode.h), not
-  # OpenCV's imgcodecs: Debian builds that one against GDAL, Mesa and LLVM, over a hundred
-  # libraries that the images and the GPU check would have to carry.
-  find_path(MRCNN_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
+  set(MRCNN_FIND_PACKAGE REQUIRED)
+  set(MRCNN_FIND_FILE REQUIRED)
+else()
+  set(MRCNN_FIND_PACKAGE QUIET)
+  set(MRCNN_FIND_FILE "")
+endif()
+find_package(yaml-cpp ${MRCNN_FIND_PACKAGE})
+# Debian's per-module OpenCV -dev packages carry no CMake config (only the heavy
+# libopencv-dev does), so find the two modules we use directly. Image files are read and
+# written with libjpeg and libpng (trainer/data/strict_image_codec.h, image_encode.h), not
+# OpenCV's imgcodecs: Debian builds that one against GDAL, Mesa and LLVM, over a hundred
+# libraries that the images and the GPU check would have to carry.
+find_path(MRCNN_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 ${MRCNN_FIND_FILE})
+foreach(module core imgproc)
+  find_library(MRCNN_OPENCV_${module} NAMES opencv_${module} ${MRCNN_FIND_FILE})
+endforeach()
+if(MRCNN_OPENCV_INCLUDE AND MRCNN_OPENCV_core AND MRCNN_OPENCV_imgproc)
   add_library(mrcnn_opencv INTERFACE)
   target_include_directories(mrcnn_opencv SYSTEM INTERFACE ${MRCNN_OPENCV_INCLUDE})
-  foreach(module core imgproc)
-    find_library(MRCNN_OPENCV_${module} opencv_${module} REQUIRED)
-    target_link_libraries(mrcnn_opencv INTERFACE ${MRCNN_OPENCV_${module}})
-  endforeach()
+  target_link_libraries(mrcnn_opencv INTERFACE ${MRCNN_OPENCV_core} ${MRCNN_OPENCV_imgproc})
   add_library(mrcnn::opencv ALIAS mrcnn_opencv)
-  # OpenCV's own codecs serve only as the tests' independent reference (and to make damaged
-  # test images); the tests that need them are built when they are found.
-  find_library(MRCNN_OPENCV_imgcodecs opencv_imgcodecs)
-  if(MRCNN_OPENCV_imgcodecs)
-    add_library(mrcnn_opencv_imgcodecs INTERFACE)
-    target_link_libraries(mrcnn_opencv_imgcodecs INTERFACE mrcnn_opencv ${MRCNN_OPENCV_imgcodecs})
-    add_library(mrcnn::opencv_imgcodecs ALIAS mrcnn_opencv_imgcodecs)
-  endif()
-  find_package(JPEG REQUIRED)
-  find_package(PNG REQUIRED)
-  find_package(ZLIB REQUIRED)
-  find_package(Boost 1.74 REQUIRED)
+endif()
+# OpenCV's own codecs serve only as the tests' independent reference (and to make damaged
+# test images); the tests that need them are built when they are found.
+find_library(MRCNN_OPENCV_imgcodecs opencv_imgcodecs)
+if(MRCNN_OPENCV_imgcodecs AND TARGET mrcnn_opencv)
+  add_library(mrcnn_opencv_imgcodecs INTERFACE)
+  target_link_libraries(mrcnn_opencv_imgcodecs INTERFACE mrcnn_opencv ${MRCNN_OPENCV_imgcodecs})
+  add_library(mrcnn::opencv_imgcodecs ALIAS mrcnn_opencv_imgcodecs)
+endif()
+find_package(JPEG ${MRCNN_FIND_PACKAGE})
+find_package(PNG ${MRCNN_FIND_PACKAGE})
+find_package(ZLIB ${MRCNN_FIND_PACKAGE})
+find_package(Boost 1.74 ${MRCNN_FIND_PACKAGE})
+
+if(MRCNN_WITH_TORCH)
   # TorchConfig looks for CUDA itself when the wheel is CUDA-enabled; keep it quiet
   # about the (compile-only) toolkit when we build without CUDA.
   if(NOT MRCNN_CUDA_ENABLED)

@@ -18,6 +18,24 @@ option(MRCNN_WITH_TORCH "Build the Torch parts (kernels, trainer, serving)" ON)
 option(MRCNN_WITH_TESTS "Build the tests" ON)
 option(MRCNN_WERROR "Treat warnings as errors in our targets" ON)
 
+# Sanitizer builds (scripts/test-sanitizers.sh, Torch-free): MRCNN_SANITIZE is what every
+# target's -fsanitize= gets ("address,undefined" or "thread"); nothing recovers, so a report
+# ends the process. MRCNN_FUZZ (clang) adds libFuzzer's coverage instrumentation to every
+# target and builds the fuzz targets of test/fuzz, which then link the libraries as they are.
+set(MRCNN_SANITIZE "" CACHE STRING "Sanitizers for every target, e.g. address,undefined or thread")
+option(MRCNN_FUZZ "Build the libFuzzer targets (clang, with MRCNN_SANITIZE=address,undefined)" OFF)
+if(MRCNN_SANITIZE)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${MRCNN_SANITIZE};-fno-sanitize-recover=all;-fno-omit-frame-pointer>")
+  add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${MRCNN_SANITIZE}>")
+endif()
+if(MRCNN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "MRCNN_FUZZ needs clang's -fsanitize=fuzzer: configure with "
+                        "-DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>")
+endif()
+
 find_program(MRCNN_CCACHE ccache)
 if(MRCNN_CCACHE)
   set(CMAKE_C_COMPILER_LAUNCHER ${MRCNN_CCACHE})

@@ -33,3 +33,26 @@ function(mrcnn_add_test)
   mrcnn_warnings(${T_NAME})
   catch_discover_tests(${T_NAME} TEST_PREFIX "${T_NAME}:" PROPERTIES TIMEOUT 600)
 endfunction()
+
+# libFuzzer target (MRCNN_FUZZ builds) and its bounded CTest run `NAME`, label "fuzz", for
+# MRCNN_FUZZ_SECONDS. The run starts from the seeds in SEEDS (read-only; crashes found
+# become seeds there) and keeps what it finds in a build-tree corpus. Usage:
+#   mrcnn_add_fuzzer(NAME fuzz_x SOURCES a.cpp LIBS lib1 SEEDS dir [MAX_LEN bytes])
+function(mrcnn_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;SEEDS;MAX_LEN" "SOURCES;LIBS" ${ARGN})
+  if(NOT F_MAX_LEN)
+    set(F_MAX_LEN 65536)
+  endif()
+  add_executable(${F_NAME} ${F_SOURCES})
+  set_target_properties(${F_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
+  target_link_libraries(${F_NAME} PRIVATE ${F_LIBS})
+  target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  mrcnn_warnings(${F_NAME})
+  set(corpus ${CMAKE_BINARY_DIR}/fuzz/corpus/${F_NAME})
+  set(artifacts ${CMAKE_BINARY_DIR}/fuzz/artifacts/)
+  add_test(NAME ${F_NAME}
+    COMMAND sh -c "mkdir -p '${corpus}' '${artifacts}' && exec \"$0\" -max_total_time=${MRCNN_FUZZ_SECONDS} -max_len=${F_MAX_LEN} -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix='${artifacts}${F_NAME}-' '${corpus}' '${F_SEEDS}'"
+      $<TARGET_FILE:${F_NAME}>)
+  math(EXPR timeout "${MRCNN_FUZZ_SECONDS} + 120")
+  set_tests_properties(${F_NAME} PROPERTIES TIMEOUT ${timeout} LABELS fuzz)
+endfunction()

@@ -20,7 +20,7 @@ std::optional<nlohmann::json> ReadJsonObjectFile(const std::filesystem::path& fi
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw ConfigError(file.string(), "", std::string("is not valid JSON (") + e.what() + ")");
   }
   if (!doc.is_object()) {

@@ -84,10 +84,11 @@ EnvMap TrainingEnvironmentVariables(const JobEnvironment& job, const World& worl
       "sagemaker_s3_output",
   };
   json framework_params = json::object();
-  for (const auto& [key, value] : all_framework.items()) {
+  // No structured binding here: clang 14 (the sanitizer builds) cannot capture one.
+  for (const auto& item : all_framework.items()) {
     if (std::none_of(std::begin(kToolkitKeys), std::end(kToolkitKeys),
-                     [&](const char* k) { return key == k; })) {
-      framework_params[key] = value;
+                     [&](const char* k) { return item.key() == k; })) {
+      framework_params[item.key()] = item.value();
     }
   }
 

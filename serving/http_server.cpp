@@ -350,8 +350,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void RespondPayloadTooLarge() {
     unread_input_ = true;
     close_after_response_ = true;
-    const auto declared = parser_->content_length();
-    const std::string size = declared ? fmt::format("{} bytes", *declared) : "more bytes";
+    // Not parser_->content_length(): its precondition is a finished header, and Beast stops
+    // before finishing one whose Content-Length is over the limit. The field is stored by then.
+    const auto declared = parser_->get()[http::field::content_length];
+    const std::string size = declared.empty() ? "more bytes" : fmt::format("{} bytes", declared);
     RespondError(413, "payload_too_large",
                  fmt::format("the request body has {}; the limit is {} bytes ({:.3g} MiB, "
                              "SAGEMAKER_MAX_PAYLOAD_IN_MB or --max-payload-mb). Send a smaller "

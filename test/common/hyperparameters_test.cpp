@@ -109,6 +109,12 @@ TEST_CASE("hyperparameters: bad files name the file and the problem", "[hyperpar
     REQUIRE_THROWS_WITH(ParseHyperparameters(file), Catch::Contains("hyperparameters.json") &&
                                                         Catch::Contains("not valid JSON"));
   }
+  SECTION("a number too large for a double (nlohmann's out_of_range, found by fuzzing)") {
+    const auto file = tree.WriteConfig("hyperparameters.json", R"({"lr": 1e400})");
+    REQUIRE_THROWS_AS(ParseHyperparameters(file), ConfigError);
+    REQUIRE_THROWS_WITH(ParseHyperparameters(file), Catch::Contains("hyperparameters.json") &&
+                                                        Catch::Contains("not valid JSON"));
+  }
   SECTION("top level is not an object") {
     const auto file = tree.WriteConfig("hyperparameters.json", R"(["epochs", "10"])");
     REQUIRE_THROWS_WITH(ParseHyperparameters(file), Catch::Contains("hyperparameters.json") &&

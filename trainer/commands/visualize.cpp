@@ -34,7 +34,7 @@ std::vector<ReadDetection> ReadDetections(const std::string& path, int64_t image
   json doc;
   try {
     doc = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
   }
   std::vector<ReadDetection> out;

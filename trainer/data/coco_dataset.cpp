@@ -340,6 +340,15 @@ class CocoFileReader {
       }
       if (why.empty() && !raw.has_category)
         why = "has no \"category_id\"";
+      if (const auto* polygons = std::get_if<CocoPolygons>(&a.segmentation);
+          why.empty() && polygons != nullptr) {
+        try {
+          for (const auto& polygon : *polygons)
+            CheckPolygonReach(polygon);
+        } catch (const std::invalid_argument& e) {
+          why = std::string("\"segmentation\" ") + e.what();
+        }
+      }
       a.label = ds.LabelOfCategory(a.category_id);
       if (why.empty() && a.label == 0 && opt_.validate_annotations) {
         why = "category_id " + std::to_string(a.category_id) + " is not in \"categories\"";

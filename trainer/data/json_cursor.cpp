@@ -92,6 +92,42 @@ void AppendUtf8(std::string* out, uint32_t cp) {
     out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
 }
+
+// Length of the UTF-8 sequence at text[pos] (a byte >= 0x80), or 0 when it is not valid
+// UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Python's json,
+// which pycocotools uses, refuses such a file; let through, a name in it would make every
+// JSON written from it (classes.json, evaluation reports) throw.
+size_t Utf8SequenceLength(std::string_view text, size_t pos) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[pos + i]); };
+  const unsigned char lead = byte(0);
+  size_t length = 0;
+  unsigned char second_min = 0x80, second_max = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0)
+      second_min = 0xA0;  // overlong
+    if (lead == 0xED)
+      second_max = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0)
+      second_min = 0x90;  // overlong
+    if (lead == 0xF4)
+      second_max = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (pos + length > text.size() || byte(1) < second_min || byte(1) > second_max)
+    return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80)
+      return 0;
+  }
+  return length;
+}
+
 }  // namespace
 
 std::string_view JsonCursor::String(std::string* scratch) {
@@ -111,6 +147,13 @@ std::string_view JsonCursor::String(std::string* scratch) {
       break;
     if (static_cast<unsigned char>(c) < 0x20)
       Fail("control character inside a string");
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const size_t length = Utf8SequenceLength(text_, pos_);
+      if (length == 0)
+        Fail("invalid UTF-8 inside a string (the file must be UTF-8)");
+      pos_ += length;
+      continue;
+    }
     ++pos_;
   }
   if (pos_ >= text_.size())
@@ -145,6 +188,14 @@ std::string_view JsonCursor::String(std::string* scratch) {
       break;
     if (static_cast<unsigned char>(c) < 0x20)
       Fail("control character inside a string");
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const size_t length = Utf8SequenceLength(text_, pos_ - 1);
+      if (length == 0)
+        FailAt(pos_ - 1, "invalid UTF-8 inside a string (the file must be UTF-8)");
+      out->append(text_.substr(pos_ - 1, length));
+      pos_ += length - 1;
+      continue;
+    }
     if (c != '\\') {
       out->push_back(c);
       continue;
@@ -174,18 +225,19 @@ std::string_view JsonCursor::String(std::string* scratch) {
         out->push_back('\t');
         break;
       case 'u': {
+        const size_t escape = pos_ - 2;
         uint32_t cp = hex4();
         if (cp >= 0xD800 && cp < 0xDC00 && pos_ + 1 < text_.size() && text_[pos_] == '\\' &&
             text_[pos_ + 1] == 'u') {
           pos_ += 2;
-          uint32_t lo = hex4();
-          if (lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else {
-            AppendUtf8(out, cp);
-            cp = lo;
-          }
+          const uint32_t lo = hex4();
+          if (lo < 0xDC00 || lo >= 0xE000)
+            FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
+        // Encoded as UTF-8 a lone surrogate is not valid UTF-8 either (see Utf8SequenceLength).
+        if (cp >= 0xD800 && cp < 0xE000)
+          FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
         AppendUtf8(out, cp);
         break;
       }

@@ -1,7 +1,8 @@
 #pragma once
 // A pull reader over JSON text held in memory: the caller walks the document it expects
 // (objects by member, arrays by element) and skips the rest, so large COCO files are read
-// without building a DOM. Syntax errors throw std::runtime_error with "source:line:col".
+// without building a DOM. Syntax errors, and strings that are not valid UTF-8 (raw bytes or
+// a \u escape of an unpaired surrogate), throw std::runtime_error with "source:line:col".
 #include <charconv>
 #include <cstdint>
 #include <stdexcept>

@@ -11,7 +11,8 @@ namespace mrcnn::data {
 namespace {
 
 void CheckSize(int64_t height, int64_t width, const char* what) {
-  if (height < 0 || width < 0 || height * width > int64_t{UINT32_MAX}) {
+  // Sides first: the product of two large sides overflows int64 (found by fuzzing).
+  if (height < 0 || width < 0 || (height > 0 && width > int64_t{UINT32_MAX} / height)) {
     throw std::invalid_argument(std::string(what) + ": mask size " + std::to_string(height) + "x" +
                                 std::to_string(width) + " is negative or exceeds 2^32 pixels");
   }
@@ -27,19 +28,27 @@ void WalkRunPair(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
   bool on_a = false, on_b = false;
   bool more = true;
   while (more) {
+    // A sequence that ran out before the other (a malformed RLE whose counts do not add up
+    // to height x width) continues as background: pycocotools loops forever here.
+    if (left_a == 0 && ia >= a.size())
+      left_a = left_b;
+    if (left_b == 0 && ib >= b.size())
+      left_b = left_a;
     uint32_t len = std::min(left_a, left_b);
     left_a -= len;
     left_b -= len;
     // Advance past exhausted runs (including zero-length ones) before reporting, so a
     // caller sees the state of the *next* segment through the flags it gets next time.
     bool was_a = on_a, was_b = on_b;
-    if (left_a == 0 && ia < a.size()) {
-      left_a = a[ia++];
-      on_a = !on_a;
+    if (left_a == 0) {
+      on_a = ia < a.size() && !on_a;
+      if (ia < a.size())
+        left_a = a[ia++];
     }
-    if (left_b == 0 && ib < b.size()) {
-      left_b = b[ib++];
-      on_b = !on_b;
+    if (left_b == 0) {
+      on_b = ib < b.size() && !on_b;
+      if (ib < b.size())
+        left_b = b[ib++];
     }
     more = left_a + static_cast<uint64_t>(left_b) > 0;
     step(len, was_a, was_b, on_a, on_b, !more);
@@ -198,8 +207,22 @@ Rle RleFromUncompressed(const std::vector<uint32_t>& counts, int64_t height, int
   return Rle{height, width, counts};
 }
 
+void CheckPolygonReach(const std::vector<double>& xy) {
+  constexpr double kReach = 1 << 26;
+  for (size_t i = 0; i < xy.size(); ++i) {
+    if (!(std::fabs(xy[i]) <= kReach)) {
+      throw std::invalid_argument("polygon " + std::string(i % 2 == 0 ? "x" : "y") +
+                                  " coordinate " + std::to_string(xy[i]) +
+                                  " is not a number within +-2^26 pixels");
+    }
+  }
+}
+
 Rle RleFromPolygon(const std::vector<double>& xy, int64_t height, int64_t width) {
   CheckSize(height, width, "RleFromPolygon");
+  if (height == 0 || width == 0)
+    return Rle{height, width, {0}};  // what the walk below gives, whatever the polygon
+  CheckPolygonReach(xy);
   const size_t k = xy.size() / 2;
   const double scale = 5;
   // Vertices on a 5x finer integer grid, closed.
@@ -291,8 +314,13 @@ Rle RleFromPolygon(const std::vector<double>& xy, int64_t height, int64_t width)
 }
 
 Rle RleFromBox(const std::array<double, 4>& xywh, int64_t height, int64_t width) {
-  const double xs = xywh[0], xe = xs + xywh[2];
-  const double ys = xywh[1], ye = ys + xywh[3];
+  // Sides outside the image cover no more pixel centres than the image's border does, so a
+  // box is clamped to it (RleFromPolygon refuses far-away vertices); NaN stays NaN.
+  const auto clamp = [](double v, int64_t side) {
+    return std::isnan(v) ? v : std::clamp(v, -1.0, static_cast<double>(side) + 1);
+  };
+  const double xs = clamp(xywh[0], width), xe = clamp(xywh[0] + xywh[2], width);
+  const double ys = clamp(xywh[1], height), ye = clamp(xywh[1] + xywh[3], height);
   return RleFromPolygon({xs, ys, xs, ye, xe, ye, xe, ys}, height, width);
 }
 

@@ -33,13 +33,19 @@ Rle RleFromString(const std::string& counts, int64_t height, int64_t width);
 // COCO "uncompressed RLE" ({"counts": [..], "size": [h, w]}).
 Rle RleFromUncompressed(const std::vector<uint32_t>& counts, int64_t height, int64_t width);
 
+// Throws std::invalid_argument unless every coordinate of the polygon is finite and within
+// +-2^26 pixels: beyond that pycocotools' frPoly overflows int on its 5x grid (undefined
+// behaviour; found by fuzzing). No real annotation comes near.
+void CheckPolygonReach(const std::vector<double>& xy);
 // One polygon [x0,y0,x1,y1,...] in pixel coordinates, rasterised like pycocotools frPoly.
+// Throws std::invalid_argument as CheckPolygonReach does (not for an empty image: no pixels).
 Rle RleFromPolygon(const std::vector<double>& xy, int64_t height, int64_t width);
 // Several polygons of one object, merged (union), like COCO.annToRLE for a polygon list.
 // Note pycocotools' quirk, kept here: a 4-value "polygon" is read as a box [x,y,w,h].
 Rle RleFromPolygons(const std::vector<std::vector<double>>& polygons, int64_t height,
                     int64_t width);
-// Box [x, y, w, h] rasterised like pycocotools frBbox.
+// Box [x, y, w, h] rasterised like pycocotools frBbox (sides far outside the image are
+// clamped to it first, which covers the same pixels).
 Rle RleFromBox(const std::array<double, 4>& xywh, int64_t height, int64_t width);
 
 // Union (intersect=false) or intersection of masks of equal size; an empty list gives an

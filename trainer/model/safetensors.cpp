@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "trainer/model/safetensors_header.h"
+
 namespace mrcnn::model {
 namespace {
 
@@ -40,74 +42,18 @@ const char* NameFromDtype(at::ScalarType type, const std::string& key) {
                            " which the format cannot store");
 }
 
-[[noreturn]] void Malformed(const std::string& source, const std::string& why) {
-  throw std::runtime_error(source + ": malformed safetensors file: " + why);
-}
-
 }  // namespace
 
 TensorMap ParseSafetensors(const std::string& bytes, const std::string& source) {
-  if (bytes.size() < 8) Malformed(source, "shorter than the 8-byte header length");
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
-  if (header_len > bytes.size() - 8) {
-    Malformed(source, "header length " + std::to_string(header_len) + " exceeds the file size " +
-                          std::to_string(bytes.size()) + " (truncated file?)");
-  }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
-  } catch (const nlohmann::json::exception& e) {
-    Malformed(source, std::string("header is not valid JSON (") + e.what() + ")");
-  }
-  if (!header.is_object()) Malformed(source, "header is not a JSON object");
-  const uint64_t data_size = bytes.size() - 8 - header_len;
-  const char* data = bytes.data() + 8 + header_len;
-
+  const SafetensorsHeader header = ParseSafetensorsHeader(bytes, source);
+  const char* data = bytes.data() + header.data_offset;
   TensorMap out;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [key, entry] : header.items()) {
-    if (key == "__metadata__") continue;
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets")) {
-      Malformed(source, "entry '" + key + "' needs dtype, shape and data_offsets");
-    }
-    if (!entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2) {
-      Malformed(source, "entry '" + key + "' has a wrongly typed dtype, shape or data_offsets");
-    }
-    const at::ScalarType type = DtypeFromName(entry["dtype"].get<std::string>(), source, key);
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
-    for (const auto& dim : entry["shape"]) {
-      if (!dim.is_number_unsigned()) Malformed(source, "entry '" + key + "' has a negative or non-integer dimension");
-      shape.push_back(dim.get<int64_t>());
-      numel *= dim.get<uint64_t>();
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-      Malformed(source, "entry '" + key + "' has non-integer data_offsets");
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>();
-    const uint64_t end = offsets[1].get<uint64_t>();
-    if (begin > end || end > data_size) {
-      Malformed(source, "entry '" + key + "' has data_offsets [" + std::to_string(begin) + ", " +
-                            std::to_string(end) + "] outside the data area of " + std::to_string(data_size) +
-                            " bytes (truncated file?)");
-    }
-    const uint64_t expected = numel * c10::elementSize(type);
-    if (end - begin != expected) {
-      Malformed(source, "entry '" + key + "' spans " + std::to_string(end - begin) + " bytes but dtype x shape needs " +
-                            std::to_string(expected));
-    }
-    ranges.emplace_back(begin, end);
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
-    if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
-    out.emplace(key, std::move(t));
-  }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second) Malformed(source, "two tensors overlap in the data area");
+  for (const auto& entry : header.entries) {
+    at::Tensor t = at::empty(
+        entry.shape, at::TensorOptions().dtype(DtypeFromName(entry.dtype, source, entry.key)));
+    if (entry.end > entry.begin)
+      std::memcpy(t.data_ptr(), data + entry.begin, entry.end - entry.begin);
+    out.emplace(entry.key, std::move(t));
   }
   return out;
 }

@@ -18,10 +18,11 @@ namespace mrcnn::model {
 using TensorMap = std::map<std::string, at::Tensor>;
 
 // Parses an in-memory safetensors image. Tensors are CPU, contiguous, owning their memory.
-// Rejects: short input, a header length past the end, a header that is not a JSON object,
-// entries without dtype/shape/data_offsets, unknown dtypes, offsets outside the data area
-// or disagreeing with dtype x shape, and overlapping tensors. `source` names the origin
-// in messages.
+// Rejects what ParseSafetensorsHeader (safetensors_header.h) rejects: short input, a header
+// length past the end, a header that is not a JSON object, entries without
+// dtype/shape/data_offsets, unknown dtypes, shapes too large for a tensor, offsets outside
+// the data area or disagreeing with dtype x shape, and overlapping tensors. `source` names
+// the origin in messages.
 TensorMap ParseSafetensors(const std::string& bytes, const std::string& source);
 TensorMap ReadSafetensors(const std::filesystem::path& path);
 

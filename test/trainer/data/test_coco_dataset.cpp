@@ -1,5 +1,7 @@
 // GCC 12 reports a false -Wrestrict on "literal" + std::string (GCC bug 105329).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -151,4 +153,45 @@ TEST_CASE("strings with escapes and numbers in every JSON form", "[coco]") {
   CHECK(ds.images()[0].file_name == "d\xc3\xa9j\xc3\xa0 \"vu\"/\xf0\x9f\x98\x80.png");
   CHECK(ds.images()[0].width == 100);
   CHECK(ds.categories()[0].name == "tab\there");
+}
+
+TEST_CASE("strings must be valid UTF-8 (found by fuzzing: such a name broke the JSON reports)",
+          "[coco][bad-data]") {
+  const auto with_name = [](const std::string& name) {
+    return R"({"images": [], "annotations": [], "categories": [{"id": 1, "name": ")" + name +
+           R"("}]})";
+  };
+  // Valid multi-byte sequences, raw and after an escape.
+  CHECK(CocoDataset::Parse(with_name("caf\xc3\xa9 \xf0\x9f\x98\x80"), "ok.json")
+            .categories()[0]
+            .name == "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  CHECK(CocoDataset::Parse(with_name("\\t\xe2\x82\xac"), "ok.json").categories()[0].name ==
+        "\t\xe2\x82\xac");
+  for (const std::string bad :
+       {"squar\xe9", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\\tsquar\xe9", "\xe2\x82"}) {
+    CHECK_THROWS_WITH(CocoDataset::Parse(with_name(bad), "latin1.json"),
+                      Contains("latin1.json:1:") && Contains("invalid UTF-8"));
+  }
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ud800"), "lone.json"),
+                    Contains("lone.json:1:") && Contains("surrogate"));
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ud83d\\u0041"), "lone.json"),
+                    Contains("surrogate"));
+  CHECK_THROWS_WITH(CocoDataset::Parse(with_name("\\ude00"), "lone.json"), Contains("surrogate"));
+}
+
+TEST_CASE("polygons beyond +-2^26 pixels are bad items (found by fuzzing)", "[coco][bad-data]") {
+  const std::string text =
+      File(kImages,
+           "[" + Ann(1, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[1e10,0,50,40,0,40]])") + "," +
+               Ann(2, 10, 3, "[1,2,3,4]", R"(, "segmentation": [[-5,0,120,0,50,60]])") + "]");
+  for (const bool validate : {true, false}) {
+    CocoLoadOptions options;
+    options.validate_annotations = validate;
+    const auto ds = CocoDataset::Parse(text, "far.json", options);
+    REQUIRE(ds.annotations().size() == 1);  // the second one sticks out, as real ones may
+    CHECK(ds.annotations()[0].id == 2);
+    CHECK(ds.report().skipped_annotations == 1);
+    REQUIRE(!ds.report().messages.empty());
+    CHECK_THAT(ds.report().messages[0], Contains("annotations[0]") && Contains("2^26"));
+  }
 }

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <random>
 
 #include "trainer/data/mask_rle.h"
@@ -100,6 +101,18 @@ TEST_CASE("merge and IoU follow set semantics", "[mask_rle]") {
   CHECK(MergeRles({ra, other}, false) == Rle{});
 }
 
+TEST_CASE("merge and IoU end on RLEs whose counts do not add up (pycocotools hangs)",
+          "[mask_rle]") {
+  // 3x4 = 12 pixels; a's runs cover 5 of them (on: 2..4), b's all 12 (on: 1..10). The
+  // pixels a does not cover count as background. Found by fuzzing (test/fuzz/fuzz_coco_json).
+  const Rle a{3, 4, {2, 3}}, b{3, 4, {1, 10, 1}};
+  CHECK(MergeRles({a, b}, false).counts == std::vector<uint32_t>{1, 10, 1});
+  CHECK(MergeRles({a, b}, true).counts == std::vector<uint32_t>{2, 3, 7});
+  CHECK(MergeRles({b, a}, true).counts == std::vector<uint32_t>{2, 3, 7});
+  CHECK(RleIou({a}, {b}, {false})[0] == Approx(3.0 / 10.0));
+  CHECK(RleIou({b}, {a}, {false})[0] == Approx(3.0 / 10.0));
+}
+
 TEST_CASE("polygon and box rasterisation cover the expected pixels", "[mask_rle]") {
   // Square from (2,2) to (6,6): pixel centres 2..5 inside.
   Rle r = RleFromPolygon({2, 2, 6, 2, 6, 6, 2, 6}, 10, 10);
@@ -108,4 +121,22 @@ TEST_CASE("polygon and box rasterisation cover the expected pixels", "[mask_rle]
   CHECK(RleFromBox({2, 2, 4, 4}, 10, 10) == r);
   // The pycocotools quirk: a 4-value polygon is a box.
   CHECK(RleFromPolygons({{2, 2, 4, 4}}, 10, 10) == r);
+}
+
+TEST_CASE("far-away, infinite and NaN polygon coordinates and huge sizes are refused, not UB",
+          "[mask_rle]") {
+  // Found by fuzzing: 5 x 1e10 overflowed int on frPoly's grid; 4e9 x 4e9 overflowed int64.
+  CHECK_THROWS_AS(RleFromPolygon({1e10, 0, 5, 5, 0, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, -1e8, 0, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, 5, std::nan(""), 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 5, 5, HUGE_VAL, 5}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromString("", 4'000'000'000, 4'000'000'000), std::invalid_argument);
+  CHECK_THROWS_AS(RleFromPolygon({0, 0, 1, 1, 0, 1}, int64_t{1} << 62, 4), std::invalid_argument);
+  // Far outside the image but within reach: rasterised as before.
+  CHECK(RleArea(RleFromPolygon({-1e3, -10, 2e3, -10, 2e3, 20, -1e3, 20}, 10, 10)) == 100);
+  // An empty image has no pixels, whatever the polygon.
+  CHECK(RleFromPolygon({1e10, 0, 5, 5, 0, 5}, 0, 10) == Rle{0, 10, {0}});
+  // A box is clamped to the image first: the same pixels as its visible part.
+  CHECK(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10) == RleFromBox({-1, 2, 12, 4}, 10, 10));
+  CHECK(RleArea(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10)) == 40);
 }

@@ -110,6 +110,34 @@ TEST_CASE("unknown keys name the source, the key and the closest valid key", "[c
   CHECK(mrcnn::engine::EditDistance("kitten", "sitting") == 3);
 }
 
+TEST_CASE("a YAML list or map as a key is a ConfigError naming the file (found by fuzzing)",
+          "[config]") {
+  TempDir dir;
+  const auto top = dir.Write("top.yaml", "[SOLVER.MAX_ITER, 5]: 1\n");
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(top); }),
+             Catch::Contains(top.string()) && Catch::Contains("list or map"));
+  const auto nested = dir.Write("nested.yaml", "SOLVER:\n  {BASE_LR: 1}: 0.1\n");
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(nested); }),
+             Catch::Contains(nested.string()) && Catch::Contains("\"SOLVER\"") &&
+                 Catch::Contains("list or map"));
+}
+
+TEST_CASE("strings that are not UTF-8 are a ConfigError: ToYaml would change them (fuzzing)",
+          "[config]") {
+  TempDir dir;
+  const auto file = dir.Write("latin1.yaml", "OUTPUT_DIR: /tmp/caf\xe9\n");
+  CHECK_THAT(
+      ErrorOf([&] { TrainConfig::Defaults().MergeFile(file); }),
+      Catch::Contains(file.string()) && Catch::Contains("OUTPUT_DIR") && Catch::Contains("UTF-8"));
+  CHECK_THAT(ErrorOf([] {
+               TrainConfig::Defaults().MergeOpts({"DATASETS.TRAIN", "[a, \xff]"});
+             }),
+             Catch::StartsWith("opts:") && Catch::Contains("UTF-8"));
+  auto config = TrainConfig::Defaults();
+  config.MergeOpts({"OUTPUT_DIR", "/tmp/caf\xc3\xa9"});
+  CHECK(config.GetString("OUTPUT_DIR") == "/tmp/caf\xc3\xa9");
+}
+
 TEST_CASE("wrongly typed values are rejected with the expected type", "[config]") {
   TempDir dir;
   struct Case {

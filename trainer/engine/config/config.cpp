@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/config_error.h"
+#include "common/utf8.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -135,9 +136,17 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
   }
   // Depth-first over nested maps; a map where a leaf is expected is walked, a leaf where
   // a group is expected is an error (via Set's unknown-key check).
+  // A YAML key may be a list or a map ("[a, b]: 1"); a config key is a name.
+  const auto name_of = [&](const YAML::Node& key, const std::string& group) {
+    if (!key.IsScalar()) {
+      throw ConfigError(source, group,
+                        "has a key that is a YAML list or map; keys are names such as SOLVER");
+    }
+    return key.Scalar();
+  };
   std::vector<std::pair<std::string, YAML::Node>> stack;
   for (auto it = root.begin(); it != root.end(); ++it) {
-    std::string key = it->first.as<std::string>();
+    std::string key = name_of(it->first, "");
     if (key == "_BASE_") continue;
     stack.emplace_back(key, it->second);
   }
@@ -147,7 +156,7 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
     if (node.IsMap() && !Has(key)) {
       if (!IsGroup(values_, key)) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
       for (auto it = node.begin(); it != node.end(); ++it) {
-        stack.emplace_back(key + "." + it->first.as<std::string>(), it->second);
+        stack.emplace_back(key + "." + name_of(it->first, key), it->second);
       }
       continue;
     }
@@ -251,6 +260,14 @@ void TrainConfig::Set(const std::string& key, const YAML::Node& value, const std
     throw ConfigError(source, key,
                       std::string("must be a ") + TypeName(it->second) + ", got " + shown + " (default: " +
                           ToYamlText(it->second) + ")");
+  }
+  // yaml-cpp reads bytes that are not UTF-8 as they are but writes them as U+FFFD, so ToYaml()
+  // (the model dir's config.yaml) would name another value. Found by fuzzing.
+  const auto utf8 = [](const std::string& text) { return common::IsValidUtf8(text); };
+  const auto* text = std::get_if<std::string>(&converted);
+  const auto* texts = std::get_if<StringList>(&converted);
+  if ((text && !utf8(*text)) || (texts && !std::all_of(texts->begin(), texts->end(), utf8))) {
+    throw ConfigError(source, key, "is not valid UTF-8 text; config files and opts must be UTF-8");
   }
   it->second = std::move(converted);
 }

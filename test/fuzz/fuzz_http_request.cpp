@@ -1,9 +1,9 @@
 // libFuzzer target over what the server does with untrusted bytes: HTTP/1.1 request parsing
 // (Beast's parser with the server's limits), the header checks (Content-Type, Accept,
 // X-Amzn-SageMaker-Custom-Attributes), body splitting (JSON + base64) and image decoding
-// (header sniffing + OpenCV). The first input byte picks the entry point so that raw images
-// are fuzzed directly too. Expected rejections are HttpError; anything else escaping, a
-// crash, a leak or a sanitizer report is a finding.
+// (header sniffing + the strict libjpeg/libpng codec). The first input byte picks the entry
+// point so that raw images are fuzzed directly too. Expected rejections are HttpError;
+// anything else escaping, a crash, a leak or a sanitizer report is a finding.
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
