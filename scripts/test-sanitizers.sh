@@ -54,9 +54,11 @@ run_ctest() {
   rm -rf "$reports" && mkdir -p "$reports"
   local common="log_path=$reports/report:print_stacktrace=1"
   local rc=0
+  # TSan reports and goes on (exit status 66 at the end), so a test that meets a race still
+  # stops the server processes it started; ASan and UBSan stop at the first report.
   ASAN_OPTIONS="$common:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1" \
     UBSAN_OPTIONS="$common:halt_on_error=1" \
-    TSAN_OPTIONS="$common:halt_on_error=1:second_deadlock_stack=1:suppressions=$top/scripts/tsan-suppressions.txt" \
+    TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$top/scripts/tsan-suppressions.txt" \
     ctest --test-dir "$dir" --output-on-failure -j"${MRCNN_TEST_JOBS:-2}" "$@" || rc=1
   if compgen -G "$reports/report*" >/dev/null; then
     log "sanitizer reports in $reports:"
