@@ -61,17 +61,22 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// Its own generator: both rank threads call it at once, and the global one would interleave
+// their draws (the ranks then started from different weights, now and then).
 std::vector<torch::Tensor> InitialParams() {
-  torch::manual_seed(3);
+  at::Generator gen = at::detail::createCPUGenerator(3);
   std::vector<torch::Tensor> p(kNumParams);
-  p[kUnused] = torch::randn({3});
-  p[kFrozen] = torch::randn({2});
-  p[kLate] = torch::randn({5});
-  p[kW1] = torch::randn({16, 8});
-  p[kB1] = torch::randn({16});
-  p[kW2] = torch::randn({4, 16});
-  p[kB2] = torch::randn({4});
-  p[kBig] = torch::randn({3000});
+  const auto randn = [&](int64_t a, int64_t b = -1) {
+    return b < 0 ? torch::randn({a}, gen) : torch::randn({a, b}, gen);
+  };
+  p[kUnused] = randn(3);
+  p[kFrozen] = randn(2);
+  p[kLate] = randn(5);
+  p[kW1] = randn(16, 8);
+  p[kB1] = randn(16);
+  p[kW2] = randn(4, 16);
+  p[kB2] = randn(4);
+  p[kBig] = randn(3000);
   return p;
 }
 
