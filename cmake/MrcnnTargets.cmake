@@ -51,7 +51,7 @@ function(mrcnn_add_fuzzer)
   set(corpus ${CMAKE_BINARY_DIR}/fuzz/corpus/${F_NAME})
   set(artifacts ${CMAKE_BINARY_DIR}/fuzz/artifacts/)
   add_test(NAME ${F_NAME}
-    COMMAND sh -c "mkdir -p '${corpus}' '${artifacts}' && exec \"$0\" -max_total_time=${MRCNN_FUZZ_SECONDS} -max_len=${F_MAX_LEN} -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix='${artifacts}${F_NAME}-' '${corpus}' '${F_SEEDS}'"
+    COMMAND sh -c "mkdir -p '${corpus}' '${artifacts}' && exec \"$0\" -seed=${MRCNN_FUZZ_SEED} -max_total_time=${MRCNN_FUZZ_SECONDS} -max_len=${F_MAX_LEN} -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix='${artifacts}${F_NAME}-' '${corpus}' '${F_SEEDS}'"
       $<TARGET_FILE:${F_NAME}>)
   math(EXPR timeout "${MRCNN_FUZZ_SECONDS} + 120")
   set_tests_properties(${F_NAME} PROPERTIES TIMEOUT ${timeout} LABELS fuzz)

@@ -378,6 +378,10 @@ std::array<double, 4> RleToBbox(const Rle& rle) {
   const size_t m = rle.counts.size() / 2 * 2;
   if (m == 0)
     return {0, 0, 0, 0};
+  // A 0-pixel image with counts (uncompressed counts are taken as given, as pycocotools
+  // does): pycocotools divides by the height below and dies of SIGFPE; its box is empty.
+  if (rle.height == 0 || rle.width == 0)
+    return {0, 0, 0, 0};
   const uint32_t h = static_cast<uint32_t>(rle.height), w = static_cast<uint32_t>(rle.width);
   uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0, xp = 0;
   for (size_t j = 0; j < m; ++j) {

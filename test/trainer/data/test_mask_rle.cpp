@@ -140,3 +140,12 @@ TEST_CASE("far-away, infinite and NaN polygon coordinates and huge sizes are ref
   CHECK(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10) == RleFromBox({-1, 2, 12, 4}, 10, 10));
   CHECK(RleArea(RleFromBox({-1e12, 2, 2e12, 4}, 10, 10)) == 40);
 }
+
+TEST_CASE("an RLE of a 0-pixel image has an empty box whatever its counts (fuzzing)",
+          "[mask_rle]") {
+  // Uncompressed counts are taken as given; pycocotools divides by the height here.
+  CHECK(RleToBbox(RleFromUncompressed({5, 3, 9, 3, 100}, 0, 10)) ==
+        std::array<double, 4>{0, 0, 0, 0});
+  CHECK(RleToBbox(RleFromUncompressed({0, 0}, 7, 0)) == std::array<double, 4>{0, 0, 0, 0});
+  CHECK(RleArea(RleFromUncompressed({0, 4}, 0, 3)) == 4);
+}
