@@ -1,12 +1,11 @@
 #include "trainer/engine/distributed/nccl_process_group.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-
 #include <exception>
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <utility>
 #include <vector>
 
@@ -90,11 +89,10 @@ std::unique_ptr<NcclProcessGroupReducer> CreateNcclProcessGroupReducer(
     group->eagerConnectSingleDevice(at::Device(at::kCUDA, options.device));
     return std::make_unique<NcclReducer>(std::move(group), options.device);
   } catch (const std::exception& e) {
-    throw std::runtime_error("creating the NCCL process group (rank " +
-                             std::to_string(options.rank) + " of " +
-                             std::to_string(options.world_size) + ", cuda:" +
-                             std::to_string(options.device) + ") failed: " + e.what() +
-                             " (rerun with NCCL_DEBUG=INFO for NCCL's view)");
+    throw std::runtime_error(
+        "creating the NCCL process group (rank " + std::to_string(options.rank) + " of " +
+        std::to_string(options.world_size) + ", cuda:" + std::to_string(options.device) +
+        ") failed: " + e.what() + " (rerun with NCCL_DEBUG=INFO for NCCL's view)");
   }
 }
 
