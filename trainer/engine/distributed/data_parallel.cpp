@@ -12,10 +12,7 @@
 #include "trainer/engine/distributed/ring_reducer_thread.h"
 #include "trainer/engine/distributed/tcp_link.h"
 #ifdef MRCNN_WITH_NCCL
-#include <c10/cuda/CUDAStream.h>
-
-#include "trainer/engine/distributed/nccl_allreduce.h"
-#include "trainer/engine/distributed/nccl_stream_reducer.h"
+#include "trainer/engine/distributed/nccl_process_group.h"
 #endif
 
 namespace mrcnn::engine::dist {
@@ -33,20 +30,6 @@ class RingReducer : public GradientReducer {
   RingCommunicator* ring_;
 };
 
-#ifdef MRCNN_WITH_NCCL
-// CUDA gradients: NCCL on the current stream (compiled in CI, not run without a GPU).
-class NcclReducer : public GradientReducer {
- public:
-  explicit NcclReducer(std::unique_ptr<NcclCommunicator> comm) : comm_(std::move(comm)) {}
-  void SumInPlace(at::Tensor& flat) override {
-    comm_->AllReduceSum(flat.data_ptr<float>(), static_cast<size_t>(flat.numel()),
-                        c10::cuda::getCurrentCUDAStream(flat.device().index()).stream());
-  }
-
- private:
-  std::unique_ptr<NcclCommunicator> comm_;
-};
-#endif
 
 }  // namespace
 
@@ -70,12 +53,17 @@ DataParallel::DataParallel(const DataParallelOptions& options, const at::Device&
   ring_ = RingCommunicator::Connect(store_.get(), options.rank, options.world_size, ring_options);
   if (device.is_cuda()) {
 #ifdef MRCNN_WITH_NCCL
-    auto comm = NcclCommunicator::Create(store_.get(), options.rank, options.world_size,
-                                         device.index(), options.timeout);
+    NcclProcessGroupOptions nccl;
+    nccl.rank = options.rank;
+    nccl.world_size = options.world_size;
+    nccl.device = device.index();
+    nccl.timeout = options.timeout;
+    nccl.high_priority_stream = options.overlap_backward;
+    auto reducer = CreateNcclProcessGroupReducer(*store_, nccl);
     if (options.overlap_backward)
-      async_reducer_ = MakeNcclStreamReducer(std::move(comm), device.index());
+      async_reducer_ = std::move(reducer);
     else
-      reducer_ = std::make_unique<NcclReducer>(std::move(comm));
+      reducer_ = std::move(reducer);
     backend_ = "nccl";
 #else
     throw std::runtime_error(

@@ -1,8 +1,8 @@
 #pragma once
 // What the training loop needs from the other ranks: rendezvous (rendezvous.h), the TCP
 // ring (ring_allreduce.h) for broadcasts, small all-reduces (losses, the stop vote) and
-// barriers, and the gradient average over the ring on CPU or NCCL on CUDA
-// (nccl_allreduce.h, when compiled in): after backward (gradient_bucketer.h) or, with
+// barriers, and the gradient average over the ring on CPU or c10d's ProcessGroupNCCL on
+// CUDA (nccl_process_group.h, when compiled in): after backward (gradient_bucketer.h) or, with
 // overlap_backward, during it (overlapped_bucketer.h: a communication thread on CPU, a side
 // stream on CUDA). With world_size 1 every call is a no-op and nothing is opened.
 #include <ATen/core/Tensor.h>

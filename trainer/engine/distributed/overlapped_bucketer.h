@@ -33,7 +33,7 @@ struct Node;
 namespace mrcnn::engine::dist {
 
 // Starts bucket sums without waiting for them: the TCP ring on a communication thread
-// (ring_reducer_thread.h) or NCCL on a side stream (nccl_stream_reducer.h).
+// (ring_reducer_thread.h) or ProcessGroupNCCL's stream (nccl_process_group.h).
 class AsyncGradientReducer {
  public:
   virtual ~AsyncGradientReducer() = default;

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "trainer/engine/distributed/rendezvous_c10d.h"
+
 namespace mrcnn::engine::dist {
 namespace {
 
@@ -47,6 +49,8 @@ class TcpStore : public KeyValueStore {
                                " (did every rank start? see their logs): " + e.what());
     }
   }
+
+  const c10::intrusive_ptr<c10d::TCPStore>& c10d_store() const { return store_; }
 
  private:
   c10::intrusive_ptr<c10d::TCPStore> store_;
@@ -137,6 +141,12 @@ std::unique_ptr<KeyValueStore> Rendezvous(const RendezvousOptions& options) {
                              Where(options) + ", timeout " + Secs(options.timeout) + "): " + hint +
                              " Cause: " + e.what());
   }
+}
+
+c10::intrusive_ptr<c10d::Store> C10dStoreOf(KeyValueStore& store) {
+  if (auto* tcp = dynamic_cast<TcpStore*>(&store))
+    return tcp->c10d_store();
+  throw std::invalid_argument("C10dStoreOf: the store did not come from Rendezvous");
 }
 
 }  // namespace mrcnn::engine::dist
