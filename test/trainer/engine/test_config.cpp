@@ -89,6 +89,13 @@ TEST_CASE("_BASE_ inheritance: base first, child wins; relative to the file; cyc
 
   auto missing = dir.Write("m.yaml", "_BASE_: nowhere.yaml\n");
   CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(missing); }), Catch::Contains("nowhere.yaml"));
+
+  // A _BASE_ the system refuses to look up (a name over NAME_MAX, found by fuzzing) is a
+  // ConfigError naming the file, not a std::filesystem exception.
+  auto too_long = dir.Write("long.yaml", "_BASE_: " + std::string(300, 'a') + ".yaml\n");
+  CHECK_THROWS_AS(TrainConfig::Defaults().MergeFile(too_long), mrcnn::common::ConfigError);
+  CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(too_long); }),
+             Catch::Contains("cannot be read: File name too long"));
 }
 
 TEST_CASE("unknown keys name the source, the key and the closest valid key", "[config]") {

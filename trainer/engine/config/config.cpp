@@ -95,7 +95,13 @@ void TrainConfig::MergeFileChain(const std::filesystem::path& path,
     for (const auto& p : chain) cycle += p.string() + " -> ";
     throw ConfigError(path.string(), "_BASE_", "forms a cycle: " + cycle + canonical.string());
   }
-  if (!std::filesystem::is_regular_file(path)) {
+  // The error_code overload: a path the system refuses (a name over NAME_MAX, a component
+  // that is a file, no permission) is a bad config, not a std::filesystem exception.
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw ConfigError(path.string(), "", "config file cannot be read: " + ec.message());
+  }
+  if (!std::filesystem::is_regular_file(status)) {
     throw ConfigError(path.string(), "", "config file does not exist (or is not a regular file)");
   }
   YAML::Node root;
