@@ -162,6 +162,17 @@ TEST_CASE("missing files and channels are errors naming what to fix", "[job]") {
   CHECK_THAT(ErrorOf([&] { ResolveTrainJob(local, t.Env(), ""); }),
              Catch::Contains("local-config-file"));
 
+  // Names the system refuses to look up (over NAME_MAX) are "does not exist" errors naming
+  // the hyperparameter, not std::filesystem exceptions.
+  TrainJobArgs too_long;
+  too_long.config_file = std::string(300, 'c') + ".yaml";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(too_long, t.Env(), ""); }),
+             Catch::Contains("config-file"));
+  TrainJobArgs local_too_long;
+  local_too_long.local_config_file = std::string(300, 'l') + ".yaml";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(local_too_long, t.Env(), ""); }),
+             Catch::Contains("local-config-file"));
+
   fs::remove_all(t.root / "ml/input/data/train");
   CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, t.Env(), ""); }),
              Catch::Contains("SM_CHANNEL_train"));

@@ -215,10 +215,13 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
     if (file.is_relative()) file = ConfigDir(env, executable) / file;
     // A Detectron2 model-zoo name ("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml")
     // that is not a file of its own names the equivalent shipped config.
-    if (!fs::exists(file)) {
+    // The error_code overloads: a value the system refuses to look up (a name over NAME_MAX)
+    // reads as "does not exist" instead of escaping as a std::filesystem exception.
+    std::error_code ec;
+    if (!fs::exists(file, ec)) {
       if (auto shipped = ModelZooConfig(*config_file)) file = ConfigDir(env, executable) / *shipped;
     }
-    if (!fs::is_regular_file(file)) {
+    if (!fs::is_regular_file(file, ec)) {
       throw ConfigError(kArgsSource, "config-file",
                         "names " + file.string() + ", which does not exist (relative names are looked up in " +
                             ConfigDir(env, executable).string() + ", set by MRCNN_CONFIG_DIR)");
@@ -227,13 +230,14 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
     job.config_sources.push_back(file.string());
   }
   if (args.local_config_file) {
+    std::error_code ec;
     fs::path file = *args.local_config_file;
     if (file.is_relative()) {
       fs::path code_dir = job.paths.code;
-      if (auto m = common::Lookup(env, "SM_MODULE_DIR"); m && !m->empty() && fs::is_directory(*m)) code_dir = *m;
+      if (auto m = common::Lookup(env, "SM_MODULE_DIR"); m && !m->empty() && fs::is_directory(*m, ec)) code_dir = *m;
       file = code_dir / file;
     }
-    if (!fs::is_regular_file(file)) {
+    if (!fs::is_regular_file(file, ec)) {
       throw ConfigError(kArgsSource, "local-config-file",
                         "names " + file.string() + ", which does not exist (relative names are looked up in the code dir)");
     }
@@ -268,7 +272,7 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
   }
   job.weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"),
                                Channel("weights", env, job.paths, delivery));
-  if (job.weights && !fs::is_regular_file(*job.weights)) {
+  if (std::error_code ec; job.weights && !fs::is_regular_file(*job.weights, ec)) {
     throw ConfigError("config", "MODEL.WEIGHTS", "names " + job.weights->string() + ", which does not exist");
   }
   job.model_dir = EnvPathOr(env, "SM_MODEL_DIR", job.paths.model);
