@@ -74,14 +74,19 @@ failure_log=
 net_hosts=mrcnn-test-hosts-$tag
 sdk_cleanup=
 cleanup() {
-  local c
+  local rc=$? c
   [[ -z $sdk_cleanup ]] || $sdk_cleanup
   for c in "$train_ctr" "$serve_ctr" "$bad_ctr" "$tool_ctr" "mrcnn-test-algo-1-$tag" "mrcnn-test-algo-2-$tag"; do
     podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
   done
   podman network rm -f "$net" >/dev/null 2>&1 || true
   podman network rm -f "$net_hosts" >/dev/null 2>&1 || true
-  if ((keep == 0)); then rm -rf "$work"; fi
+  # A failure keeps the logs its message points at.
+  if ((rc != 0)); then
+    log "kept $work (the logs named above)"
+  elif ((keep == 0)); then
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -143,6 +148,9 @@ podman_build() {  # README-LINE LOG
     # machine at the same time (e.g. scripts/gpu-check/test-mimic.sh) has its own.
     left=$(comm -13 <(echo "$before") <(buildah containers -q 2>/dev/null | sort) | tr '\n' ' ')
     [[ -z ${left// } ]] || log "   buildah working containers new since this build began: $left(buildah rm them if they are this build's)"
+    # A build that runs out of disk can end without a word in its log (seen here): say
+    # what was left.
+    log "   free space now: $(df -h --output=avail /var/lib/containers /var/tmp 2>/dev/null | tail -n +2 | tr -s ' \n' ' ')(/var/lib/containers, /var/tmp; the three images need about 20 GB)"
     fail "podman build failed (log: $2)"
   fi
 }
