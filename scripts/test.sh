@@ -14,7 +14,9 @@ echo "[test] Python oracle tests (pytest)"
 export MRCNN_BUILD_DIR="$top/build"
 mapfile -t py_dirs < <(find "$top/test" -name 'test_*.py' -printf '%h\n' | sort -u)
 if ((${#py_dirs[@]})); then
-  "$top/.venv/bin/python" -m pytest -q "${py_dirs[@]}" || status=1
+  # Only failed tests keep their tmp_path: the passing ones' training runs and images came to
+  # ~8 GB per session under /tmp/pytest-of-$USER, and pytest keeps the last three sessions.
+  "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed "${py_dirs[@]}" || status=1
 else
   echo "[test] no Python tests found"
 fi
