@@ -1,5 +1,7 @@
 #include "trainer/data/json_cursor.h"
 
+#include "common/utf8.h"
+
 #include <cmath>
 
 namespace mrcnn::data {
@@ -93,40 +95,10 @@ void AppendUtf8(std::string* out, uint32_t cp) {
   }
 }
 
-// Length of the UTF-8 sequence at text[pos] (a byte >= 0x80), or 0 when it is not valid
-// UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Python's json,
-// which pycocotools uses, refuses such a file; let through, a name in it would make every
-// JSON written from it (classes.json, evaluation reports) throw.
-size_t Utf8SequenceLength(std::string_view text, size_t pos) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[pos + i]); };
-  const unsigned char lead = byte(0);
-  size_t length = 0;
-  unsigned char second_min = 0x80, second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0)
-      second_min = 0xA0;  // overlong
-    if (lead == 0xED)
-      second_max = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0)
-      second_min = 0x90;  // overlong
-    if (lead == 0xF4)
-      second_max = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (pos + length > text.size() || byte(1) < second_min || byte(1) > second_max)
-    return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if ((byte(i) & 0xC0) != 0x80)
-      return 0;
-  }
-  return length;
-}
+// Strings must be valid UTF-8 (common::Utf8SequenceLength): Python's json, which
+// pycocotools uses, refuses such a file; let through, a name in it would make every JSON
+// written from it (classes.json, evaluation reports) throw.
+using common::Utf8SequenceLength;
 
 }  // namespace
 
