@@ -1,8 +1,8 @@
 #include "trainer/data/json_cursor.h"
 
-#include "common/utf8.h"
-
 #include <cmath>
+
+#include "common/utf8.h"
 
 namespace mrcnn::data {
 
@@ -102,6 +102,73 @@ using common::Utf8SequenceLength;
 
 }  // namespace
 
+uint32_t JsonCursor::Hex4() {
+  if (pos_ + 4 > text_.size())
+    Fail("truncated \\u escape");
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    char h = text_[pos_++];
+    v <<= 4;
+    if (h >= '0' && h <= '9') {
+      v |= static_cast<uint32_t>(h - '0');
+    } else if (h >= 'a' && h <= 'f') {
+      v |= static_cast<uint32_t>(h - 'a' + 10);
+    } else if (h >= 'A' && h <= 'F') {
+      v |= static_cast<uint32_t>(h - 'A' + 10);
+    } else {
+      Fail("bad hex digit in \\u escape");
+    }
+  }
+  return v;
+}
+
+void JsonCursor::AppendEscape(std::string* out) {
+  if (pos_ >= text_.size())
+    Fail("unterminated escape");
+  char e = text_[pos_++];
+  switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+      out->push_back(e);
+      break;
+    case 'b':
+      out->push_back('\b');
+      break;
+    case 'f':
+      out->push_back('\f');
+      break;
+    case 'n':
+      out->push_back('\n');
+      break;
+    case 'r':
+      out->push_back('\r');
+      break;
+    case 't':
+      out->push_back('\t');
+      break;
+    case 'u': {
+      const size_t escape = pos_ - 2;
+      uint32_t cp = Hex4();
+      if (cp >= 0xD800 && cp < 0xDC00 && pos_ + 1 < text_.size() && text_[pos_] == '\\' &&
+          text_[pos_ + 1] == 'u') {
+        pos_ += 2;
+        const uint32_t lo = Hex4();
+        if (lo < 0xDC00 || lo >= 0xE000)
+          FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      }
+      // Encoded as UTF-8 a lone surrogate is not valid UTF-8 either (see Utf8SequenceLength).
+      if (cp >= 0xD800 && cp < 0xE000)
+        FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
+      AppendUtf8(out, cp);
+      break;
+    }
+    default:
+      FailAt(pos_ - 1, std::string("unknown escape '\\") + e + "'");
+  }
+}
+
 std::string_view JsonCursor::String(std::string* scratch) {
   SkipSpace();
   Expect('"');
@@ -133,25 +200,6 @@ std::string_view JsonCursor::String(std::string* scratch) {
   std::string local;
   std::string* out = scratch ? scratch : &local;
   out->assign(text_.substr(start, pos_ - start));
-  auto hex4 = [&]() -> uint32_t {
-    if (pos_ + 4 > text_.size())
-      Fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char h = text_[pos_++];
-      v <<= 4;
-      if (h >= '0' && h <= '9') {
-        v |= static_cast<uint32_t>(h - '0');
-      } else if (h >= 'a' && h <= 'f') {
-        v |= static_cast<uint32_t>(h - 'a' + 10);
-      } else if (h >= 'A' && h <= 'F') {
-        v |= static_cast<uint32_t>(h - 'A' + 10);
-      } else {
-        Fail("bad hex digit in \\u escape");
-      }
-    }
-    return v;
-  };
   while (true) {
     if (pos_ >= text_.size())
       FailAt(start - 1, "unterminated string");
@@ -172,50 +220,7 @@ std::string_view JsonCursor::String(std::string* scratch) {
       out->push_back(c);
       continue;
     }
-    if (pos_ >= text_.size())
-      Fail("unterminated escape");
-    char e = text_[pos_++];
-    switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out->push_back(e);
-        break;
-      case 'b':
-        out->push_back('\b');
-        break;
-      case 'f':
-        out->push_back('\f');
-        break;
-      case 'n':
-        out->push_back('\n');
-        break;
-      case 'r':
-        out->push_back('\r');
-        break;
-      case 't':
-        out->push_back('\t');
-        break;
-      case 'u': {
-        const size_t escape = pos_ - 2;
-        uint32_t cp = hex4();
-        if (cp >= 0xD800 && cp < 0xDC00 && pos_ + 1 < text_.size() && text_[pos_] == '\\' &&
-            text_[pos_ + 1] == 'u') {
-          pos_ += 2;
-          const uint32_t lo = hex4();
-          if (lo < 0xDC00 || lo >= 0xE000)
-            FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        // Encoded as UTF-8 a lone surrogate is not valid UTF-8 either (see Utf8SequenceLength).
-        if (cp >= 0xD800 && cp < 0xE000)
-          FailAt(escape, "\\u escape of a surrogate without its pair (not a character)");
-        AppendUtf8(out, cp);
-        break;
-      }
-      default:
-        FailAt(pos_ - 1, std::string("unknown escape '\\") + e + "'");
-    }
+    AppendEscape(out);
   }
   if (out == &local) {
     // No scratch: the caller only wanted to validate/skip.

@@ -55,6 +55,11 @@ class JsonCursor {
     }
   }
   void Expect(char c);
+  // The four hex digits of a \u escape at pos_.
+  uint32_t Hex4();
+  // The escape whose backslash was just read (pos_ at the character after it), appended to
+  // `out` decoded.
+  void AppendEscape(std::string* out);
   std::string_view NumberToken();
   void SkipString();
 
