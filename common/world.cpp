@@ -168,6 +168,12 @@ World FromTorchrun(const EnvMap& env, const WorldOverrides& overrides) {
   w.master_port = MasterPortFromEnv(env, false);
   if (auto run_id = Lookup(env, "TORCHELASTIC_RUN_ID"); run_id && !run_id->empty())
     w.run_id = *run_id;
+  w.restart_count = EnvInt(env, "TORCHELASTIC_RESTART_COUNT").value_or(0);
+  w.max_restarts = EnvInt(env, "TORCHELASTIC_MAX_RESTARTS").value_or(0);
+  if (w.restart_count < 0)
+    throw ConfigError(kEnv, "TORCHELASTIC_RESTART_COUNT", "must be >= 0");
+  if (w.max_restarts < 0)
+    throw ConfigError(kEnv, "TORCHELASTIC_MAX_RESTARTS", "must be >= 0");
   return w;
 }
 
@@ -461,8 +467,8 @@ EnvMap ProcessVariables(const World& world, int local_rank) {
       {"MASTER_ADDR", world.master_addr},
       {"MASTER_PORT", std::to_string(world.master_port)},
       {"TORCHELASTIC_RUN_ID", world.run_id},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(world.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(world.max_restarts)},
   };
 }
 

@@ -64,6 +64,11 @@ struct World {
   // runs exactly one child with this local rank instead of nproc_per_node.
   std::optional<int> launched_local_rank;
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID: the inherited one, else TRAINING_JOB_NAME
+  // torchrun's attempt number and restart budget, passed on to the child unchanged (an
+  // attempt > 0 resumes from the newest checkpoint and uses the agent store's keys of its
+  // attempt); 0 under every other launcher.
+  int restart_count = 0;
+  int max_restarts = 0;
   int WorldSize() const { return nnodes * nproc_per_node; }
 };
 
@@ -83,8 +88,9 @@ std::vector<std::string> ExpandSlurmNodeList(const std::string& nodelist);
 // nproc_per_node, else std::out_of_range): RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
 // ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID,
-// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS. Not
-// TORCHELASTIC_USE_AGENT_STORE: there is no agent store to connect to.
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS (the world's). torchrun's own
+// TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_ERROR_FILE are not set here: under
+// torchrun the child inherits them with the rest of the environment.
 EnvMap ProcessVariables(const World& world, int local_rank);
 
 }  // namespace mrcnn::common

@@ -14,10 +14,13 @@
 
 namespace mrcnn::entrypoint {
 
-SignalChannel::SignalChannel() {
+SignalChannel::SignalChannel(const std::vector<int>& extra_stop_signals) {
   sigset_t set;
   sigemptyset(&set);
   for (int signal : SupervisedSignals())
+    sigaddset(&set, signal);
+  // Children unblock everything (SpawnChild), so these reach them with their defaults.
+  for (int signal : extra_stop_signals)
     sigaddset(&set, signal);
   if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) {
     throw std::system_error(errno, std::generic_category(), "sigprocmask");

@@ -12,7 +12,9 @@ namespace mrcnn::entrypoint {
 
 class SignalChannel {
  public:
-  SignalChannel();
+  // `extra_stop_signals` (TORCHELASTIC_SIGNALS_TO_HANDLE beyond SIGTERM/SIGINT/SIGHUP) are
+  // taken over too and count as stop signals.
+  explicit SignalChannel(const std::vector<int>& extra_stop_signals = {});
   ~SignalChannel();
   SignalChannel(const SignalChannel&) = delete;
   SignalChannel& operator=(const SignalChannel&) = delete;
@@ -23,7 +25,7 @@ class SignalChannel {
   std::vector<int> ReadPending();
 
   // Sleeps up to `duration`; returns the first stop signal (SIGTERM, SIGINT,
-  // SIGHUP) that arrives meanwhile. SIGCHLD is left for the caller's reaping.
+  // SIGHUP, or an extra one) that arrives meanwhile. SIGCHLD is left for the caller's reaping.
   std::optional<int> SleepUnlessStopped(std::chrono::milliseconds duration);
 
  private:

@@ -17,6 +17,8 @@
 #include "entrypoint/failure_report.h"
 #include "entrypoint/fd_io.h"
 #include "entrypoint/forward_lines.h"
+#include "entrypoint/signals_to_handle.h"
+#include "entrypoint/torchelastic_error_file.h"
 
 namespace mrcnn::entrypoint {
 namespace {
@@ -50,6 +52,8 @@ struct RootCause {
   std::string report;  // set directly for start failures
   int exit_code = 1;
   bool written = false;
+  // When the failure was seen: torchrun ranks failures by it.
+  std::chrono::system_clock::time_point when = std::chrono::system_clock::now();
 };
 
 class Loop {
@@ -226,11 +230,13 @@ void Loop::OnSignals() {
     } else {
       if (stop_signal_ == 0)
         stop_signal_ = signal;
+      const int forward = SignalForwardedForStop(signal);
       if (stopping_) {
-        LogLine(fmt::format("received {} again; forwarding it", SignalName(signal)));
-        SignalGroups(signal);
+        LogLine(fmt::format("received {} again; forwarding {}", SignalName(signal),
+                            SignalName(forward)));
+        SignalGroups(forward);
       } else {
-        BeginStop(signal, fmt::format("received {}", SignalName(signal)));
+        BeginStop(forward, fmt::format("received {}", SignalName(signal)));
       }
     }
   }
@@ -343,8 +349,10 @@ void Loop::SignalLeftovers(int signal) {
 }
 
 void Loop::MaybeWriteFailure(bool at_end) {
-  if (!root_cause_ || root_cause_->written || options_.failure_file.empty())
+  if (!root_cause_ || root_cause_->written ||
+      (options_.failure_file.empty() && options_.torchelastic_error_file.empty())) {
     return;
+  }
   RootCause& cause = *root_cause_;
   if (cause.slot != nullptr) {
     if (!cause.slot->Drained() && !at_end)
@@ -358,7 +366,10 @@ void Loop::MaybeWriteFailure(bool at_end) {
                                       cause.slot->stderr_tail.Text(), notes);
   }
   cause.written = true;
-  WriteFailureOnce(options_.failure_file, cause.report);
+  if (!options_.failure_file.empty())
+    WriteFailureOnce(options_.failure_file, cause.report);
+  if (!options_.torchelastic_error_file.empty())
+    WriteTorchelasticErrorFile(options_.torchelastic_error_file, cause.report, cause.when);
 }
 
 int Loop::ExitCode() const {

@@ -8,7 +8,8 @@
 //    was requested, is the root cause: every other child's process group gets
 //    SIGTERM, and SIGKILL once `grace` has passed. The supervisor exits with the
 //    root cause's code (128 + signal for a signal) and writes `failure_file`
-//    (if set and absent) once that child's output has drained.
+//    (if set and absent) once that child's output has drained, and likewise
+//    `torchelastic_error_file`.
 //  - A child that is stopped (SIGSTOP, SIGTSTP, ...) when the job is being
 //    stopped cannot act on SIGTERM: its group gets SIGKILL at once instead of
 //    after the grace period, and the failure report says it was stopped (a
@@ -43,6 +44,9 @@ struct SupervisorOptions {
   bool rank_prefix = false;            // "[rank N] " on every line of ranks other than 0
   std::string host;                    // for the failure report
   std::filesystem::path failure_file;  // empty: never written
+  // TORCHELASTIC_ERROR_FILE under torchrun (empty: none): the same root cause in torch's
+  // JSON (torchelastic_error_file.h), written once, when and as failure_file is.
+  std::filesystem::path torchelastic_error_file;
   int stdout_fd = 1;
   int stderr_fd = 2;
 };

@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <memory>
 
 #include "common/config_error.h"
@@ -11,14 +13,25 @@
 #include "entrypoint/fd_io.h"
 #include "entrypoint/peer_wait.h"
 #include "entrypoint/signal_channel.h"
+#include "entrypoint/signals_to_handle.h"
 #include "entrypoint/supervisor.h"
+#include "entrypoint/torchelastic_error_file.h"
 
 namespace mrcnn::entrypoint {
 namespace {
 
-int Fail(const common::JobPaths& paths, int code, const std::string& message) {
+// torchrun's per-worker error file, or empty when not under torchrun.
+std::filesystem::path TorchelasticErrorFile(const common::EnvMap& env) {
+  const auto file = common::Lookup(env, "TORCHELASTIC_ERROR_FILE");
+  return file ? std::filesystem::path(*file) : std::filesystem::path();
+}
+
+int Fail(const common::JobPaths& paths, const common::EnvMap& env, int code,
+         const std::string& message) {
   LogLine(message);
   WriteFailureOnce(paths.failure, message + "\n");
+  if (const auto file = TorchelasticErrorFile(env); !file.empty())
+    WriteTorchelasticErrorFile(file, message + "\n", std::chrono::system_clock::now());
   return code;
 }
 
@@ -75,14 +88,18 @@ int RunTrain(const TrainOptions& options) {
   }
   // Signals are ours from here on, so a stop during the peer wait is honoured
   // (as PID 1 the default action of SIGTERM would be to ignore it).
-  SignalChannel signals;
+  const SignalsToHandle to_handle =
+      ParseSignalsToHandle(common::Lookup(env, "TORCHELASTIC_SIGNALS_TO_HANDLE").value_or(""));
+  for (const std::string& warning : to_handle.warnings)
+    LogLine(warning);
+  SignalChannel signals(to_handle.extra);
   LaunchPlan plan;
   try {
     plan = MakeLaunchPlan(options, env);
   } catch (const common::ConfigError& error) {
-    return Fail(paths, kExitConfigError, fmt::format("configuration error: {}", error.what()));
+    return Fail(paths, env, kExitConfigError, fmt::format("configuration error: {}", error.what()));
   } catch (const std::exception& error) {
-    return Fail(paths, kExitConfigError, fmt::format("configuration error: {}", error.what()));
+    return Fail(paths, env, kExitConfigError, fmt::format("configuration error: {}", error.what()));
   }
 
   std::unique_ptr<RendezvousListener> listener;
@@ -95,7 +112,7 @@ int RunTrain(const TrainOptions& options) {
       LogLine(error.what());
       return 128 + stop_signal;
     } catch (const PeerWaitError& error) {
-      return Fail(paths, kExitPeerWait,
+      return Fail(paths, env, kExitPeerWait,
                   fmt::format("host {} (node {} of {}): {}", plan.world.current_host,
                               plan.world.node_rank, plan.world.nnodes, error.what()));
     }
@@ -106,6 +123,7 @@ int RunTrain(const TrainOptions& options) {
   supervisor_options.rank_prefix = plan.rank_prefix;
   supervisor_options.host = plan.world.current_host.empty() ? "localhost" : plan.world.current_host;
   supervisor_options.failure_file = paths.failure;
+  supervisor_options.torchelastic_error_file = TorchelasticErrorFile(env);
   Supervisor supervisor(supervisor_options, signals);
   if (listener) {
     RendezvousListener* raw = listener.get();

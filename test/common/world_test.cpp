@@ -132,9 +132,34 @@ TEST_CASE("world: inside torchrun", "[world]") {
   CHECK(w.master_port == 2900);
   CHECK(w.run_id == "r7");
   CHECK(w.current_host == "algo-1");
+  CHECK(w.restart_count == 0);
   EnvMap local = env;
   local["HOSTNAME"] = "box-3";
   CHECK(ResolveWorld(Job(), local, {}).current_host == "box-3");
+}
+
+TEST_CASE("world: torchrun's attempt and restart budget reach the child unchanged", "[world]") {
+  // An elastic restart's attempt number is what makes the trainer use that attempt's keys
+  // in the agent store; a child told 0 would wait for attempt 0's peers forever.
+  const EnvMap env = {{"LOCAL_RANK", "0"},
+                      {"RANK", "1"},
+                      {"WORLD_SIZE", "2"},
+                      {"GROUP_RANK", "1"},
+                      {"LOCAL_WORLD_SIZE", "1"},
+                      {"TORCHELASTIC_RESTART_COUNT", "2"},
+                      {"TORCHELASTIC_MAX_RESTARTS", "3"}};
+  const auto w = ResolveWorld(Job(), env, {});
+  CHECK(w.restart_count == 2);
+  CHECK(w.max_restarts == 3);
+  const auto vars = ProcessVariables(w, 0);
+  CHECK(vars.at("TORCHELASTIC_RESTART_COUNT") == "2");
+  CHECK(vars.at("TORCHELASTIC_MAX_RESTARTS") == "3");
+  EnvMap bad = env;
+  bad["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  CHECK(ErrorField(Job(), bad) == "TORCHELASTIC_RESTART_COUNT");
+  bad = env;
+  bad["TORCHELASTIC_MAX_RESTARTS"] = "x";
+  CHECK(ErrorField(Job(), bad) == "TORCHELASTIC_MAX_RESTARTS");
 }
 
 TEST_CASE("world: bad torchrun variables name the variable", "[world]") {

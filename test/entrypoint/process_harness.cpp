@@ -100,7 +100,8 @@ bool WaitForFile(const fs::path& file, std::chrono::milliseconds timeout) {
 }
 
 static bool IsLauncherVariable(const std::string& key) {
-  for (const char* prefix : {"PET_", "SLURM_", "OMPI_", "SM_", "SAGEMAKER_", "MRCNN_"}) {
+  for (const char* prefix :
+       {"PET_", "SLURM_", "OMPI_", "SM_", "SAGEMAKER_", "MRCNN_", "TORCHELASTIC_"}) {
     if (key.rfind(prefix, 0) == 0)
       return true;
   }

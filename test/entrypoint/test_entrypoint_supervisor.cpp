@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <charconv>
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -202,6 +205,78 @@ TEST_CASE("SIGTERM to the supervisor reaches every child at once") {
     CHECK(ReadFile(job.markers / ("term." + std::to_string(rank))) == "got SIGTERM");
   }
   CHECK_FALSE(std::filesystem::exists(job.Failure()));
+}
+
+TEST_CASE(
+    "Under torchrun, a signal named in TORCHELASTIC_SIGNALS_TO_HANDLE stops as SIGTERM does") {
+  // torchrun's agent sends its workers the signal it got (SIGQUIT among its defaults); the
+  // supervisor must not die of SIGQUIT's default action and orphan the children.
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters(
+      {{"sagemaker_program", "child"}, {"mode", "trap"}, {"marker-dir", job.markers.string()}});
+  EntrypointRun run(Train(job, {"--nproc-per-node", "2"}),
+                    {{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"}},
+                    dir.path());
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(WaitForFile(job.markers / ("ready." + std::to_string(rank)), seconds(10)));
+  }
+  run.Signal(SIGQUIT);
+  const Finished done = run.Wait();
+  INFO(done.err);
+  CHECK(done.exit_code == 0);  // every child saved its work and exited 0
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(ReadFile(job.markers / ("term." + std::to_string(rank))) == "got SIGTERM");
+  }
+  CHECK(done.err.find("received SIGQUIT") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(job.Failure()));
+}
+
+TEST_CASE("Under torchrun, the root cause also goes to TORCHELASTIC_ERROR_FILE as torch's JSON") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters({{"sagemaker_program", "child"},
+                            {"mode", "exit"},
+                            {"fail-rank", 1},
+                            {"code", 7},
+                            {"marker-dir", job.markers.string()}});
+  const auto error_file = dir.path() / "torchelastic" / "attempt_0" / "0" / "error.json";
+  const Finished run =
+      RunEntrypoint(Train(job, {"--nproc-per-node", "2", "--grace-period", "5"}),
+                    {{"TORCHELASTIC_ERROR_FILE", error_file.string()}}, dir.path());
+  CHECK(run.exit_code == 7);
+  INFO(run.err);
+  REQUIRE(std::filesystem::exists(error_file));
+  const auto doc = nlohmann::json::parse(ReadFile(error_file));
+  CHECK(doc.at("message").at("message") ==
+        "rank 1 (local rank 1) on algo-1 exited with code 7: fatal: the data loader broke on "
+        "rank 1");
+  CHECK(doc.at("message").at("extraInfo").at("py_callstack") == ReadFile(job.Failure()));
+  const long stamp =
+      std::stol(doc.at("message").at("extraInfo").at("timestamp").get<std::string>());
+  CHECK(std::abs(stamp - static_cast<long>(std::time(nullptr))) < 60);
+}
+
+TEST_CASE("A configuration error under torchrun reaches TORCHELASTIC_ERROR_FILE too") {
+  TempDir dir;
+  JobTree job(dir.path());
+  const auto error_file = dir.path() / "error.json";
+  const Finished run = RunEntrypoint(Train(job, {}),
+                                     {{"TORCHELASTIC_ERROR_FILE", error_file.string()},
+                                      {"RANK", "0"},
+                                      {"LOCAL_RANK", "0"},
+                                      {"WORLD_SIZE", "2"},
+                                      {"GROUP_RANK", "0"},
+                                      {"LOCAL_WORLD_SIZE", "3"}},
+                                     dir.path());
+  CHECK(run.exit_code == 2);
+  INFO(run.err);
+  REQUIRE(std::filesystem::exists(error_file));
+  const auto doc = nlohmann::json::parse(ReadFile(error_file));
+  CHECK(doc.at("message").at("message").get<std::string>().find("LOCAL_WORLD_SIZE") !=
+        std::string::npos);
 }
 
 TEST_CASE("A child ignoring SIGTERM is killed after the grace period") {

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -18,6 +19,8 @@
 #include "entrypoint/failure_report.h"
 #include "entrypoint/forward_lines.h"
 #include "entrypoint/peer_wait.h"
+#include "entrypoint/signals_to_handle.h"
+#include "entrypoint/torchelastic_error_file.h"
 #include "process_harness.h"
 
 using namespace mrcnn::entrypoint;
@@ -154,6 +157,49 @@ TEST_CASE("WriteFailureOnce never replaces an existing report") {
   CHECK(WriteFailureOnce(file, "first\n"));
   CHECK_FALSE(WriteFailureOnce(file, "second\n"));
   CHECK(mrcnn::test::ReadFile(file) == "first\n");
+}
+
+TEST_CASE("The torchrun error file is torch's @record JSON with the report as its traceback") {
+  const std::string report =
+      "rank 1 (local rank 1) on box exited with code 2: config error: bad key\nstderr tail:\nx\n";
+  const auto when = std::chrono::system_clock::time_point(std::chrono::seconds(1764000000));
+  const auto doc = nlohmann::json::parse(TorchelasticErrorJson(report, when));
+  // What torch.distributed.elastic's ProcessFailure reads: message.message,
+  // message.extraInfo.timestamp (a decimal string) and py_callstack (shown as the traceback).
+  CHECK(doc.at("message").at("message") ==
+        "rank 1 (local rank 1) on box exited with code 2: config error: bad key");
+  CHECK(doc.at("message").at("extraInfo").at("py_callstack") == report);
+  CHECK(doc.at("message").at("extraInfo").at("timestamp") == "1764000000");
+  // Bytes that are not UTF-8 (a child's raw stderr) must not make the file unreadable.
+  const auto mangled = nlohmann::json::parse(TorchelasticErrorJson("bad \xff byte\n", when));
+  CHECK(mangled.at("message").at("message") == "bad \xef\xbf\xbd byte");
+
+  mrcnn::test::TempDir dir;
+  const auto file = dir.path() / "attempt_0" / "1" / "error.json";
+  CHECK(WriteTorchelasticErrorFile(file, report, when));
+  CHECK(nlohmann::json::parse(mrcnn::test::ReadFile(file)) == doc);
+  // A Python child under @record wrote its own: that one is the better root cause.
+  CHECK_FALSE(WriteTorchelasticErrorFile(file, "other\n", when));
+  CHECK(nlohmann::json::parse(mrcnn::test::ReadFile(file)) == doc);
+}
+
+TEST_CASE("TORCHELASTIC_SIGNALS_TO_HANDLE: torch's names, the defaults always, bad names skipped") {
+  const auto torch_default = ParseSignalsToHandle("SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  CHECK(torch_default.extra == std::vector<int>{SIGQUIT});
+  CHECK(torch_default.warnings.empty());
+  const auto spaced = ParseSignalsToHandle(" SIGUSR1 , SIGUSR2,SIGUSR1,");
+  CHECK(spaced.extra == std::vector<int>{SIGUSR1, SIGUSR2});
+  CHECK(ParseSignalsToHandle("").extra.empty());
+  const auto bad = ParseSignalsToHandle("SIGBOGUS,TERM,SIGKILL,SIGCHLD,SIGQUIT");
+  CHECK(bad.extra == std::vector<int>{SIGQUIT});
+  REQUIRE(bad.warnings.size() == 4);
+  CHECK(bad.warnings[0].find("\"SIGBOGUS\" is not a signal name") != std::string::npos);
+  CHECK(bad.warnings[1].find("\"TERM\"") != std::string::npos);
+  CHECK(bad.warnings[2].find("SIGKILL cannot be caught") != std::string::npos);
+  CHECK(SignalForwardedForStop(SIGQUIT) == SIGTERM);
+  CHECK(SignalForwardedForStop(SIGUSR1) == SIGTERM);
+  CHECK(SignalForwardedForStop(SIGINT) == SIGINT);
+  CHECK(SignalForwardedForStop(SIGHUP) == SIGHUP);
 }
 
 TEST_CASE("A worker that disagrees with the master about the node count fails at once") {

@@ -47,6 +47,7 @@ std::unique_ptr<dist::DataParallel> BuildDataParallel(const TrainConfig& config,
   o.world_size = static_cast<int>(world.world_size);
   o.master_addr = world.master_addr;
   o.master_port = world.master_port;
+  o.agent_store_prefix = world.agent_store_prefix;
   o.description = "local rank " + std::to_string(world.local_rank) + " on " + world.host;
   auto millis = [&](const std::string& key) {
     const double s = config.GetFloat(key);

@@ -30,7 +30,6 @@ class RingReducer : public GradientReducer {
   RingCommunicator* ring_;
 };
 
-
 }  // namespace
 
 DataParallel::DataParallel(const DataParallelOptions& options, const at::Device& device)
@@ -40,6 +39,7 @@ DataParallel::DataParallel(const DataParallelOptions& options, const at::Device&
   RendezvousOptions ro;
   ro.master_addr = options.master_addr;
   ro.master_port = options.master_port;
+  ro.agent_store_prefix = options.agent_store_prefix;
   ro.rank = options.rank;
   ro.world_size = options.world_size;
   ro.timeout = options.timeout;

@@ -28,6 +28,8 @@ struct DataParallelOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Non-empty: the launcher's store (torchrun's agent) under this prefix; see RendezvousOptions.
+  std::string agent_store_prefix;
   // Rendezvous, connects, and each collective's wait for a peer's progress.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   // Barriers that wait for rank 0's solo work (evaluation, checkpoint, model dir): the

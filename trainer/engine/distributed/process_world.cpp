@@ -39,6 +39,15 @@ ProcessWorld ProcessWorld::FromEnv(const common::EnvMap& env) {
   if (auto a = common::Lookup(env, "MASTER_ADDR"); a && !a->empty())
     w.master_addr = *a;
   w.master_port = static_cast<int>(EnvInt(env, "MASTER_PORT", 29500));
+  // torch compares the variable with str(True); any case is accepted here.
+  if (auto agent = common::Lookup(env, "TORCHELASTIC_USE_AGENT_STORE");
+      agent && (*agent == "True" || *agent == "true" || *agent == "TRUE" || *agent == "1")) {
+    const int64_t attempt = EnvInt(env, "TORCHELASTIC_RESTART_COUNT", 0);
+    if (attempt < 0) {
+      throw common::ConfigError("environment", "TORCHELASTIC_RESTART_COUNT", "must be >= 0");
+    }
+    w.agent_store_prefix = "/worker/attempt_" + std::to_string(attempt);
+  }
   if (auto h = common::Lookup(env, "SM_CURRENT_HOST"); h && !h->empty()) {
     w.host = *h;
   } else {

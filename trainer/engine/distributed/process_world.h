@@ -1,7 +1,8 @@
 #pragma once
 // The process's place in a data-parallel job, from the torchrun variables the entrypoint
-// sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); a single process when
-// they are absent. Torch-free.
+// sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and torchrun's own
+// TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT); a single process when they
+// are absent. Torch-free.
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,11 @@ struct ProcessWorld {
   // This process's host as the job names it (SM_CURRENT_HOST, which the entrypoint sets),
   // else the system's host name: peers name it when this process dies or stalls.
   std::string host;
+  // Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent already serves a TCPStore
+  // on MASTER_ADDR:MASTER_PORT: every rank connects to it as a client, under the key prefix
+  // torch's own workers use, "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>" (each restart
+  // gets fresh keys). Empty when rank 0 serves the store itself.
+  std::string agent_store_prefix;
   // Throws common::ConfigError naming the variable when one is malformed.
   static ProcessWorld FromEnv(const common::EnvMap& env);
 };

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainer/engine/distributed/rendezvous_c10d.h"
@@ -17,7 +18,11 @@ namespace mrcnn::engine::dist {
 namespace {
 
 std::string Where(const RendezvousOptions& o) {
-  return "MASTER_ADDR=" + o.master_addr + " MASTER_PORT=" + std::to_string(o.master_port);
+  std::string where =
+      "MASTER_ADDR=" + o.master_addr + " MASTER_PORT=" + std::to_string(o.master_port);
+  if (!o.agent_store_prefix.empty())
+    where += " (torchrun's agent store, keys under " + o.agent_store_prefix + ")";
+  return where;
 }
 
 std::string Secs(std::chrono::milliseconds t) {
@@ -26,7 +31,7 @@ std::string Secs(std::chrono::milliseconds t) {
 
 class TcpStore : public KeyValueStore {
  public:
-  TcpStore(c10::intrusive_ptr<c10d::TCPStore> store, RendezvousOptions options)
+  TcpStore(c10::intrusive_ptr<c10d::Store> store, RendezvousOptions options)
       : store_(std::move(store)), options_(std::move(options)) {}
 
   void Set(const std::string& key, const std::string& value) override {
@@ -50,10 +55,10 @@ class TcpStore : public KeyValueStore {
     }
   }
 
-  const c10::intrusive_ptr<c10d::TCPStore>& c10d_store() const { return store_; }
+  const c10::intrusive_ptr<c10d::Store>& c10d_store() const { return store_; }
 
  private:
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::Store> store_;
   RendezvousOptions options_;
 };
 
@@ -103,6 +108,29 @@ int ListenOnMasterAddress(const RendezvousOptions& o) {
   return -1;
 }
 
+// torchrun's agent serves the store; a worker that listened there would find the port
+// taken. Connect as torch's own workers do (torch.distributed.rendezvous).
+std::unique_ptr<KeyValueStore> ConnectToAgentStore(const RendezvousOptions& options) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(options.master_port);
+  o.isServer = false;
+  o.numWorkers = static_cast<size_t>(options.world_size);
+  o.waitWorkers = false;
+  o.timeout = options.timeout;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(options.master_addr, o);
+    return std::make_unique<TcpStore>(
+        c10::make_intrusive<c10d::PrefixStore>(options.agent_store_prefix, std::move(tcp)),
+        options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rendezvous failed (rank " + std::to_string(options.rank) + ", " +
+                             Where(options) + ", timeout " + Secs(options.timeout) +
+                             "): is the torchrun agent that started this process still running "
+                             "and reachable there? Cause: " +
+                             e.what());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<KeyValueStore> Rendezvous(const RendezvousOptions& options) {
@@ -110,6 +138,8 @@ std::unique_ptr<KeyValueStore> Rendezvous(const RendezvousOptions& options) {
     throw std::runtime_error("MASTER_PORT must be in 1..65535, got " +
                              std::to_string(options.master_port));
   }
+  if (!options.agent_store_prefix.empty())
+    return ConnectToAgentStore(options);
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(options.master_port);
   o.isServer = options.rank == 0;
