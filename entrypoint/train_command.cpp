@@ -123,6 +123,18 @@ int RunTrain(const TrainOptions& options) {
   supervisor_options.rank_prefix = plan.rank_prefix;
   supervisor_options.host = plan.world.current_host.empty() ? "localhost" : plan.world.current_host;
   supervisor_options.failure_file = paths.failure;
+  if (plan.world.launcher == common::Launcher::kTorchrun &&
+      plan.world.restart_count < plan.world.max_restarts) {
+    // torchrun restarts the workers after a failure while restarts remain: this attempt's
+    // failure is not the job's, and output/failure is written once, never replaced. The
+    // error file is per attempt, so torchrun still sees this attempt's root cause.
+    supervisor_options.failure_file.clear();
+    LogLine(
+        fmt::format("torchrun attempt {} (up to {} restarts): a failure of this attempt "
+                    "goes to TORCHELASTIC_ERROR_FILE only; output/failure is left to the last "
+                    "attempt",
+                    plan.world.restart_count, plan.world.max_restarts));
+  }
   supervisor_options.torchelastic_error_file = TorchelasticErrorFile(env);
   Supervisor supervisor(supervisor_options, signals);
   if (listener) {

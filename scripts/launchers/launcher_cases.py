@@ -88,6 +88,8 @@ class Launchers:
         if resource_hosts:
             (root / "input" / "config" / "resourceconfig.json").write_text(json.dumps(
                 {"current_host": resource_hosts[0], "hosts": resource_hosts, "network_interface_name": "lo"}))
+            (root / "input" / "config" / "inputdataconfig.json").write_text(json.dumps(
+                {c: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated"} for c in ("train", "val")}))
         return root
 
     @staticmethod
@@ -97,7 +99,9 @@ class Launchers:
             json.dumps({"config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "opts": opts}))
 
     def env(self, root, tag):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
+        # The launchers' own per-job variables must not leak in; SLURM_CONF says where the
+        # local Slurm is.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES) or k == "SLURM_CONF"}
         env.update(MRCNN_TRAINER=str(self.trainer), MRCNN_DIST_ADDR="127.0.0.1", MASTER_ADDR="127.0.0.1",
                    MRCNN_DUMP_WEIGHTS_DIR=str(root / "dump"), SAGEMAKER_BASE_DIR=str(root),
                    MRCNN_LAUNCHER_CASE=tag, PATH=f"{self.venv / 'bin'}:{env.get('PATH', '')}",
@@ -259,6 +263,8 @@ class Launchers:
         check(resumed, "the second attempt did not resume from a checkpoint:\n" + out[-3000:])
         print(f"[launchers]   killed rank 1's trainer (pid {killed}); attempt 1 resumed at iteration "
               f"{resumed[-1]}", flush=True)
+        check(not (root / "output" / "failure").exists(),
+              "the restarted attempt succeeded but output/failure holds attempt 0's failure")
         self.check_trained(root, code, out)
 
     def case_torchrun_root_cause(self):
@@ -316,8 +322,22 @@ class Launchers:
         check("slurm: node 0 of 1" in out.lower(), "the entrypoint did not see Slurm:\n" + out[-2000:])
         self.check_trained(root, code, out)
 
+    def case_srun_one_task_per_node(self):
+        """One Slurm task per node whose entrypoint starts the node's processes itself."""
+        root = self.job("srun-per-node")
+        tag = uuid.uuid4().hex
+        env = self.env(root, tag)
+        env["MASTER_PORT"] = str(free_port())
+        code, out = self.run("srun-per-node", ["srun", "-N1", "-n1", "--export=ALL", str(self.entrypoint), "train",
+                                               "--nproc-per-node", "2"], env)
+        self.kill_tagged(tag)
+        check("slurm: node 0 of 1, starting 2 process(es)" in out.lower(),
+              "the entrypoint did not start both processes under one Slurm task:\n" + out[-2000:])
+        self.check_trained(root, code, out)
+
     def sbatch_script(self, root, name):
         script = self.work / f"{name}.sbatch"
+        (self.work / f"{name}.log").unlink(missing_ok=True)  # an earlier run's
         script.write_text("#!/bin/bash\n"
                           "#SBATCH --ntasks=2\n"
                           f"#SBATCH --output={self.work / (name + '.log')}\n"
@@ -331,15 +351,34 @@ class Launchers:
         env = self.env(root, tag)
         env["MASTER_PORT"] = str(free_port())
         script = self.sbatch_script(root, "sbatch")
+        job_id = subprocess.run(["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True,
+                                check=True, timeout=30).stdout.strip().split(";")[0]
         try:
-            result = subprocess.run(["sbatch", "--wait", "--parsable", str(script)], env=env,
-                                    capture_output=True, text=True, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            raise CaseFailed(f"sbatch --wait did not return within {self.timeout} s")
+            # `sbatch --wait` polls at up to 32 s intervals; scontrol keeps an ended job (and its
+            # exit code) for MinJobAge (300 s), long enough to read it here.
+            deadline = time.time() + self.timeout
+            while True:
+                state, code = self.job_state(job_id)
+                if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+                    break
+                check(time.time() < deadline, f"job {job_id} did not end within {self.timeout} s")
+                time.sleep(0.2)
         finally:
+            subprocess.run(["scancel", job_id], capture_output=True)
             self.kill_tagged(tag)
         out = (self.work / "sbatch.log").read_text(errors="replace")
-        self.check_trained(root, result.returncode, out + result.stderr)
+        check(state == "COMPLETED", f"job {job_id} ended {state}:\n{out[-3000:]}")
+        self.check_trained(root, code, out)
+
+    @staticmethod
+    def job_state(job_id):
+        """(JobState, exit code of the batch script) from `scontrol show job`."""
+        text = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
+                              timeout=30).stdout
+        state = re.search(r"JobState=(\S+)", text)
+        code = re.search(r"\bExitCode=(\d+):(\d+)", text)
+        check(state and code, f"scontrol does not know job {job_id}: {text!r}")
+        return state.group(1), int(code.group(1)) or (128 + int(code.group(2)) if int(code.group(2)) else 0)
 
     def case_scancel_checkpoint_resume(self):
         root = self.job("scancel", max_iter=400)
@@ -371,8 +410,9 @@ class Launchers:
         stops = re.findall(r"\[train\] stop requested: saved iteration (\d+)", out)
         check(stops, "scancel did not make the trainer checkpoint:\n" + out[-3000:])
         saved = int(stops[0])
-        check((root / "checkpoints" / f"checkpoint_{saved}.safetensors").exists(),
-              f"checkpoint_{saved}.safetensors is missing")
+        saved_files = [f.name for f in (root / "checkpoints").glob("checkpoint_*.safetensors")
+                       if int(f.stem.split("_")[1]) == saved]
+        check(saved_files, f"no checkpoint of iteration {saved} in {root / 'checkpoints'}")
         check(took < 30, f"the job took {took:.1f} s to end after scancel, beyond KillWait (30 s)")
         print(f"[launchers]   scancel: checkpoint at iteration {saved}, job ended {took:.1f} s after scancel",
               flush=True)
@@ -394,6 +434,7 @@ CASES = {
     "torchrun-precedence": Launchers.case_torchrun_precedence,
     "mpirun": Launchers.case_mpirun,
     "srun": Launchers.case_srun,
+    "srun-one-task-per-node": Launchers.case_srun_one_task_per_node,
     "sbatch": Launchers.case_sbatch,
     "scancel-checkpoint-resume": Launchers.case_scancel_checkpoint_resume,
 }
@@ -415,7 +456,7 @@ def main():
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {', '.join(CASES)}")
     if any(n in names for n in ("torchrun-two-nodes-c10d", "torchrun-elastic-restart", "mpirun", "srun",
-                                "sbatch")) and "torchrun-single-node" not in names:
+                                "srun-one-task-per-node", "sbatch")) and "torchrun-single-node" not in names:
         names.insert(0, "torchrun-single-node")  # the uninterrupted reference run
     failed = 0
     for name in names:
