@@ -13,6 +13,7 @@
 
 #include "serving/hosted_models.h"
 #include "serving/image_statistics_predictor.h"
+#include "serving/memory_limit.h"
 
 using namespace mrcnn::serving;
 using namespace std::chrono_literals;
@@ -218,4 +219,24 @@ TEST_CASE("ModelFootprint: weights per worker plus a workspace per worker") {
   const auto dir = ModelDir(root.path(), "m", 4000);
   CHECK(ModelFootprint(dir, 1, 0) == 4002);
   CHECK(ModelFootprint(dir, 3, 100) == 3 * 4102);
+}
+
+TEST_CASE("ReadMemoryLimit: the container's limit, else the machine's RAM") {
+  ScratchDir root;
+  const MemoryLimit unlimited = ReadMemoryLimit(root.path());  // no cgroup files at all
+  CHECK(unlimited.source == "physical memory");
+  CHECK(unlimited.bytes > (64u << 20));
+  fs::create_directories(root.path() / "memory");
+  // cgroup v1 without a limit: a huge number.
+  std::ofstream(root.path() / "memory" / "memory.limit_in_bytes") << "9223372036854771712\n";
+  CHECK(ReadMemoryLimit(root.path()).source == "physical memory");
+  std::ofstream(root.path() / "memory" / "memory.limit_in_bytes") << (6ull << 30) << "\n";
+  CHECK(ReadMemoryLimit(root.path()).bytes == (6ull << 30));
+  CHECK(ReadMemoryLimit(root.path()).source == "cgroup v1 memory.limit_in_bytes");
+  // cgroup v2 wins; "max" there means no limit, so v1's is used.
+  std::ofstream(root.path() / "memory.max") << "max\n";
+  CHECK(ReadMemoryLimit(root.path()).source == "cgroup v1 memory.limit_in_bytes");
+  std::ofstream(root.path() / "memory.max") << (3ull << 30) << "\n";
+  CHECK(ReadMemoryLimit(root.path()).bytes == (3ull << 30));
+  CHECK(ReadMemoryLimit(root.path()).source == "cgroup v2 memory.max");
 }
