@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "serving/base64.h"
 #include "serving/http_error.h"
@@ -49,7 +50,12 @@ std::string MediaType(std::string_view header_value) {
 }
 
 constexpr std::string_view kSupportedTypes =
-    "image/jpeg, image/png, application/x-image or application/json";
+    "image/jpeg, image/png, application/x-image, application/json or application/jsonlines";
+
+bool IsJsonLinesType(std::string_view type) {
+  return type == "application/jsonlines" || type == "application/jsonl" ||
+         type == "application/x-jsonlines";
+}
 
 }  // namespace
 
@@ -62,6 +68,9 @@ BodyKind ClassifyContentType(std::string_view content_type) {
   if (type == "application/json") {
     return BodyKind::kJson;
   }
+  if (IsJsonLinesType(type)) {
+    return BodyKind::kJsonLines;
+  }
   if (type.empty()) {
     throw HttpError(
         415, "unsupported_media_type",
@@ -72,14 +81,27 @@ BodyKind ClassifyContentType(std::string_view content_type) {
                               std::string(content_type.substr(0, 200)), kSupportedTypes));
 }
 
+std::string_view ResponseMediaType(BodyKind kind) {
+  return kind == BodyKind::kJsonLines ? "application/jsonlines" : "application/json";
+}
+
 void RequireJsonAcceptable(std::string_view accept) {
+  RequireAcceptable(accept, "application/json");
+}
+
+void RequireAcceptable(std::string_view accept, std::string_view media_type) {
   if (Trim(accept).empty()) {
     return;
   }
+  const std::string_view family = media_type.substr(0, media_type.find('/'));
   for (std::string_view range : Split(accept, ',')) {
     const auto params = Split(range, ';');
     const std::string type = Lower(params.front());
-    if (type != "*/*" && type != "application/*" && type != "application/json") {
+    const bool admits =
+        type == "*/*" || type == media_type ||
+        (type.size() == family.size() + 2 && type.rfind(family, 0) == 0 && type.ends_with("/*")) ||
+        (IsJsonLinesType(type) && IsJsonLinesType(media_type));
+    if (!admits) {
       continue;
     }
     double quality = 1.0;
@@ -98,9 +120,9 @@ void RequireJsonAcceptable(std::string_view accept) {
     }
   }
   throw HttpError(406, "not_acceptable",
-                  fmt::format("Accept \"{}\" does not admit application/json, the only response "
-                              "type of this endpoint",
-                              std::string(accept.substr(0, 200))));
+                  fmt::format("Accept \"{}\" does not admit {}, the response type for this "
+                              "request's Content-Type",
+                              std::string(accept.substr(0, 200)), std::string(media_type)));
 }
 
 PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
@@ -193,6 +215,9 @@ std::span<const uint8_t> DecodeInstance(const nlohmann::json& instance, size_t i
 
 EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images) {
   EncodedImages out;
+  if (kind == BodyKind::kJsonLines) {
+    throw std::invalid_argument("SplitInvocationBody: JSON lines are split by SplitJsonLines");
+  }
   if (kind == BodyKind::kImage) {
     out.images.push_back(body);
     return out;

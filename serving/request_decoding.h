@@ -16,14 +16,24 @@ namespace mrcnn::serving {
 enum class BodyKind {
   kImage,  // image/jpeg, image/png, application/x-image: the body is one encoded image
   kJson,   // application/json: {"image": b64}, {"instances": [...]} or [...]
+  // application/jsonlines (also application/jsonl, application/x-jsonlines): one record per
+  // line, answered line for line (json_lines_decoding.h)
+  kJsonLines,
 };
 
 // Media type from a Content-Type header (parameters such as charset are ignored, case-
 // insensitive). Throws HttpError 415 for anything else, including a missing header.
 BodyKind ClassifyContentType(std::string_view content_type);
 
-// Throws HttpError 406 unless the Accept header (absent = anything) admits application/json
-// with a non-zero quality.
+// The media type of the answer to a body of this kind: application/jsonlines for kJsonLines,
+// else application/json.
+std::string_view ResponseMediaType(BodyKind kind);
+
+// Throws HttpError 406 unless the Accept header (absent = anything) admits `media_type`
+// (exactly, as type/*, or */*) with a non-zero quality. The jsonlines aliases admit each
+// other.
+void RequireAcceptable(std::string_view accept, std::string_view media_type);
+// RequireAcceptable(accept, "application/json").
 void RequireJsonAcceptable(std::string_view accept);
 
 // X-Amzn-SageMaker-Custom-Attributes: comma-separated key=value pairs. Known keys:
