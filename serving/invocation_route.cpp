@@ -64,7 +64,7 @@ void RunSingleRequest(const InvocationServices& services, std::vector<uint8_t> b
     bool list_form = false;
     InferenceJob job;
     {
-      EncodedImages encoded = SplitInvocationBody(kind, body, config.max_images_per_request);
+      EncodedImages encoded = SplitInvocationBodyInPlace(kind, body, config.max_images_per_request);
       list_form = encoded.list_form;
       for (const auto& bytes : encoded.images) {
         job.images.push_back(DecodeImage(bytes, config.image_limits));

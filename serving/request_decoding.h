@@ -46,7 +46,7 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
 
 struct EncodedImages {
   std::vector<std::span<const uint8_t>> images;  // into the body or into `owned`
-  std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads
+  std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads (not in place)
   bool list_form = false;  // answer {"predictions": [...]} rather than one object
 };
 
@@ -54,5 +54,8 @@ struct EncodedImages {
 // the result. Throws HttpError 400 for malformed JSON, a missing "image", invalid base64,
 // an empty list or more than max_images images.
 EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images);
+// The same, but base64 is decoded in place inside `body` (which is overwritten): the images'
+// spans point into it, and a large base64 image costs no memory beyond the body.
+EncodedImages SplitInvocationBodyInPlace(BodyKind kind, std::span<uint8_t> body, size_t max_images);
 
 }  // namespace mrcnn::serving
