@@ -24,9 +24,12 @@ bool IsSpace(char c) {
 
 }  // namespace
 
-std::optional<std::vector<uint8_t>> DecodeBase64(std::string_view text) {
-  std::vector<uint8_t> out;
-  out.reserve(text.size() / 4 * 3 + 3);
+namespace {
+
+// Writes the bytes to `out` and returns how many. `out` may be text's own first byte: the
+// k-th byte is written after at least k + 1 characters were read.
+std::optional<size_t> DecodeBase64Into(std::string_view text, uint8_t* out) {
+  size_t written = 0;
   uint32_t accumulator = 0;
   int bits = 0;
   int sextets = 0;
@@ -51,7 +54,7 @@ std::optional<std::vector<uint8_t>> DecodeBase64(std::string_view text) {
     ++sextets;
     if (bits >= 8) {
       bits -= 8;
-      out.push_back(static_cast<uint8_t>((accumulator >> bits) & 0xFF));
+      out[written++] = static_cast<uint8_t>((accumulator >> bits) & 0xFF);
     }
   }
   const int tail = sextets % 4;
@@ -64,7 +67,24 @@ std::optional<std::vector<uint8_t>> DecodeBase64(std::string_view text) {
   if ((accumulator & ((1u << bits) - 1)) != 0) {
     return std::nullopt;  // non-canonical: leftover bits must be zero
   }
+  return written;
+}
+
+}  // namespace
+
+std::optional<std::vector<uint8_t>> DecodeBase64(std::string_view text) {
+  std::vector<uint8_t> out(text.size() / 4 * 3 + 3);
+  const auto size = DecodeBase64Into(text, out.data());
+  if (!size) {
+    return std::nullopt;
+  }
+  out.resize(*size);
   return out;
+}
+
+std::optional<size_t> DecodeBase64InPlace(std::span<uint8_t> text) {
+  return DecodeBase64Into(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                          text.data());
 }
 
 std::string EncodeBase64(const uint8_t* data, size_t size) {

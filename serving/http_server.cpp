@@ -6,20 +6,16 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <csignal>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "serving/http_error.h"
 #include "serving/log_line.h"
-#include "serving/request_decoding.h"
-#include "serving/response_encoding.h"
 
 namespace mrcnn::serving {
 
@@ -33,28 +29,27 @@ namespace {
 
 constexpr size_t kHeaderLimit = 16 * 1024;
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr char kCustomAttributes[] = "X-Amzn-SageMaker-Custom-Attributes";
 
 class Session;
 
 }  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
-  State(const ServerConfig& server_config, InferenceExecutor& inference)
+  State(const ServerConfig& server_config, const RouteTable& route_table,
+        ServerLifecycle& server_lifecycle)
       : config(server_config),
-        executor(inference),
+        routes(route_table),
+        lifecycle(server_lifecycle),
         ioc(config.io_threads),
         acceptor(net::make_strand(ioc)),
         signals(ioc, SIGTERM, SIGINT),
         drain_timer(ioc),
-        accept_retry(acceptor.get_executor()),
-        cpu_pool(static_cast<size_t>(config.cpu_threads)) {}
+        accept_retry(acceptor.get_executor()) {}
 
   void DoAccept();
   void WaitForSignal();
   void BeginDrain();
   void PollDrain();
-  bool Ready() const { return !draining.load() && executor.Ready(); }
 
   void Register(Session* session, std::weak_ptr<Session> weak) {
     std::lock_guard lock(sessions_mutex);
@@ -70,15 +65,13 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   }
 
   const ServerConfig config;
-  InferenceExecutor& executor;
+  const RouteTable& routes;
+  ServerLifecycle& lifecycle;
   net::io_context ioc;
   tcp::acceptor acceptor;
   net::signal_set signals;
   net::steady_timer drain_timer;
   net::steady_timer accept_retry;
-  net::thread_pool cpu_pool;
-  std::atomic<bool> draining{false};
-  std::atomic<size_t> inflight{0};
   Clock::time_point drain_deadline;
   std::atomic<bool> drained_cleanly{true};
   std::mutex sessions_mutex;
@@ -87,19 +80,13 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
 namespace {
 
-// Holds one of the max_inflight_requests slots until the last stage of a request lets go.
-class Admission {
- public:
-  explicit Admission(std::atomic<size_t>& counter) : counter_(counter) {}
-  ~Admission() { counter_.fetch_sub(1); }
-  Admission(const Admission&) = delete;
-  Admission& operator=(const Admission&) = delete;
-
- private:
-  std::atomic<size_t>& counter_;
-};
-
-enum class Route { kPing, kExecutionParameters, kInvocations };
+// The time a transfer of `bytes` may take: the base timeout plus the bytes at the minimum
+// rate, so that large bodies and responses are limited by a rate rather than cut off.
+std::chrono::milliseconds TransferTime(std::chrono::milliseconds base, uint64_t bytes,
+                                       double bytes_per_second) {
+  return base + std::chrono::milliseconds(
+                    static_cast<int64_t>(static_cast<double>(bytes) / bytes_per_second * 1000.0));
+}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -134,7 +121,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void WaitForRequest() {
     phase_ = Phase::kIdle;
-    if (state_->draining.load()) {
+    if (state_->lifecycle.Draining()) {
       Close();
       return;
     }
@@ -143,10 +130,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(config().max_payload_bytes);
     awaiting_result_ = false;
     pending_error_.reset();
+    exchange_.reset();
     close_after_response_ = false;
     unread_input_ = false;
-    echo_attributes_.clear();
-    batch_images_ = 0;
     version_ = 11;
     request_keep_alive_ = true;
     method_ = "-";
@@ -216,16 +202,16 @@ class Session : public std::enable_shared_from_this<Session> {
     target_ = std::string(full_target.substr(0, full_target.find('?')));
     const bool expects_continue = beast::iequals(request[http::field::expect], "100-continue");
     try {
-      route_ = Resolve(request.method(), target_);
-      if (route_ == Route::kInvocations) {
-        CheckInvocationHeaders(request);
-      }
+      RouteTable::Match match = state_->routes.Resolve(request.method(), target_);
+      const RequestHead head{request.method(), target_, std::move(match.params), request,
+                             request_start_};
+      exchange_.emplace((*match.handler)(head));
     } catch (const HttpError& e) {
       if (expects_continue && HasBody()) {
         // The client waits for our go-ahead: answer now, it will not send the body.
         unread_input_ = true;
         close_after_response_ = true;
-        RespondError(e.status(), e.code(), e.detail());
+        Send(ErrorAnswer(e));
         return;
       }
       // Read (at most the payload limit of) the body first so the connection stays usable.
@@ -249,59 +235,15 @@ class Session : public std::enable_shared_from_this<Session> {
     ReadBody();
   }
 
-  Route Resolve(http::verb method, const std::string& target) {
-    struct Entry {
-      const char* path;
-      http::verb method;
-      Route route;
-    };
-    static constexpr Entry kRoutes[] = {
-        {"/ping", http::verb::get, Route::kPing},
-        {"/execution-parameters", http::verb::get, Route::kExecutionParameters},
-        {"/invocations", http::verb::post, Route::kInvocations},
-    };
-    for (const Entry& entry : kRoutes) {
-      if (target == entry.path) {
-        if (method != entry.method) {
-          allow_ = std::string(http::to_string(entry.method));
-          throw HttpError(
-              405, "method_not_allowed",
-              fmt::format("{} {} is not supported; use {} {}", method_, target, allow_, target));
-        }
-        return entry.route;
-      }
-    }
-    throw HttpError(404, "not_found",
-                    fmt::format("no route {} {}; the routes are GET /ping, GET "
-                                "/execution-parameters and POST /invocations",
-                                method_, target.substr(0, 200)));
-  }
-
-  void CheckInvocationHeaders(const http::request<http::vector_body<uint8_t>>& request) {
-    const auto attributes = request[kCustomAttributes];
-    const std::string_view attributes_view(attributes.data(), attributes.size());
-    // Parse first: the header is echoed only when it is within SageMaker's limits.
-    options_ = ParseCustomAttributes(attributes_view, config().default_options,
-                                     config().max_detections_cap);
-    echo_attributes_ = std::string(attributes_view);
-    const auto content_type = request[http::field::content_type];
-    kind_ = ClassifyContentType(std::string_view(content_type.data(), content_type.size()));
-    const auto accept = request[http::field::accept];
-    RequireJsonAcceptable(std::string_view(accept.data(), accept.size()));
-    if (!state_->executor.Ready()) {
-      throw HttpError(503, "not_ready",
-                      "the model is still loading or warming up; poll GET /ping until it "
-                      "answers 200");
-    }
-  }
-
   void ReadBody() {
     phase_ = Phase::kReadingBody;
     if (parser_->is_done()) {
       OnBody({});
       return;
     }
-    stream_.expires_after(config().body_timeout);
+    const uint64_t length = parser_->content_length().value_or(config().max_payload_bytes);
+    stream_.expires_after(
+        TransferTime(config().body_timeout, length, config().min_transfer_bytes_per_s));
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -319,32 +261,24 @@ class Session : public std::enable_shared_from_this<Session> {
     if (pending_error_) {
       const HttpError error = std::move(*pending_error_);
       pending_error_.reset();
-      RespondError(error.status(), error.code(), error.detail());
+      Send(ErrorAnswer(error));
       return;
     }
-    switch (route_) {
-      case Route::kPing:
-        if (state_->Ready()) {
-          Send(http::status::ok, std::string(), "");
-        } else {
-          RespondError(503, state_->draining.load() ? "draining" : "not_ready",
-                       state_->draining.load() ? "the server is shutting down"
-                                               : "the model is still loading or warming up");
+    phase_ = Phase::kProcessing;
+    awaiting_result_ = true;
+    const uint64_t id = request_id_;
+    if (exchange_->deadline) {
+      deadline_timer_.expires_at(*exchange_->deadline);
+      deadline_timer_.async_wait([self = shared_from_this(), id](beast::error_code timer_ec) {
+        if (!timer_ec) {
+          self->OnDeadline(id);
         }
-        return;
-      case Route::kExecutionParameters: {
-        const nlohmann::json parameters = {
-            {"MaxConcurrentTransforms", config().max_concurrent_transforms},
-            {"BatchStrategy", config().batch_strategy},
-            {"MaxPayloadInMB", (config().max_payload_bytes + (1u << 20) - 1) >> 20},
-        };
-        Send(http::status::ok, parameters.dump(), "application/json");
-        return;
-      }
-      case Route::kInvocations:
-        StartInvocation();
-        return;
+      });
     }
+    stream_.expires_never();  // the route, and its deadline, own this phase
+    exchange_->run(parser_->release().body(), [self = shared_from_this(), id](RouteAnswer answer) {
+      self->Deliver(id, std::move(answer));
+    });
   }
 
   void RespondPayloadTooLarge() {
@@ -362,127 +296,17 @@ class Session : public std::enable_shared_from_this<Session> {
                              static_cast<double>(config().max_payload_bytes) / (1 << 20)));
   }
 
-  void StartInvocation() {
-    if (state_->inflight.fetch_add(1) >= config().max_inflight_requests) {
-      state_->inflight.fetch_sub(1);
-      RespondError(503, "queue_full",
-                   fmt::format("{} requests are already being processed (--max-inflight); retry "
-                               "later",
-                               config().max_inflight_requests));
-      return;
-    }
-    auto admission = std::make_shared<Admission>(state_->inflight);
-    phase_ = Phase::kProcessing;
-    awaiting_result_ = true;
-    const uint64_t id = request_id_;
-    const auto deadline = request_start_ + config().request_deadline;
-    deadline_timer_.expires_at(deadline);
-    deadline_timer_.async_wait([self = shared_from_this(), id](beast::error_code ec) {
-      if (!ec) {
-        self->OnDeadline(id);
-      }
-    });
-    stream_.expires_never();  // the deadline timer owns this phase
-    net::post(state_->cpu_pool, [self = shared_from_this(), admission, id, deadline, kind = kind_,
-                                 options = options_, body = parser_->release().body()]() mutable {
-      self->DecodeAndSubmit(std::move(body), kind, options, id, deadline, std::move(admission));
-    });
-  }
-
-  // CPU pool. Touches only immutable state and hands results back through Deliver.
-  void DecodeAndSubmit(std::vector<uint8_t> body, BodyKind kind, PredictOptions options,
-                       uint64_t id, Clock::time_point deadline,
-                       std::shared_ptr<Admission> admission) {
-    try {
-      bool list_form = false;
-      InferenceJob job;
-      {
-        EncodedImages encoded = SplitInvocationBody(kind, body, config().max_images_per_request);
-        list_form = encoded.list_form;
-        for (const auto& bytes : encoded.images) {
-          job.images.push_back(DecodeImage(bytes, config().image_limits));
-        }
-      }
-      body = {};
-      job.options = options;
-      job.deadline = deadline;
-      job.done = [self = shared_from_this(), admission, id, list_form,
-                  masks = options.masks](InferenceOutcome&& outcome) {
-        net::post(self->state_->cpu_pool,
-                  [self, admission, id, list_form, masks, outcome = std::move(outcome)]() mutable {
-                    self->EncodeAndDeliver(std::move(outcome), list_form, masks, id);
-                  });
-      };
-      switch (state_->executor.TrySubmit(std::move(job))) {
-        case InferenceExecutor::SubmitResult::kAccepted:
-          return;
-        case InferenceExecutor::SubmitResult::kQueueFull:
-          throw HttpError(503, "queue_full",
-                          fmt::format("the inference queue is full ({} requests waiting); retry "
-                                      "later",
-                                      config().batching.queue_capacity));
-        case InferenceExecutor::SubmitResult::kNotReady:
-          throw HttpError(503, "not_ready", "the model is still loading or warming up");
-        case InferenceExecutor::SubmitResult::kStopped:
-          throw HttpError(503, "shutting_down", "the server is shutting down");
-      }
-    } catch (const HttpError& e) {
-      Deliver(id, e.status(), EncodeErrorJson(e.code(), e.detail()), 0);
-    } catch (const std::exception& e) {
-      LogLine("error decoding a request: {}", e.what());
-      Deliver(id, 500, EncodeErrorJson("internal_error", e.what()), 0);
-    }
-  }
-
-  // CPU pool.
-  void EncodeAndDeliver(InferenceOutcome outcome, bool list_form, bool masks, uint64_t id) {
-    using Status = InferenceOutcome::Status;
-    try {
-      switch (outcome.status) {
-        case Status::kOk:
-          Deliver(id, 200, EncodeDetectionsJson(outcome.results, list_form, masks),
-                  outcome.batch_images);
-          return;
-        case Status::kFailed:
-          LogLine("inference failed: {}", outcome.error);
-          Deliver(id, 500,
-                  EncodeErrorJson(
-                      "inference_failed",
-                      fmt::format("the model failed on this request's batch: {}", outcome.error)),
-                  outcome.batch_images);
-          return;
-        case Status::kDeadlineExceeded:
-          Deliver(id, 503, DeadlineBody(), 0);
-          return;
-        case Status::kStopped:
-          Deliver(id, 503, EncodeErrorJson("shutting_down", "the server is shutting down"), 0);
-          return;
-      }
-    } catch (const std::exception& e) {
-      LogLine("error encoding a response: {}", e.what());
-      Deliver(id, 500, EncodeErrorJson("internal_error", e.what()), 0);
-    }
-  }
-
-  std::string DeadlineBody() const {
-    return EncodeErrorJson("deadline_exceeded",
-                           fmt::format("no result within {} ms (SAGEMAKER_MODEL_SERVER_TIMEOUT or "
-                                       "--request-deadline-s); the server is overloaded",
-                                       config().request_deadline.count()));
-  }
-
-  // Any thread: hands a finished response to the session's strand.
-  void Deliver(uint64_t id, unsigned status, std::string body, int batch_images) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), id, status,
-                                       body = std::move(body), batch_images]() mutable {
-      if (id != self->request_id_ || !self->awaiting_result_) {
-        return;  // already answered by the deadline
-      }
-      self->awaiting_result_ = false;
-      self->deadline_timer_.cancel();
-      self->batch_images_ = batch_images;
-      self->Send(static_cast<http::status>(status), std::move(body), "application/json");
-    });
+  // Any thread: hands a finished answer to the session's strand.
+  void Deliver(uint64_t id, RouteAnswer answer) {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), id, answer = std::move(answer)]() mutable {
+                if (id != self->request_id_ || !self->awaiting_result_) {
+                  return;  // already answered by the deadline
+                }
+                self->awaiting_result_ = false;
+                self->deadline_timer_.cancel();
+                self->Send(std::move(answer));
+              });
   }
 
   void OnDeadline(uint64_t id) {
@@ -490,36 +314,36 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     awaiting_result_ = false;
-    Send(http::status::service_unavailable, DeadlineBody(), "application/json");
+    Send(exchange_->deadline_answer);
   }
 
   void RespondError(unsigned status, const std::string& code, const std::string& detail) {
-    Send(static_cast<http::status>(status), EncodeErrorJson(code, detail), "application/json");
+    Send(ErrorAnswer(status, code, detail));
   }
 
-  void Send(http::status status, std::string body, std::string_view content_type) {
+  void Send(RouteAnswer answer) {
     phase_ = Phase::kWriting;
     response_ = {};
     response_.version(version_);
-    response_.result(status);
+    response_.result(static_cast<http::status>(answer.status));
     response_.set(http::field::server, "mrcnn-serving");
-    if (!content_type.empty()) {
-      response_.set(http::field::content_type,
-                    beast::string_view(content_type.data(), content_type.size()));
+    if (!answer.content_type.empty()) {
+      response_.set(http::field::content_type, answer.content_type);
     }
-    if (!echo_attributes_.empty()) {
-      response_.set(kCustomAttributes, echo_attributes_);
+    if (exchange_) {
+      for (const auto& [name, value] : exchange_->headers) {
+        response_.set(name, value);
+      }
     }
-    if (batch_images_ > 0) {
-      response_.set("X-Mrcnn-Batch-Images", std::to_string(batch_images_));
+    for (const auto& [name, value] : answer.headers) {
+      response_.set(name, value);
     }
-    if (status == http::status::method_not_allowed && !allow_.empty()) {
-      response_.set(http::field::allow, allow_);
-    }
-    response_.body() = std::move(body);
-    response_.keep_alive(request_keep_alive_ && !close_after_response_ && !state_->draining.load());
+    response_.body() = std::move(answer.body);
+    response_.keep_alive(request_keep_alive_ && !close_after_response_ &&
+                         !state_->lifecycle.Draining());
     response_.prepare_payload();
-    stream_.expires_after(config().write_timeout);
+    stream_.expires_after(TransferTime(config().write_timeout, response_.body().size(),
+                                       config().min_transfer_bytes_per_s));
     http::async_write(stream_, response_,
                       [self = shared_from_this()](beast::error_code ec, size_t bytes) {
                         self->OnWrite(ec, bytes);
@@ -583,21 +407,16 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   std::optional<HttpError> pending_error_;  // answered once the body has been read
+  std::optional<Exchange> exchange_;        // the route's part of the current request
   http::response<http::string_body> response_;
   net::steady_timer deadline_timer_;
   Phase phase_ = Phase::kIdle;
-  Route route_ = Route::kPing;
-  BodyKind kind_ = BodyKind::kImage;
-  PredictOptions options_;
   uint64_t request_id_ = 0;
   bool awaiting_result_ = false;
   bool close_after_response_ = false;
   bool unread_input_ = false;
   bool request_keep_alive_ = true;
   unsigned version_ = 11;
-  int batch_images_ = 0;
-  std::string echo_attributes_;
-  std::string allow_;
   std::string method_;
   std::string target_;
   Clock::time_point request_start_;
@@ -632,7 +451,7 @@ void HttpServer::State::WaitForSignal() {
     if (ec) {
       return;
     }
-    if (draining.load()) {
+    if (lifecycle.Draining()) {
       LogLine("signal {} again while draining: stopping now", signal);
       drained_cleanly = false;
       ioc.stop();
@@ -648,7 +467,7 @@ void HttpServer::State::WaitForSignal() {
 }
 
 void HttpServer::State::BeginDrain() {
-  if (draining.exchange(true)) {
+  if (!lifecycle.StartDraining()) {
     return;
   }
   net::post(acceptor.get_executor(), [this] {
@@ -675,14 +494,14 @@ void HttpServer::State::BeginDrain() {
 }
 
 void HttpServer::State::PollDrain() {
-  if (SessionCount() == 0 && inflight.load() == 0) {
+  if (SessionCount() == 0 && lifecycle.InFlight() == 0) {
     LogLine("drained: every in-flight request finished");
     ioc.stop();
     return;
   }
   if (Clock::now() >= drain_deadline) {
     LogLine("drain timeout: {} connections and {} requests still in flight are cut off",
-            SessionCount(), inflight.load());
+            SessionCount(), lifecycle.InFlight());
     drained_cleanly = false;
     ioc.stop();
     return;
@@ -695,12 +514,12 @@ void HttpServer::State::PollDrain() {
   });
 }
 
-HttpServer::HttpServer(const ServerConfig& config, InferenceExecutor& executor)
-    : state_(std::make_shared<State>(config, executor)) {}
+HttpServer::HttpServer(const ServerConfig& config, const RouteTable& routes,
+                       ServerLifecycle& lifecycle)
+    : state_(std::make_shared<State>(config, routes, lifecycle)) {}
 
 HttpServer::~HttpServer() {
   state_->ioc.stop();
-  state_->cpu_pool.join();
 }
 
 uint16_t HttpServer::Listen() {

@@ -115,18 +115,26 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
   }
   if (header->height * header->width > limits.max_pixels) {
     throw HttpError(400, "image_too_large",
-                    fmt::format("the image is {}x{} ({} pixels); the limit is {} pixels (server "
-                                "flag --max-image-pixels)",
+                    fmt::format("the image is {}x{} ({} pixels); the limit is {} pixels "
+                                "(MRCNN_MAX_IMAGE_PIXELS or --max-image-pixels)",
                                 header->width, header->height, header->height * header->width,
                                 limits.max_pixels));
   }
+  // Decoded straight into the request's buffer: a large image costs its pixels once, not
+  // twice (OpenCV's buffer, then ours).
+  RgbImage image;
+  image.height = header->height;
+  image.width = header->width;
+  image.pixels.resize(static_cast<size_t>(image.height * image.width * 3));
+  cv::Mat into(static_cast<int>(image.height), static_cast<int>(image.width), CV_8UC3,
+               image.pixels.data());
   // JPEG: libjpeg with every warning fatal; PNG: chunk CRCs and completeness checked, then
   // libpng. Either way RGB out, and a truncated or corrupt upload is a 400, never a 200 on
   // made-up pixels.
   cv::Mat decoded;
   try {
-    decoded = header->format == ImageFormat::kJpeg ? data::DecodeJpegRgb(bytes)
-                                                   : data::DecodePngRgb(bytes);
+    decoded = header->format == ImageFormat::kJpeg ? data::DecodeJpegRgb(bytes, into)
+                                                   : data::DecodePngRgb(bytes, into);
   } catch (const data::ImageDataError& e) {
     throw HttpError(400, "undecodable_image", e.what());
   } catch (const cv::Exception& e) {
@@ -144,12 +152,9 @@ RgbImage DecodeImage(std::span<const uint8_t> bytes, const ImageLimits& limits) 
                     fmt::format("the decoded image is {}x{} but its header says {}x{}",
                                 decoded.cols, decoded.rows, header->width, header->height));
   }
-  RgbImage image;
-  image.height = decoded.rows;
-  image.width = decoded.cols;
-  image.pixels.resize(static_cast<size_t>(image.height * image.width * 3));
-  cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, image.pixels.data());
-  decoded.copyTo(rgb);
+  if (decoded.data != image.pixels.data()) {
+    decoded.copyTo(into);  // not expected: the decoders fill `into` when the size matches
+  }
   return image;
 }
 

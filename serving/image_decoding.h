@@ -25,8 +25,10 @@ struct ImageHeader {
 std::optional<ImageHeader> ReadImageHeader(std::span<const uint8_t> bytes);
 
 struct ImageLimits {
-  int64_t max_pixels = 40'000'000;  // height * width
-  int64_t max_side = 16'384;        // either dimension
+  // height * width: 8000x6000 aerial images (48 MP) and 60 MP cameras fit; each costs
+  // height * width * 3 bytes decoded.
+  int64_t max_pixels = 64'000'000;
+  int64_t max_side = 16'384;  // either dimension
 };
 
 // Decodes to RGB. Grayscale is replicated to three channels, alpha is dropped, 16-bit

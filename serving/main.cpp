@@ -15,6 +15,8 @@
 #include "serving/http_server.h"
 #include "serving/log_line.h"
 #include "serving/predictor_loading.h"
+#include "serving/sagemaker_routes.h"
+#include "serving/server_lifecycle.h"
 
 namespace {
 
@@ -54,11 +56,17 @@ int main(int argc, char** argv) {
           : fmt::format("of {} intra-op thread(s)", config.num_threads);
   LogLine(
       "predictor {} from {} ({}), {} worker(s) {}, batches of up to {} images / {} us, queue {}, "
-      "payload limit {} bytes",
+      "payload limit {} bytes, image limit {} pixels, deadline {} ms{}",
       kind, config.model_dir.string(), config.model_dir_source, config.workers, threads,
       config.batching.max_batch_images, config.batching.max_wait.count(),
-      config.batching.queue_capacity, config.max_payload_bytes);
+      config.batching.queue_capacity, config.max_payload_bytes, config.image_limits.max_pixels,
+      config.request_deadline.count(),
+      config.batch_transform
+          ? fmt::format(", batch transform (SAGEMAKER_BATCH, {})", config.batch_strategy)
+          : "");
 
+  // Before the executor: requests it still holds at exit hold admissions.
+  ServerLifecycle lifecycle(config.max_inflight_requests);
   std::optional<CoreShare> core_share;
   if (config.share_cores) {
     core_share.emplace(config.cores, config.workers);
@@ -81,7 +89,8 @@ int main(int argc, char** argv) {
         std::_Exit(1);
       },
       share);
-  HttpServer server(config, executor);
+  SageMakerRoutes routes(config, executor, lifecycle);
+  HttpServer server(config, routes.table(), lifecycle);
   uint16_t port = 0;
   try {
     port = server.Listen();

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <nlohmann/json.hpp>
 
-#include "serving/base64.h"
 #include "serving/http_error.h"
 
 namespace mrcnn::serving {
@@ -49,7 +47,12 @@ std::string MediaType(std::string_view header_value) {
 }
 
 constexpr std::string_view kSupportedTypes =
-    "image/jpeg, image/png, application/x-image or application/json";
+    "image/jpeg, image/png, application/x-image, application/json or application/jsonlines";
+
+bool IsJsonLinesType(std::string_view type) {
+  return type == "application/jsonlines" || type == "application/jsonl" ||
+         type == "application/x-jsonlines";
+}
 
 }  // namespace
 
@@ -62,6 +65,9 @@ BodyKind ClassifyContentType(std::string_view content_type) {
   if (type == "application/json") {
     return BodyKind::kJson;
   }
+  if (IsJsonLinesType(type)) {
+    return BodyKind::kJsonLines;
+  }
   if (type.empty()) {
     throw HttpError(
         415, "unsupported_media_type",
@@ -72,14 +78,27 @@ BodyKind ClassifyContentType(std::string_view content_type) {
                               std::string(content_type.substr(0, 200)), kSupportedTypes));
 }
 
+std::string_view ResponseMediaType(BodyKind kind) {
+  return kind == BodyKind::kJsonLines ? "application/jsonlines" : "application/json";
+}
+
 void RequireJsonAcceptable(std::string_view accept) {
+  RequireAcceptable(accept, "application/json");
+}
+
+void RequireAcceptable(std::string_view accept, std::string_view media_type) {
   if (Trim(accept).empty()) {
     return;
   }
+  const std::string_view family = media_type.substr(0, media_type.find('/'));
   for (std::string_view range : Split(accept, ',')) {
     const auto params = Split(range, ';');
     const std::string type = Lower(params.front());
-    if (type != "*/*" && type != "application/*" && type != "application/json") {
+    const bool admits =
+        type == "*/*" || type == media_type ||
+        (type.size() == family.size() + 2 && type.rfind(family, 0) == 0 && type.ends_with("/*")) ||
+        (IsJsonLinesType(type) && IsJsonLinesType(media_type));
+    if (!admits) {
       continue;
     }
     double quality = 1.0;
@@ -98,9 +117,9 @@ void RequireJsonAcceptable(std::string_view accept) {
     }
   }
   throw HttpError(406, "not_acceptable",
-                  fmt::format("Accept \"{}\" does not admit application/json, the only response "
-                              "type of this endpoint",
-                              std::string(accept.substr(0, 200))));
+                  fmt::format("Accept \"{}\" does not admit {}, the response type for this "
+                              "request's Content-Type",
+                              std::string(accept.substr(0, 200)), std::string(media_type)));
 }
 
 PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
@@ -159,81 +178,6 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
     }
   }
   return options;
-}
-
-namespace {
-
-std::span<const uint8_t> DecodeInstance(const nlohmann::json& instance, size_t index,
-                                        EncodedImages& out) {
-  const nlohmann::json* encoded = &instance;
-  if (instance.is_object()) {
-    const auto it = instance.find("image");
-    if (it == instance.end()) {
-      throw HttpError(400, "bad_json_body",
-                      fmt::format("instance {} has no \"image\" field (expected {{\"image\": "
-                                  "\"<base64 JPEG or PNG>\"}})",
-                                  index));
-    }
-    encoded = &*it;
-  }
-  if (!encoded->is_string()) {
-    throw HttpError(400, "bad_json_body",
-                    fmt::format("instance {}: \"image\" must be a base64 string", index));
-  }
-  auto bytes = DecodeBase64(encoded->get_ref<const std::string&>());
-  if (!bytes) {
-    throw HttpError(400, "bad_base64",
-                    fmt::format("instance {}: \"image\" is not valid base64", index));
-  }
-  out.owned.push_back(std::move(*bytes));
-  return out.owned.back();
-}
-
-}  // namespace
-
-EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images) {
-  EncodedImages out;
-  if (kind == BodyKind::kImage) {
-    out.images.push_back(body);
-    return out;
-  }
-  nlohmann::json document = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-  if (document.is_discarded()) {
-    throw HttpError(400, "bad_json_body",
-                    "the body is not valid JSON; send {\"image\": \"<base64>\"}, "
-                    "{\"instances\": [{\"image\": ...}, ...]} or [{\"image\": ...}, ...]");
-  }
-  const nlohmann::json* list = nullptr;
-  if (document.is_array()) {
-    list = &document;
-  } else if (document.is_object() && document.contains("instances")) {
-    list = &document["instances"];
-    if (!list->is_array()) {
-      throw HttpError(400, "bad_json_body", "\"instances\" must be a list");
-    }
-  } else if (document.is_object() && document.contains("image")) {
-    out.images.push_back(DecodeInstance(document, 0, out));
-    return out;
-  } else {
-    throw HttpError(400, "bad_json_body",
-                    "expected {\"image\": \"<base64>\"}, {\"instances\": [...]} or a list of "
-                    "{\"image\": ...} objects");
-  }
-  out.list_form = true;
-  if (list->empty()) {
-    throw HttpError(400, "bad_json_body", "the list of instances is empty");
-  }
-  if (list->size() > max_images) {
-    throw HttpError(400, "too_many_images",
-                    fmt::format("{} images in one request; the limit is {} (server flag "
-                                "--max-images-per-request)",
-                                list->size(), max_images));
-  }
-  out.owned.reserve(list->size());
-  for (size_t i = 0; i < list->size(); ++i) {
-    out.images.push_back(DecodeInstance((*list)[i], i, out));
-  }
-  return out;
 }
 
 }  // namespace mrcnn::serving

@@ -16,14 +16,24 @@ namespace mrcnn::serving {
 enum class BodyKind {
   kImage,  // image/jpeg, image/png, application/x-image: the body is one encoded image
   kJson,   // application/json: {"image": b64}, {"instances": [...]} or [...]
+  // application/jsonlines (also application/jsonl, application/x-jsonlines): one record per
+  // line, answered line for line (json_lines_decoding.h)
+  kJsonLines,
 };
 
 // Media type from a Content-Type header (parameters such as charset are ignored, case-
 // insensitive). Throws HttpError 415 for anything else, including a missing header.
 BodyKind ClassifyContentType(std::string_view content_type);
 
-// Throws HttpError 406 unless the Accept header (absent = anything) admits application/json
-// with a non-zero quality.
+// The media type of the answer to a body of this kind: application/jsonlines for kJsonLines,
+// else application/json.
+std::string_view ResponseMediaType(BodyKind kind);
+
+// Throws HttpError 406 unless the Accept header (absent = anything) admits `media_type`
+// (exactly, as type/*, or */*) with a non-zero quality. The jsonlines aliases admit each
+// other.
+void RequireAcceptable(std::string_view accept, std::string_view media_type);
+// RequireAcceptable(accept, "application/json").
 void RequireJsonAcceptable(std::string_view accept);
 
 // X-Amzn-SageMaker-Custom-Attributes: comma-separated key=value pairs. Known keys:
@@ -36,7 +46,7 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
 
 struct EncodedImages {
   std::vector<std::span<const uint8_t>> images;  // into the body or into `owned`
-  std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads
+  std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads (not in place)
   bool list_form = false;  // answer {"predictions": [...]} rather than one object
 };
 
@@ -44,5 +54,8 @@ struct EncodedImages {
 // the result. Throws HttpError 400 for malformed JSON, a missing "image", invalid base64,
 // an empty list or more than max_images images.
 EncodedImages SplitInvocationBody(BodyKind kind, std::span<const uint8_t> body, size_t max_images);
+// The same, but base64 is decoded in place inside `body` (which is overwritten): the images'
+// spans point into it, and a large base64 image costs no memory beyond the body.
+EncodedImages SplitInvocationBodyInPlace(BodyKind kind, std::span<uint8_t> body, size_t max_images);
 
 }  // namespace mrcnn::serving

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "trainer/data/mask_rle.h"
@@ -79,6 +78,28 @@ std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, boo
 std::string EncodeErrorJson(const std::string& code, const std::string& detail) {
   return nlohmann::json{{"error", code}, {"detail", detail}}.dump(-1, ' ', false,
                                                                   kReplaceInvalidUtf8);
+}
+
+}  // namespace mrcnn::serving
+
+namespace mrcnn::serving {
+
+std::string EncodeRecordJson(const ImageDetections& image, bool masks,
+                             const std::optional<nlohmann::json>& id) {
+  nlohmann::json record = EncodeImage(image, masks);
+  if (id) {
+    record["id"] = *id;
+  }
+  return record.dump(-1, ' ', false, kReplaceInvalidUtf8);
+}
+
+std::string EncodeRecordErrorJson(const std::string& code, const std::string& detail,
+                                  const std::optional<nlohmann::json>& id) {
+  nlohmann::json record = {{"error", code}, {"detail", detail}};
+  if (id) {
+    record["id"] = *id;
+  }
+  return record.dump(-1, ' ', false, kReplaceInvalidUtf8);
 }
 
 }  // namespace mrcnn::serving

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <optional>
 
@@ -13,6 +14,9 @@
 
 namespace mrcnn::serving {
 namespace {
+
+constexpr int64_t kMaxPayloadMb = 1024;
+constexpr int64_t kMaxImagePixels = int64_t{1} << 34;
 
 int64_t EnvInteger(const common::EnvMap& env, const std::string& key, int64_t fallback, int64_t min,
                    int64_t max) {
@@ -35,19 +39,68 @@ std::string EnvString(const common::EnvMap& env, const std::string& key, std::st
   return value && !value->empty() ? *value : fallback;
 }
 
+std::string Upper(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return text;
+}
+
+// SageMaker sets "true"; other toolkits compare lower-cased. Anything but true/false is a
+// mistake worth stopping for rather than a silent "not a batch job".
+bool EnvBool(const common::EnvMap& env, const std::string& key) {
+  const std::string value = Upper(EnvString(env, key, "false"));
+  if (value == "TRUE") {
+    return true;
+  }
+  if (value == "FALSE") {
+    return false;
+  }
+  throw common::ConfigError(
+      "environment", key,
+      fmt::format("must be true or false (any case), got \"{}\"", *common::Lookup(env, key)));
+}
+
+// AWS's execution-parameters spelling from either spelling: SINGLE_RECORD / MULTI_RECORD,
+// or the CreateTransformJob API's SingleRecord / MultiRecord, in any case.
+std::string NormalizeBatchStrategy(const std::string& value, const char* source, const char* name) {
+  std::string key = Upper(value);
+  std::erase(key, '_');
+  if (key == "SINGLERECORD") {
+    return "SINGLE_RECORD";
+  }
+  if (key == "MULTIRECORD") {
+    return "MULTI_RECORD";
+  }
+  throw common::ConfigError(
+      source, name,
+      fmt::format("must be SINGLE_RECORD or MULTI_RECORD (or SingleRecord / MultiRecord), got "
+                  "\"{}\"",
+                  value));
+}
+
 }  // namespace
 
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env) {
   ServerConfig config;
   // Environment first; flags given on the command line override it below.
   config.port = static_cast<uint16_t>(EnvInteger(env, "SAGEMAKER_BIND_TO_PORT", 8080, 0, 65535));
+  // 1024 MiB is SageMaker's largest payload (async inference); 0 is batch transform's
+  // "arbitrarily large, chunked", served with that same largest limit.
+  int64_t payload_mb = EnvInteger(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 6, 0, kMaxPayloadMb);
   config.max_payload_bytes =
-      static_cast<size_t>(EnvInteger(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 6, 1, 4096) << 20);
-  config.batch_strategy = EnvString(env, "SAGEMAKER_BATCH_STRATEGY", config.batch_strategy);
+      static_cast<size_t>((payload_mb == 0 ? kMaxPayloadMb : payload_mb) << 20);
+  config.batch_transform = EnvBool(env, "SAGEMAKER_BATCH");
+  config.batch_strategy = NormalizeBatchStrategy(
+      EnvString(env, "SAGEMAKER_BATCH_STRATEGY",
+                config.batch_transform ? "MULTI_RECORD" : config.batch_strategy),
+      "environment", "SAGEMAKER_BATCH_STRATEGY");
   config.max_concurrent_transforms =
       static_cast<int>(EnvInteger(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 0, 0, 100000));
-  config.request_deadline =
-      std::chrono::seconds(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", 60, 1, 3600));
+  // A multi-record request carries many images; batch transform waits 600 s by default.
+  config.request_deadline = std::chrono::seconds(EnvInteger(
+      env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", config.batch_transform ? 600 : 60, 1, 3600));
+  config.image_limits.max_pixels =
+      EnvInteger(env, "MRCNN_MAX_IMAGE_PIXELS", config.image_limits.max_pixels, 1, kMaxImagePixels);
   config.workers = static_cast<int>(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
   config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
   config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
@@ -66,7 +119,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   std::optional<std::string> model_dir;
   std::optional<std::string> base_dir;
   std::string port_file;
-  double payload_mb = static_cast<double>(config.max_payload_bytes) / (1 << 20);
+  double payload_mb_flag = static_cast<double>(config.max_payload_bytes) / (1 << 20);
+  double transfer_mb_s = config.min_transfer_bytes_per_s / (1 << 20);
   int max_batch = config.batching.max_batch_images;
   double batch_wait_ms = static_cast<double>(config.batching.max_wait.count()) / 1000.0;
   size_t queue_capacity = config.batching.queue_capacity;
@@ -110,15 +164,23 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--max-inflight", config.max_inflight_requests,
                  "requests admitted at once (decoding, queued, running, encoding); beyond: 503")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--max-payload-mb", payload_mb, "body limit in MiB (SAGEMAKER_MAX_PAYLOAD_IN_MB)")
-      ->check(CLI::Range(0.001, 4096.0));
+  app.add_option("--max-payload-mb", payload_mb_flag,
+                 "body limit in MiB, at most 1024 (SAGEMAKER_MAX_PAYLOAD_IN_MB)")
+      ->check(CLI::Range(0.001, static_cast<double>(kMaxPayloadMb)));
+  app.add_option("--min-transfer-rate-mb-s", transfer_mb_s,
+                 "a body may take --body-timeout-s plus its size at this rate in MiB/s (a "
+                 "response likewise with --write-timeout-s)")
+      ->check(CLI::Range(0.001, 1e6));
   app.add_option("--batch-strategy", config.batch_strategy,
-                 "SINGLE_RECORD or MULTI_RECORD (SAGEMAKER_BATCH_STRATEGY)");
+                 "SINGLE_RECORD or MULTI_RECORD (SAGEMAKER_BATCH_STRATEGY; default "
+                 "SINGLE_RECORD, MULTI_RECORD when SAGEMAKER_BATCH=true)");
   app.add_option("--max-concurrent-transforms", config.max_concurrent_transforms,
                  "reported by /execution-parameters (SAGEMAKER_MAX_CONCURRENT_TRANSFORMS)")
       ->check(CLI::Range(0, 100000));
-  app.add_option("--max-image-pixels", config.image_limits.max_pixels, "height*width limit")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 34));
+  app.add_option("--max-image-pixels", config.image_limits.max_pixels,
+                 "decoded height*width limit, checked from the image header before decoding "
+                 "(MRCNN_MAX_IMAGE_PIXELS; default 64000000, an 8000x6000 aerial image fits)")
+      ->check(CLI::Range(int64_t{1}, kMaxImagePixels));
   app.add_option("--max-image-side", config.image_limits.max_side, "per-side limit")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--max-images-per-request", config.max_images_per_request,
@@ -151,7 +213,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.model_dir = std::move(resolved.dir);
   config.model_dir_source = std::move(resolved.source);
   config.port_file = port_file;
-  config.max_payload_bytes = static_cast<size_t>(payload_mb * (1 << 20));
+  config.max_payload_bytes = static_cast<size_t>(payload_mb_flag * (1 << 20));
+  config.min_transfer_bytes_per_s = transfer_mb_s * (1 << 20);
   config.batching.max_batch_images = max_batch;
   config.batching.max_wait =
       std::chrono::microseconds(static_cast<int64_t>(batch_wait_ms * 1000.0));
@@ -168,11 +231,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.write_timeout = to_ms(write_s, "--write-timeout-s");
   config.request_deadline = to_ms(deadline_s, "--request-deadline-s");
   config.drain_timeout = to_ms(drain_s, "--drain-timeout-s");
-  if (config.batch_strategy != "SINGLE_RECORD" && config.batch_strategy != "MULTI_RECORD") {
-    throw common::ConfigError(
-        "environment", "SAGEMAKER_BATCH_STRATEGY",
-        fmt::format("must be SINGLE_RECORD or MULTI_RECORD, got \"{}\"", config.batch_strategy));
-  }
+  config.batch_strategy =
+      NormalizeBatchStrategy(config.batch_strategy, "command line", "--batch-strategy");
   if (config.default_options.max_detections > config.max_detections_cap) {
     config.max_detections_cap = config.default_options.max_detections;
   }

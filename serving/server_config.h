@@ -2,10 +2,17 @@
 // Everything the server can be told, from flags first, then SageMaker's environment, then
 // defaults. `server --help` lists the flags; the environment variables read are:
 //   SAGEMAKER_BIND_TO_PORT              port (default 8080)
-//   SAGEMAKER_MAX_PAYLOAD_IN_MB         request body limit in MiB (default 6)
-//   SAGEMAKER_BATCH_STRATEGY            SINGLE_RECORD | MULTI_RECORD, for /execution-parameters
+//   SAGEMAKER_MAX_PAYLOAD_IN_MB         request body limit in MiB, 1 to 1024 (default 6; 0, the
+//                                       batch transform's "unlimited, chunked", means 1024)
+//   SAGEMAKER_BATCH                     "true" in any case: a batch transform job (the defaults
+//                                       below change); "false" or unset: not
+//   SAGEMAKER_BATCH_STRATEGY            SINGLE_RECORD | MULTI_RECORD (also the API's spelling
+//                                       SingleRecord | MultiRecord), for /execution-parameters
+//                                       (default SINGLE_RECORD, MULTI_RECORD in a batch job)
 //   SAGEMAKER_MAX_CONCURRENT_TRANSFORMS for /execution-parameters (default: workers × batch size)
-//   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds (default 60)
+//   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds, 1 to 3600 (default
+//                                       60; 600 in a batch job, the platform's default there)
+//   MRCNN_MAX_IMAGE_PIXELS              decoded height*width limit (default 64 000 000)
 //   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
 //                                       ResolveWorkers below)
 //   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
@@ -47,6 +54,9 @@ struct ServerConfig {
   size_t max_inflight_requests = 128;  // admitted /invocations at once; beyond it 503
 
   size_t max_payload_bytes = 6u << 20;
+  // A body (or a response) may take body_timeout (write_timeout) plus its size at this rate.
+  double min_transfer_bytes_per_s = 1 << 20;
+  bool batch_transform = false;  // SAGEMAKER_BATCH
   std::string batch_strategy = "SINGLE_RECORD";
   int max_concurrent_transforms = 0;  // 0: ResolveWorkers decides
   ImageLimits image_limits;

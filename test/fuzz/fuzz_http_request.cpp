@@ -1,9 +1,9 @@
 // libFuzzer target over what the server does with untrusted bytes: HTTP/1.1 request parsing
 // (Beast's parser with the server's limits), the header checks (Content-Type, Accept,
 // X-Amzn-SageMaker-Custom-Attributes), body splitting (JSON + base64) and image decoding
-// (header sniffing + the strict libjpeg/libpng codec). The first input byte picks the entry
-// point so that raw images are fuzzed directly too. Expected rejections are HttpError;
-// anything else escaping, a crash, a leak or a sanitizer report is a finding.
+// (header sniffing + the strict libjpeg/libpng codec), and JSON Lines records. The first input byte
+// picks the entry point so that raw images are fuzzed directly too. Expected rejections are
+// HttpError; anything else escaping, a crash, a leak or a sanitizer report is a finding.
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "serving/http_error.h"
 #include "serving/image_decoding.h"
+#include "serving/json_lines_decoding.h"
 #include "serving/request_decoding.h"
 
 namespace {
@@ -22,7 +23,32 @@ using namespace mrcnn::serving;
 const ImageLimits kLimits{1 << 20, 4096};
 constexpr size_t kPayloadLimit = 1 << 20;
 
+void CheckImage(const RgbImage& image) {
+  if (image.pixels.size() != static_cast<size_t>(image.height * image.width * 3)) {
+    __builtin_trap();
+  }
+}
+
+// Record by record, as the server does: a bad record is reported, never thrown.
+void DecodeJsonLines(std::span<const uint8_t> body) {
+  std::vector<uint8_t> copy(body.begin(), body.end());  // decoded in place
+  for (std::span<uint8_t> line : SplitJsonLines(copy)) {
+    const JsonLineRecord record = DecodeJsonLine(line, 1);
+    if (record.error) {
+      continue;
+    }
+    try {
+      CheckImage(DecodeImage(record.image(), kLimits));
+    } catch (const HttpError&) {
+    }
+  }
+}
+
 void DecodeImages(BodyKind kind, std::span<const uint8_t> body) {
+  if (kind == BodyKind::kJsonLines) {
+    DecodeJsonLines(body);
+    return;
+  }
   const EncodedImages encoded = SplitInvocationBody(kind, body, 4);
   for (const auto& bytes : encoded.images) {
     const RgbImage image = DecodeImage(bytes, kLimits);

@@ -244,3 +244,40 @@ TEST_CASE("JSON bodies split into images", "[serving][request]") {
         400);
   CHECK(StatusOf([&] { SplitInvocationBody(BodyKind::kJson, Bytes(bare), 2); }) == 400);
 }
+
+TEST_CASE("JSON bodies split in place: base64 decoded inside the body, escapes understood",
+          "[serving][request]") {
+  const auto png = Encode(CanvasWithRectangle(8, 8, 0, 0, 4, 4, 255, 0, 0), ".png");
+  const std::string b64 = EncodeBase64(png.data(), png.size());
+  std::string escaped = b64;  // "\/" is how some JSON encoders write '/'
+  for (size_t at = escaped.find('/'); at != std::string::npos; at = escaped.find('/', at + 2)) {
+    escaped.replace(at, 1, "\\/");
+  }
+  REQUIRE(escaped != b64);  // this image's base64 has a '/' to escape
+  std::string body = "{\"instances\": [{\"image\": \"" + b64 + "\"}, \"" + escaped +
+                     "\", {\"other\": 1, \"image\": \"" + b64 + "\"}]}";
+  const std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(body.data()), body.size());
+  const EncodedImages split = SplitInvocationBodyInPlace(BodyKind::kJson, bytes, 8);
+  REQUIRE(split.images.size() == 3);
+  CHECK(split.list_form);
+  for (const auto& image : split.images) {
+    CHECK(std::vector<uint8_t>(image.begin(), image.end()) == png);
+  }
+  // An escaped string is decoded into a vector of its own, the others where they lie.
+  CHECK(split.owned.size() == 1);
+  CHECK(split.images[0].data() >= bytes.data());
+  CHECK(split.images[0].data() < bytes.data() + bytes.size());
+
+  std::string single = nlohmann::json{{"image", b64}, {"id", 3}}.dump();
+  const EncodedImages one = SplitInvocationBodyInPlace(
+      BodyKind::kJson, {reinterpret_cast<uint8_t*>(single.data()), single.size()}, 8);
+  REQUIRE(one.images.size() == 1);
+  CHECK_FALSE(one.list_form);
+  CHECK(std::vector<uint8_t>(one.images[0].begin(), one.images[0].end()) == png);
+
+  std::string not_list = "{\"instances\": {\"image\": \"" + b64 + "\"}}";
+  CHECK(StatusOf([&] {
+          SplitInvocationBodyInPlace(
+              BodyKind::kJson, {reinterpret_cast<uint8_t*>(not_list.data()), not_list.size()}, 8);
+        }) == 400);
+}

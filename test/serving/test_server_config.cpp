@@ -132,3 +132,57 @@ TEST_CASE("model dir: --model-dir, else SM_MODEL_DIR, else <base>/model as train
   // Empty values count as unset, as for the base dir.
   CHECK(Parse({}, {{"SM_MODEL_DIR", ""}, {"SAGEMAKER_BASE_DIR", ""}}).model_dir == "/opt/ml/model");
 }
+
+TEST_CASE("batch transform: SAGEMAKER_BATCH in any case, the strategy in either spelling",
+          "[serving][config][batch]") {
+  for (const char* yes : {"true", "TRUE", "True", "tRuE"}) {
+    INFO(yes);
+    const ServerConfig batch = Parse({}, {{"SAGEMAKER_BATCH", yes}});
+    CHECK(batch.batch_transform);
+    CHECK(batch.batch_strategy == "MULTI_RECORD");  // what the server does best in a batch job
+    CHECK(batch.request_deadline == std::chrono::seconds(600));  // batch transform's default
+  }
+  for (const char* no : {"false", "FALSE", "False", ""}) {
+    INFO(no);
+    const ServerConfig single = Parse({}, {{"SAGEMAKER_BATCH", no}});
+    CHECK_FALSE(single.batch_transform);
+    CHECK(single.batch_strategy == "SINGLE_RECORD");
+    CHECK(single.request_deadline == std::chrono::seconds(60));
+  }
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_BATCH", "yes"}}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_BATCH", "1"}}), mrcnn::common::ConfigError);
+
+  // The job's own settings win over the batch defaults.
+  const ServerConfig told = Parse({}, {{"SAGEMAKER_BATCH", "true"},
+                                       {"SAGEMAKER_BATCH_STRATEGY", "SingleRecord"},
+                                       {"SAGEMAKER_MODEL_SERVER_TIMEOUT", "3600"}});
+  CHECK(told.batch_strategy == "SINGLE_RECORD");
+  CHECK(told.request_deadline == std::chrono::seconds(3600));
+  CHECK(Parse({}, {{"SAGEMAKER_BATCH_STRATEGY", "MultiRecord"}}).batch_strategy == "MULTI_RECORD");
+  CHECK(Parse({}, {{"SAGEMAKER_BATCH_STRATEGY", "multi_record"}}).batch_strategy == "MULTI_RECORD");
+  CHECK(Parse({"--batch-strategy", "SingleRecord"}, {}).batch_strategy == "SINGLE_RECORD");
+  CHECK_THROWS_AS(Parse({"--batch-strategy", "ALL"}, {}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_MODEL_SERVER_TIMEOUT", "3601"}}),
+                  mrcnn::common::ConfigError);
+}
+
+TEST_CASE("large payloads: up to 1024 MiB, and the decoded-pixel limit is a setting",
+          "[serving][config][limits]") {
+  CHECK(Parse({}, {{"SAGEMAKER_MAX_PAYLOAD_IN_MB", "1024"}}).max_payload_bytes == 1024u << 20);
+  // 0 is batch transform's "arbitrarily large": the largest limit.
+  CHECK(Parse({}, {{"SAGEMAKER_MAX_PAYLOAD_IN_MB", "0"}}).max_payload_bytes == 1024u << 20);
+  CHECK_THROWS_AS(Parse({}, {{"SAGEMAKER_MAX_PAYLOAD_IN_MB", "1025"}}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({"--max-payload-mb", "2000"}, {}), CommandLineExit);
+
+  const ServerConfig defaults = Parse({}, {});
+  CHECK(defaults.image_limits.max_pixels >= 8000 * 6000);  // aerial images fit
+  CHECK(defaults.image_limits.max_side < 60000);           // the PNG bomb's side does not
+  CHECK(Parse({}, {{"MRCNN_MAX_IMAGE_PIXELS", "1000000"}}).image_limits.max_pixels == 1000000);
+  CHECK(Parse({"--max-image-pixels", "5000"}, {{"MRCNN_MAX_IMAGE_PIXELS", "1000000"}})
+            .image_limits.max_pixels == 5000);
+  CHECK_THROWS_AS(Parse({}, {{"MRCNN_MAX_IMAGE_PIXELS", "0"}}), mrcnn::common::ConfigError);
+  CHECK_THROWS_AS(Parse({}, {{"MRCNN_MAX_IMAGE_PIXELS", "lots"}}), mrcnn::common::ConfigError);
+
+  CHECK(defaults.min_transfer_bytes_per_s == 1 << 20);
+  CHECK(Parse({"--min-transfer-rate-mb-s", "8"}, {}).min_transfer_bytes_per_s == 8 << 20);
+}

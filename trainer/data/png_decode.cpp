@@ -102,9 +102,10 @@ bool RunPngDecode(PngDecode* d) {
 
 }  // namespace
 
-cv::Mat DecodePngRgb(std::span<const uint8_t> bytes) {
+cv::Mat DecodePngRgb(std::span<const uint8_t> bytes, cv::Mat into) {
   CheckPngChunks(bytes);
   PngDecode decode;
+  decode.rgb = std::move(into);  // create() keeps its memory when the size and type match
   decode.reader = {bytes.data(), bytes.size(), 0};
   if (!RunPngDecode(&decode)) {
     throw ImageDataError("the PNG image cannot be decoded: " + decode.error);

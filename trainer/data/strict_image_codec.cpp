@@ -137,8 +137,9 @@ bool HasPngSignature(std::span<const uint8_t> bytes) {
   return bytes.size() >= 8 && std::equal(kSignature, kSignature + 8, bytes.begin());
 }
 
-cv::Mat DecodeJpegRgb(std::span<const uint8_t> bytes) {
+cv::Mat DecodeJpegRgb(std::span<const uint8_t> bytes, cv::Mat into) {
   JpegDecode decode;
+  decode.rgb = std::move(into);  // create() keeps its memory when the size and type match
   if (!RunJpegDecode(&decode, bytes.data(), static_cast<unsigned long>(bytes.size()))) {
     // A warning means damaged data; a fatal error can also be a valid JPEG that libjpeg
     // does not support (lossless, 12-bit, ...), hence two wordings.

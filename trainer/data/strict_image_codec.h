@@ -31,13 +31,18 @@ bool HasPngSignature(std::span<const uint8_t> bytes);
 // grayscale replicated; CMYK/YCCK converted with OpenCV's formula; EXIF orientation not
 // applied), except that any libjpeg warning (premature end of file, corrupt data, bad
 // Huffman code, extraneous bytes, ...) throws ImageDataError instead of being papered over.
-cv::Mat DecodeJpegRgb(std::span<const uint8_t> bytes);
+//
+// `into`, for both decoders: when it already has the image's size and type CV_8UC3
+// (continuous), the pixels are written into its memory and the result shares it (the
+// server decodes straight into its request's buffer: no second copy of a large image);
+// otherwise the result is newly allocated.
+cv::Mat DecodeJpegRgb(std::span<const uint8_t> bytes, cv::Mat into = cv::Mat());
 
 // Decodes a PNG to 8-bit RGB (CV_8UC3, continuous) with libpng after CheckPngChunks, with
 // the transforms OpenCV's imdecode(IMREAD_COLOR) applies: 16-bit samples keep their high
 // byte, alpha and tRNS transparency are dropped without compositing, palettes and greys
 // become RGB. Throws ImageDataError for damaged data or a PNG libpng refuses.
-cv::Mat DecodePngRgb(std::span<const uint8_t> bytes);
+cv::Mat DecodePngRgb(std::span<const uint8_t> bytes, cv::Mat into = cv::Mat());
 
 // Walks a PNG's chunks without decoding: throws ImageDataError unless the signature is
 // there, IHDR comes first, every chunk up to IEND is complete and its CRC-32 matches.
