@@ -30,7 +30,7 @@ struct HostedModels::Model {
   uint64_t last_use = 0;
   bool ready = false;  // loaded and warmed up: Acquire hands it out
   std::shared_ptr<Lease::Entry> leases = std::make_shared<Lease::Entry>();
-  std::unique_ptr<InferenceExecutor> executor;
+  std::shared_ptr<InferenceExecutor> executor;
 };
 
 HostedModels::Lease::Lease(std::shared_ptr<Entry> entry, InferenceExecutor* executor)
@@ -189,7 +189,7 @@ HostedModels::LoadResult HostedModels::Load(const std::string& name,
   auto on_loaded = [promise = std::make_shared<std::promise<std::exception_ptr>>(std::move(
                         loaded))](std::exception_ptr error) mutable { promise->set_value(error); };
   std::exception_ptr error;
-  std::unique_ptr<InferenceExecutor> executor;
+  std::shared_ptr<InferenceExecutor> executor;
   try {
     executor = options_.make_executor(url, on_loaded);
     error = loaded_future.get();

@@ -41,8 +41,9 @@ uint64_t ModelFootprint(const std::filesystem::path& dir, int workers, uint64_t 
 struct HostedModelsOptions {
   uint64_t memory_budget_bytes = 0;  // 0: no limit
   // Makes a model's executor for `dir`; loading starts at once, on_loaded reports its end
-  // (nullptr when ready), as InferenceExecutor's constructor does.
-  std::function<std::unique_ptr<InferenceExecutor>(const std::filesystem::path& dir,
+  // (nullptr when ready), as InferenceExecutor's constructor does. Shared so that it can
+  // carry what must outlive the executor (its CoreShare) as the owner.
+  std::function<std::shared_ptr<InferenceExecutor>(const std::filesystem::path& dir,
                                                    std::function<void(std::exception_ptr)>)>
       make_executor;
   // The footprint charged for `dir`; throws when the dir cannot be read.

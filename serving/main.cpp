@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 
 #include "common/allocator_tuning.h"
@@ -14,6 +15,8 @@
 #include "serving/core_share.h"
 #include "serving/http_server.h"
 #include "serving/log_line.h"
+#include "serving/multi_model_loading.h"
+#include "serving/multi_model_routes.h"
 #include "serving/predictor_loading.h"
 #include "serving/sagemaker_routes.h"
 #include "serving/server_lifecycle.h"
@@ -48,48 +51,63 @@ int main(int argc, char** argv) {
     LogLine("configuration error: {}", e.what());
     return 2;
   }
-  const std::string kind = ResolvePredictorKind(config);
-  ResolveWorkers(config, kind, UsableCores());
-  const std::string threads =
-      config.share_cores
-          ? fmt::format("sharing {} cores (a lone request uses them all)", config.cores)
-          : fmt::format("of {} intra-op thread(s)", config.num_threads);
-  LogLine(
-      "predictor {} from {} ({}), {} worker(s) {}, batches of up to {} images / {} us, queue {}, "
-      "payload limit {} bytes, image limit {} pixels, deadline {} ms{}",
-      kind, config.model_dir.string(), config.model_dir_source, config.workers, threads,
-      config.batching.max_batch_images, config.batching.max_wait.count(),
-      config.batching.queue_capacity, config.max_payload_bytes, config.image_limits.max_pixels,
-      config.request_deadline.count(),
-      config.batch_transform
-          ? fmt::format(", batch transform (SAGEMAKER_BATCH, {})", config.batch_strategy)
-          : "");
-
-  // Before the executor: requests it still holds at exit hold admissions.
+  // Before the executors: requests they still hold at exit hold admissions.
   ServerLifecycle lifecycle(config.max_inflight_requests);
   std::optional<CoreShare> core_share;
-  if (config.share_cores) {
-    core_share.emplace(config.cores, config.workers);
+  std::unique_ptr<InferenceExecutor> executor;  // the one model of a single-model endpoint
+  std::unique_ptr<HostedModels> hosted;         // a multi-model endpoint's models
+  if (config.multi_model) {
+    hosted = std::make_unique<HostedModels>(MultiModelOptions(config, UsableCores()));
+    LogLine(
+        "multi-model endpoint (SAGEMAKER_MULTI_MODEL): no model loaded yet, memory budget {} MiB, "
+        "{} MiB workspace per worker, payload limit {} bytes, deadline {} ms",
+        hosted->memory_budget_bytes() >> 20, config.mme_workspace_bytes >> 20,
+        config.max_payload_bytes, config.request_deadline.count());
+    LogLine("ready: /ping answers 200");
+  } else {
+    const std::string kind = ResolvePredictorKind(config);
+    ResolveWorkers(config, kind, UsableCores());
+    const std::string threads =
+        config.share_cores
+            ? fmt::format("sharing {} cores (a lone request uses them all)", config.cores)
+            : fmt::format("of {} intra-op thread(s)", config.num_threads);
+    LogLine(
+        "predictor {} from {} ({}), {} worker(s) {}, batches of up to {} images / {} us, queue {}, "
+        "payload limit {} bytes, image limit {} pixels, deadline {} ms{}",
+        kind, config.model_dir.string(), config.model_dir_source, config.workers, threads,
+        config.batching.max_batch_images, config.batching.max_wait.count(),
+        config.batching.queue_capacity, config.max_payload_bytes, config.image_limits.max_pixels,
+        config.request_deadline.count(),
+        config.batch_transform
+            ? fmt::format(", batch transform (SAGEMAKER_BATCH, {})", config.batch_strategy)
+            : "");
+    if (config.share_cores) {
+      core_share.emplace(config.cores, config.workers);
+    }
+    CoreShare* share = core_share ? &*core_share : nullptr;
+    executor = std::make_unique<InferenceExecutor>(
+        MakePredictorLoader(config, share), config.batching,
+        [](std::exception_ptr error) {
+          if (!error) {
+            LogLine("ready: /ping answers 200");
+            return;
+          }
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& e) {
+            LogLine("model load failed: {}", e.what());
+          }
+          // Nothing was admitted before readiness: fail fast so the
+          // platform reports the reason instead of a ping timeout.
+          std::_Exit(1);
+        },
+        share);
   }
-  CoreShare* share = core_share ? &*core_share : nullptr;
-  InferenceExecutor executor(
-      MakePredictorLoader(config, share), config.batching,
-      [](std::exception_ptr error) {
-        if (!error) {
-          LogLine("ready: /ping answers 200");
-          return;
-        }
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          LogLine("model load failed: {}", e.what());
-        }
-        // Nothing was admitted before readiness: fail fast so the
-        // platform reports the reason instead of a ping timeout.
-        std::_Exit(1);
-      },
-      share);
-  SageMakerRoutes routes(config, executor, lifecycle);
+  SageMakerRoutes routes(config, executor.get(), lifecycle);
+  std::optional<MultiModelRoutes> multi_model_routes;
+  if (hosted) {
+    multi_model_routes.emplace(routes.table(), config, *hosted, lifecycle, routes.cpu_pool());
+  }
   HttpServer server(config, routes.table(), lifecycle);
   uint16_t port = 0;
   try {
@@ -106,7 +124,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const bool clean = server.Run();
-  executor.Stop();
+  if (executor) {
+    executor->Stop();
+  }
+  multi_model_routes.reset();  // loads and unloads under way end first
+  hosted.reset();              // then every model, while the decoding pool still runs
   LogLine("stopped{}", clean ? "" : " (drain timeout: some requests were cut off)");
   if (!clean) {
     std::fflush(stdout);

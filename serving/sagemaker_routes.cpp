@@ -18,14 +18,14 @@ Exchange Immediate(RouteAnswer answer) {
 
 }  // namespace
 
-SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor& executor,
+SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor* executor,
                                  ServerLifecycle& lifecycle)
     : cpu_pool_(static_cast<size_t>(config.cpu_threads)) {
-  table_.Add(http::verb::get, "/ping", [&executor, &lifecycle](const RequestHead&) {
+  table_.Add(http::verb::get, "/ping", [executor, &lifecycle](const RequestHead&) {
     if (lifecycle.Draining()) {
       return Immediate(ErrorAnswer(503, "draining", "the server is shutting down"));
     }
-    if (!executor.Ready()) {
+    if (executor != nullptr && !executor->Ready()) {
       return Immediate(ErrorAnswer(503, "not_ready", "the model is still loading or warming up"));
     }
     return Immediate(RouteAnswer{200, "", "", {}});
@@ -38,8 +38,17 @@ SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor& 
     };
     return Immediate(RouteAnswer{200, parameters.dump(), "application/json", {}});
   });
+  if (executor == nullptr) {
+    table_.Add(http::verb::post, "/invocations", [](const RequestHead&) -> Exchange {
+      throw HttpError(400, "no_target_model",
+                      "this is a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true): load a model "
+                      "with POST /models and invoke it with POST /models/{name}/invoke (SageMaker "
+                      "does this for InvokeEndpoint with TargetModel)");
+    });
+    return;
+  }
   table_.Add(http::verb::post, "/invocations",
-             InvocationRoute({&config, &executor, &lifecycle, &cpu_pool_}));
+             InvocationRoute({&config, executor, &lifecycle, &cpu_pool_}));
 }
 
 SageMakerRoutes::~SageMakerRoutes() {

@@ -20,8 +20,11 @@ namespace mrcnn::serving {
 
 class SageMakerRoutes {
  public:
-  // config, executor and lifecycle must outlive this object.
-  SageMakerRoutes(const ServerConfig& config, InferenceExecutor& executor,
+  // config, executor and lifecycle must outlive this object. A null executor is a
+  // multi-model endpoint (SAGEMAKER_MULTI_MODEL): /ping answers 200 with no model loaded
+  // (until draining), and /invocations answers 400 no_target_model, since the platform invokes
+  // /models/{name}/invoke there (multi_model_routes.h adds those routes).
+  SageMakerRoutes(const ServerConfig& config, InferenceExecutor* executor,
                   ServerLifecycle& lifecycle);
   // Waits for the decoding and encoding still queued on the CPU pool.
   ~SageMakerRoutes();
@@ -29,6 +32,7 @@ class SageMakerRoutes {
   SageMakerRoutes& operator=(const SageMakerRoutes&) = delete;
 
   RouteTable& table() { return table_; }
+  boost::asio::thread_pool& cpu_pool() { return cpu_pool_; }
 
  private:
   boost::asio::thread_pool cpu_pool_;

@@ -90,6 +90,11 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.max_payload_bytes =
       static_cast<size_t>((payload_mb == 0 ? kMaxPayloadMb : payload_mb) << 20);
   config.batch_transform = EnvBool(env, "SAGEMAKER_BATCH");
+  config.multi_model = EnvBool(env, "SAGEMAKER_MULTI_MODEL");
+  config.mme_memory_budget_bytes =
+      static_cast<uint64_t>(EnvInteger(env, "MRCNN_MME_MEMORY_BUDGET_MB", 0, 1, 1 << 24)) << 20;
+  config.mme_workspace_bytes =
+      static_cast<uint64_t>(EnvInteger(env, "MRCNN_MME_WORKSPACE_MB", 1024, 0, 1 << 20)) << 20;
   config.batch_strategy = NormalizeBatchStrategy(
       EnvString(env, "SAGEMAKER_BATCH_STRATEGY",
                 config.batch_transform ? "MULTI_RECORD" : config.batch_strategy),
@@ -171,6 +176,9 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
                  "a body may take --body-timeout-s plus its size at this rate in MiB/s (a "
                  "response likewise with --write-timeout-s)")
       ->check(CLI::Range(0.001, 1e6));
+  app.add_flag("--multi-model", config.multi_model,
+               "a multi-model endpoint: start with no model, load them with POST /models "
+               "(SAGEMAKER_MULTI_MODEL=true)");
   app.add_option("--batch-strategy", config.batch_strategy,
                  "SINGLE_RECORD or MULTI_RECORD (SAGEMAKER_BATCH_STRATEGY; default "
                  "SINGLE_RECORD, MULTI_RECORD when SAGEMAKER_BATCH=true)");

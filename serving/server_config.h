@@ -13,6 +13,11 @@
 //   SAGEMAKER_MODEL_SERVER_TIMEOUT      per-request deadline in seconds, 1 to 3600 (default
 //                                       60; 600 in a batch job, the platform's default there)
 //   MRCNN_MAX_IMAGE_PIXELS              decoded height*width limit (default 64 000 000)
+//   SAGEMAKER_MULTI_MODEL               "true" in any case: a multi-model endpoint (starts with
+//                                       no model; multi_model_routes.h)
+//   MRCNN_MME_MEMORY_BUDGET_MB          the models' memory budget there (default: 3/4 of the
+//                                       container's memory limit, memory_limit.h)
+//   MRCNN_MME_WORKSPACE_MB              activations charged per worker of a model (default 1024)
 //   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
 //                                       ResolveWorkers below)
 //   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
@@ -56,7 +61,10 @@ struct ServerConfig {
   size_t max_payload_bytes = 6u << 20;
   // A body (or a response) may take body_timeout (write_timeout) plus its size at this rate.
   double min_transfer_bytes_per_s = 1 << 20;
-  bool batch_transform = false;  // SAGEMAKER_BATCH
+  bool batch_transform = false;          // SAGEMAKER_BATCH
+  bool multi_model = false;              // SAGEMAKER_MULTI_MODEL
+  uint64_t mme_memory_budget_bytes = 0;  // 0: 3/4 of ReadMemoryLimit(), decided at startup
+  uint64_t mme_workspace_bytes = 1ull << 30;
   std::string batch_strategy = "SINGLE_RECORD";
   int max_concurrent_transforms = 0;  // 0: ResolveWorkers decides
   ImageLimits image_limits;

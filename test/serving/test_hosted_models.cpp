@@ -54,7 +54,7 @@ HostedModelsOptions Options(uint64_t budget, std::vector<std::string>* log = nul
   HostedModelsOptions o;
   o.memory_budget_bytes = budget;
   o.make_executor = [](const fs::path& dir, std::function<void(std::exception_ptr)> on_loaded) {
-    return std::make_unique<InferenceExecutor>(
+    return std::make_shared<InferenceExecutor>(
         [dir]() -> std::unique_ptr<Predictor> {
           return std::make_unique<ImageStatisticsPredictor>(
               ReadImageStatisticsConfig(dir / "statistics_predictor.json"));
