@@ -141,3 +141,11 @@ def test_drone_image_default_config_is_shipped_in_it():
     base = re.search(r"_BASE_:\s*(\S+)", (ROOT / "configs" / default).read_text()).group(1)
     assert (ROOT / "configs" / base).is_file()
     assert "COPY configs/ configs/" in [f"{w} {r}" for w, r in instructions("Dockerfile")]
+
+
+def test_serving_image_declares_what_sagemaker_asks_of_it():
+    # SageMaker reads these labels: the port it may pass in SAGEMAKER_BIND_TO_PORT, and that
+    # the image can be a multi-model endpoint (SAGEMAKER_MULTI_MODEL=true, serving/README.md).
+    labels = {rest for word, rest in instructions("Dockerfile.serving") if word == "LABEL"}
+    assert "com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true" in labels
+    assert "com.amazonaws.sagemaker.capabilities.multi-models=true" in labels
