@@ -202,10 +202,14 @@ void MultiRecordRun::Finish() {
   }
   std::string body;
   body.reserve(size);
-  for (std::string& line : answers_) {
-    body += line;
-    body += '\n';
-    std::string().swap(line);
+  // Separated, not terminated: batch transform with AssembleWith=Line appends a newline
+  // after every response, so a trailing one here would put a blank line into the output
+  // between requests and misalign it with the input.
+  for (size_t i = 0; i < answers_.size(); ++i) {
+    if (i > 0)
+      body += '\n';
+    body += answers_[i];
+    std::string().swap(answers_[i]);
   }
   RouteAnswer answer{200, std::move(body), "application/jsonlines", {}};
   if (batch_images_ > 0) {
