@@ -71,9 +71,8 @@ def main():
         workspace_mb = 1024
         budget_mb = int(2.5 * (weights_mb + workspace_mb))  # two models fit, a third does not
 
-        # Peer: the single-model server on model0, cold start and warm latency.
-        cold_starts, peer_warm = [], []
-        for _ in range(args.rounds):
+        def peer_round():
+            """The single-model server on model0: cold start to /ping 200, then warm requests."""
             port_file = tmp / "single.port"
             port_file.unlink(missing_ok=True)
             t0 = time.perf_counter()
@@ -81,10 +80,8 @@ def main():
                                    "--model-dir", str(dirs[0]), "--predictor", "model", "--workers", "1"],
                                   port_file, tmp / "single.log")
             try:
-                while request(port, "GET", "/ping")[0] != 200:
-                    time.sleep(0.02)
                 cold_starts.append(time.perf_counter() - t0)
-                peer_warm += [invoke(port, "/invocations", image) for _ in range(3)]
+                peer_warm.extend(invoke(port, "/invocations", image) for _ in range(2))
             finally:
                 process.terminate()
                 process.wait(timeout=60)
@@ -93,28 +90,30 @@ def main():
         env_command = ["env", "SAGEMAKER_MULTI_MODEL=true", f"MRCNN_MME_MEMORY_BUDGET_MB={budget_mb}",
                        f"MRCNN_MME_WORKSPACE_MB={workspace_mb}", str(server), "--host", "127.0.0.1", "--port", "0",
                        "--port-file", str(port_file), "--predictor", "model"]
-        process, port = start(env_command, port_file, tmp / "mme.log")
+        cold_starts, peer_warm = [], []
         loads, warm, after_evict, evictions = [], [], [], 0
+        # The peer's rounds alternate with ours, so a machine that gets busier or quieter
+        # during the run shifts both alike.
+        process, port = start(env_command, port_file, tmp / "mme.log")
         try:
             for round_index in range(args.rounds):
                 for i, model_dir in enumerate(dirs):
+                    peer_round()
                     name = f"model{i}"
                     path = f"/models/{name}/invoke"
                     status, _, _ = request(port, "GET", f"/models/{name}")
                     if status == 404:
                         body = json.dumps({"model_name": name, "url": str(model_dir)}).encode()
-                        t0 = time.perf_counter()
                         status, data, load_time = request(port, "POST", "/models", body,
                                                           {"Content-Type": "application/json"})
                         if status != 200:
                             raise SystemExit(f"load {name}: {status} {data[:300]!r}")
                         first = invoke(port, path, image)
                         loads.append(load_time)
-                        evicted = json.loads(data)["evicted"]
-                        evictions += len(evicted)
+                        evictions += len(json.loads(data)["evicted"])
                         if round_index > 0:  # this model was evicted since it last served
                             after_evict.append(load_time + first)
-                    warm += [invoke(port, path, image) for _ in range(2)]
+                    warm.extend(invoke(port, path, image) for _ in range(2))
         finally:
             process.terminate()
             process.wait(timeout=60)
