@@ -4,9 +4,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -191,4 +193,38 @@ TEST_CASE("mask paste cuda equals cpu", "[cuda]") {
   REQUIRE(gpu.scalar_type() == at::kByte);
   const at::Tensor near = (mk::PasteMasks(masks, boxes, 480, 640) - 0.5).abs() <= 1e-6;
   CHECK(at::equal(gpu.masked_fill(near, 0), cpu.masked_fill(near, 0)));
+}
+
+TEST_CASE("mask paste cuda equals cpu on thin and border boxes", "[cuda]") {
+  // Issue 25's shapes: boxes 0.4-13 px across and up to the whole image long, touching
+  // every border, on a tall (1200x300) and a wide (333x517) image.
+  at::manual_seed(25);
+  for (const auto& [h, w] : {std::pair<int64_t, int64_t>{1200, 300}, {333, 517}}) {
+    std::vector<float> coords;
+    for (const float thin : {0.4f, 1.0f, 2.0f, 3.0f, 13.0f}) {
+      const float fh = static_cast<float>(h), fw = static_cast<float>(w);
+      const float frac = at::rand({1}).item<float>();
+      for (const std::array<float, 4>& b : std::vector<std::array<float, 4>>{
+               {fw * 0.3f + frac, 10.0f, fw * 0.3f + frac + thin, fh - 10.0f},  // tall
+               {10.0f, fh * 0.6f + frac, fw - 10.0f, fh * 0.6f + frac + thin},  // wide
+               {0.0f, frac, thin, fh},                                          // left border
+               {fw - thin, 0.0f, fw, fh * 0.8f},                                // right border
+               {frac, 0.0f, fw, thin},                                          // top border
+               {0.0f, fh - thin, fw * 0.7f, fh}}) {                             // bottom border
+        coords.insert(coords.end(), b.begin(), b.end());
+      }
+    }
+    const int64_t n = static_cast<int64_t>(coords.size()) / 4;
+    const at::Tensor boxes = at::tensor(coords).view({n, 4});
+    const at::Tensor masks = at::rand({n, 1, 28, 28});
+    const at::Tensor cpu_values = mk::PasteMasks(masks, boxes, h, w);
+    CAPTURE(h, w);
+    CHECK(at::allclose(mk::PasteMasks(masks.to(kCuda), boxes.to(kCuda), h, w).cpu(), cpu_values,
+                       1e-6, 1e-6));
+    const at::Tensor gpu =
+        mk::PasteMasksBinary(masks.to(kCuda), boxes.to(kCuda), h, w, 1, 0.5).cpu();
+    const at::Tensor cpu = mk::PasteMasksBinary(masks, boxes, h, w, 1, 0.5);
+    const at::Tensor near = (cpu_values - 0.5).abs() <= 1e-6;
+    CHECK(at::equal(gpu.masked_fill(near, 0), cpu.masked_fill(near, 0)));
+  }
 }

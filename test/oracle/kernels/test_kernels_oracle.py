@@ -248,3 +248,56 @@ def test_paste_masks(mrcnn_ops, device):
         theirs = paste_masks_in_image(masks, boxes, (img_h, img_w), padding=padding)
         ours = mrcnn_ops.paste_masks(masks.to(device), boxes.to(device), img_h, img_w, padding).cpu()
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=f"case {case}")
+
+
+def thin_boxes(g, img_h, img_w):
+    """Boxes where paste geometry is most fragile (issue 25): extreme aspect ratios (13x550
+    and longer), boxes 1-3 px (and under 1 px) wide or tall, boxes touching each border and
+    corner, spanning the whole image side; fractional offsets throughout. Clipped to the
+    image, as detections are."""
+    boxes = []
+    for thin in (0.4, 1.0, 1.6, 2.0, 2.7, 3.0, 5.5, 13.0):
+        for long_side in (0.45 * max(img_h, img_w), 550.0, float(max(img_h, img_w))):
+            off = torch.rand(4, generator=g).tolist()
+            x = off[0] * max(img_w - thin, 1.0)
+            y = off[1] * max(img_h - long_side, 1.0)
+            boxes.append([x, y, x + thin, y + long_side])  # tall
+            x = off[2] * max(img_w - long_side, 1.0)
+            y = off[3] * max(img_h - thin, 1.0)
+            boxes.append([x, y, x + long_side, y + thin])  # wide
+        f = float(torch.rand(1, generator=g)) * 0.9
+        boxes += [[0.0, f, thin, img_h - f], [img_w - thin, 0.0, float(img_w), img_h * 0.8 + f],
+                  [f, 0.0, img_w - f, thin], [0.0, img_h - thin, img_w * 0.7 + f, float(img_h)],
+                  [0.0, 0.0, thin, thin * 20], [img_w - thin * 20, img_h - thin, float(img_w), float(img_h)]]
+    boxes += [[0.0, 0.0, float(img_w), float(img_h)], [0.0, 0.0, 1.0, 1.0],
+              [img_w - 1.0, img_h - 1.0, float(img_w), float(img_h)]]
+    return torchvision.ops.clip_boxes_to_image(torch.tensor(boxes), (img_h, img_w))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("image", [(333, 517), (1200, 300), (640, 640)])
+def test_paste_masks_thin_and_border_boxes(mrcnn_ops, device, image):
+    """Thin, border-touching and 1-3 px boxes (issue 25) against paste_masks_in_image: the
+    pasted values, and the thresholded op at every pixel whose torchvision probability is
+    clearly off 0.5 (< 0.3 or > 0.7)."""
+    img_h, img_w = image
+    g = torch.Generator().manual_seed(25 + img_h)
+    boxes = thin_boxes(g, img_h, img_w)
+    n = boxes.shape[0]
+    # Half uniform noise, half a smooth blob off the mask centre: a transposed or stretched
+    # paste moves the blob, which noise alone would hide in its average.
+    yy, xx = torch.meshgrid(torch.linspace(0, 1, 28), torch.linspace(0, 1, 28), indexing="ij")
+    blob = torch.sigmoid(12 * (0.3 - ((yy - 0.3) ** 2 + (xx - 0.65) ** 2).sqrt()))
+    masks = torch.where(torch.arange(n).view(n, 1, 1, 1) % 2 == 0, torch.rand(n, 1, 28, 28, generator=g),
+                        blob.expand(n, 1, 28, 28))
+    theirs = paste_masks_in_image(masks, boxes, image, padding=1)
+    ours = mrcnn_ops.paste_masks(masks.to(device), boxes.to(device), img_h, img_w, 1).cpu()
+    binary = mrcnn_ops.paste_masks_binary(masks.to(device), boxes.to(device), img_h, img_w, 1, 0.5).cpu()
+    clear = (theirs < 0.3) | (theirs > 0.7)
+    for k in range(n):
+        box = [round(v, 2) for v in boxes[k].tolist()]
+        ours_px, theirs_px = int((binary[k] != 0).sum()), int((theirs[k] >= 0.5).sum())
+        msg = f"box {k} {box}: {ours_px} pixels vs torchvision {theirs_px}"
+        torch.testing.assert_close(ours[k], theirs[k], rtol=1e-5, atol=1e-5, msg=msg)
+        flips = ((binary[k] != 0) != (theirs[k] >= 0.5)) & clear[k]
+        assert int(flips.sum()) == 0, f"{msg}, {int(flips.sum())} clear pixels differ"

@@ -109,6 +109,8 @@ def mask_iou(a, b):
 
 
 def compare_eval(tv, ours, images):
+    """Every torchvision detection has a counterpart; returns (detections, thin), thin
+    counting those with an aspect ratio of 10 or more whose mask has clear pixels."""
     torch.set_num_threads(THREADS)
     with torch.no_grad():
         original_sizes = [tuple(img.shape[-2:]) for img in images]
@@ -126,7 +128,7 @@ def compare_eval(tv, ours, images):
             assert (mine - props).abs().max().item() <= 1e-3, f"image {i}: proposals differ"
         detections, _ = tv.roi_heads(features, proposals, batch.image_sizes)
         detections = tv.transform.postprocess(detections, batch.image_sizes, original_sizes)
-    total = 0
+    total = thin = 0
     for i, det in enumerate(detections):
         boxes, scores, labels = ours[f"boxes.{i}"], ours[f"scores.{i}"], ours[f"labels.{i}"]
         assert boxes.shape == det["boxes"].shape, f"image {i}: {boxes.shape[0]} detections vs {det['boxes'].shape[0]}"
@@ -147,15 +149,29 @@ def compare_eval(tv, ours, images):
             # IoU by over 1%; a real difference flips pixels that are clearly on one side.
             clear_flips = (((mine >= 0.5) != (theirs >= 0.5)) & ((theirs - 0.5).abs() > 0.02)).sum().item()
             assert iou >= 0.99 or clear_flips == 0, f"image {i} detection {k}: mask IoU {iou}, {clear_flips} clear flips"
-    return total
+            # Whatever the IoU: no pixel whose probability is far from 0.5 may flip (issue 25
+            # was thin boxes whose masks covered up to 2.9x torchvision's pixels).
+            far = (theirs < 0.3) | (theirs > 0.7)
+            far_flips = (((mine >= 0.5) != (theirs >= 0.5)) & far).sum().item()
+            assert far_flips == 0, f"image {i} detection {k} (box {det['boxes'][k].tolist()}): " \
+                                   f"{(mine >= 0.5).sum().item()} mask pixels vs torchvision " \
+                                   f"{(theirs >= 0.5).sum().item()}, {far_flips} far from 0.5 differ"
+            x1, y1, x2, y2 = det["boxes"][k].tolist()
+            if max(x2 - x1, y2 - y1) >= 10 * max(min(x2 - x1, y2 - y1), 1e-6) and bool((theirs > 0.7).any()):
+                thin += 1
+    return total, thin
 
 
-@pytest.mark.parametrize("num_classes,shapes,min_size,max_size,min_detections", [
-    (5, [(240, 320), (400, 260), (150, 500)], 320, 560, 150),
+@pytest.mark.parametrize("num_classes,shapes,min_size,max_size,min_detections,min_thin", [
+    (5, [(240, 320), (400, 260), (150, 500)], 320, 560, 150, 0),
     # 90 peaky classes spread the detections over many per-class NMS groups: fewer survive.
-    (91, [(480, 640), (300, 420), (500, 380)], 800, 1333, 60),
+    (91, [(480, 640), (300, 420), (500, 380)], 800, 1333, 60, 0),
+    # Issue 25's shapes: a wide, a 4:1 tall (resized to 1333x333) and a square image, with
+    # the default sizes; random boxes there include many thin ones (aspect ratio >= 10).
+    (91, [(333, 517), (1200, 300), (640, 640)], 800, 1333, 150, 50),
 ])
-def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min_size, max_size, min_detections):
+def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min_size, max_size, min_detections,
+                                       min_thin):
     torch.manual_seed(0)
     tv = torchvision.models.detection.maskrcnn_resnet50_fpn(
         weights=None, weights_backbone=None, num_classes=num_classes, min_size=min_size, max_size=max_size,
@@ -167,8 +183,9 @@ def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min
         "MODEL.ROI_HEADS.SCORE_THRESH_TEST": 0.0, "INPUT.MIN_SIZE_TEST": min_size, "INPUT.MAX_SIZE_TEST": max_size})
     images = make_images(2, shapes)
     ours = run_probe(probe, model_dir, {f"image.{i}": img for i, img in enumerate(images)}, tmp_path, "eval")
-    total = compare_eval(tv, ours, images)
+    total, thin = compare_eval(tv, ours, images)
     assert total >= min_detections, f"only {total} detections: the comparison would be too weak"
+    assert thin >= min_thin, f"only {thin} thin detections with a mask: the thin-box comparison would be too weak"
 
 
 def test_winograd_inference_close_to_direct(probe, tmp_path):
