@@ -21,14 +21,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class ScratchDir {
+class HostedModelsScratch {
  public:
-  ScratchDir() {
+  HostedModelsScratch() {
     std::string pattern = (fs::temp_directory_path() / "hosted-models-XXXXXX").string();
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path_ = pattern;
   }
-  ~ScratchDir() {
+  ~HostedModelsScratch() {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -40,8 +40,8 @@ class ScratchDir {
 
 // A model dir for the statistics predictor whose predictor.json makes its footprint
 // `bytes` (padding) and its behaviour `extra`.
-fs::path ModelDir(const fs::path& root, const std::string& name, size_t bytes = 1000,
-                  nlohmann::json extra = nlohmann::json::object()) {
+fs::path StatisticsModelDir(const fs::path& root, const std::string& name, size_t bytes = 1000,
+                            nlohmann::json extra = nlohmann::json::object()) {
   const fs::path dir = root / name;
   fs::create_directories(dir);
   std::ofstream(dir / "statistics_predictor.json") << extra.dump();
@@ -49,8 +49,9 @@ fs::path ModelDir(const fs::path& root, const std::string& name, size_t bytes = 
   return dir;
 }
 
-HostedModelsOptions Options(uint64_t budget, std::vector<std::string>* log = nullptr,
-                            std::mutex* log_mutex = nullptr) {
+HostedModelsOptions StatisticsModelsOptions(uint64_t budget,
+                                            std::vector<std::string>* log = nullptr,
+                                            std::mutex* log_mutex = nullptr) {
   HostedModelsOptions o;
   o.memory_budget_bytes = budget;
   o.make_executor = [](const fs::path& dir, std::function<void(std::exception_ptr)> on_loaded) {
@@ -73,7 +74,7 @@ HostedModelsOptions Options(uint64_t budget, std::vector<std::string>* log = nul
 
 // One image through a leased model; its detection count (the statistics predictor finds
 // one object per bright quadrant).
-size_t Invoke(HostedModels& models, const std::string& name) {
+size_t InvokeOneImage(HostedModels& models, const std::string& name) {
   auto lease = models.Acquire(name);
   REQUIRE(lease);
   RgbImage image{8, 8, std::vector<uint8_t>(8 * 8 * 3, 0)};
@@ -91,16 +92,17 @@ size_t Invoke(HostedModels& models, const std::string& name) {
 }  // namespace
 
 TEST_CASE("HostedModels: load, duplicate, invoke, list, unload, unknown") {
-  ScratchDir root;
-  HostedModels models(Options(0));
-  const auto a = models.Load("a", ModelDir(root.path(), "a"));
+  HostedModelsScratch root;
+  HostedModels models(StatisticsModelsOptions(0));
+  const auto a = models.Load("a", StatisticsModelDir(root.path(), "a"));
   CHECK(a.status == HostedModels::LoadStatus::kLoaded);
   CHECK(a.evicted.empty());
-  const auto again = models.Load("a", ModelDir(root.path(), "a2"));
+  const auto again = models.Load("a", StatisticsModelDir(root.path(), "a2"));
   CHECK(again.status == HostedModels::LoadStatus::kAlreadyLoaded);
   CHECK(again.detail.find("already loaded") != std::string::npos);
-  CHECK(models.Load("b", ModelDir(root.path(), "b")).status == HostedModels::LoadStatus::kLoaded);
-  CHECK(Invoke(models, "a") == 1);
+  CHECK(models.Load("b", StatisticsModelDir(root.path(), "b")).status ==
+        HostedModels::LoadStatus::kLoaded);
+  CHECK(InvokeOneImage(models, "a") == 1);
   CHECK_FALSE(models.Acquire("nope"));
   const auto list = models.List();
   REQUIRE(list.size() == 2);
@@ -118,12 +120,13 @@ TEST_CASE("HostedModels: load, duplicate, invoke, list, unload, unknown") {
 }
 
 TEST_CASE("HostedModels: a missing dir is not found, a model that fails to load is bad") {
-  ScratchDir root;
-  HostedModels models(Options(10'000));
+  HostedModelsScratch root;
+  HostedModels models(StatisticsModelsOptions(10'000));
   const auto missing = models.Load("m", root.path() / "nowhere");
   CHECK(missing.status == HostedModels::LoadStatus::kNotFound);
   CHECK(missing.detail.find("nowhere") != std::string::npos);
-  const auto bad = models.Load("bad", ModelDir(root.path(), "bad", 100, {{"fail_load", true}}));
+  const auto bad =
+      models.Load("bad", StatisticsModelDir(root.path(), "bad", 100, {{"fail_load", true}}));
   CHECK(bad.status == HostedModels::LoadStatus::kBadModel);
   CHECK(bad.detail.find("failed to load") != std::string::npos);
   CHECK(models.charged_bytes() == 0);  // nothing stays charged for it
@@ -132,22 +135,22 @@ TEST_CASE("HostedModels: a missing dir is not found, a model that fails to load 
 }
 
 TEST_CASE("HostedModels: 5 models under a budget for 2, round robin: LRU evictions, no errors") {
-  ScratchDir root;
+  HostedModelsScratch root;
   std::vector<std::string> log;
   std::mutex log_mutex;
   // Each model's footprint is its two files: padding 1000 bytes + "{}".
   const uint64_t each = 1002;
-  HostedModels models(Options(2 * each + each / 2, &log, &log_mutex));
+  HostedModels models(StatisticsModelsOptions(2 * each + each / 2, &log, &log_mutex));
   std::vector<std::string> evictions;
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 5; ++i) {
       const std::string name = fmt::format("m{}", i);
       if (!models.Acquire(name)) {
-        const auto result = models.Load(name, ModelDir(root.path(), name));
+        const auto result = models.Load(name, StatisticsModelDir(root.path(), name));
         REQUIRE(result.status == HostedModels::LoadStatus::kLoaded);
         evictions.insert(evictions.end(), result.evicted.begin(), result.evicted.end());
       }
-      CHECK(Invoke(models, name) == 1);
+      CHECK(InvokeOneImage(models, name) == 1);
       CHECK(models.charged_bytes() <= models.memory_budget_bytes());
       CHECK(models.List().size() <= 2);
     }
@@ -167,23 +170,25 @@ TEST_CASE("HostedModels: 5 models under a budget for 2, round robin: LRU evictio
 }
 
 TEST_CASE("HostedModels: LRU follows use, not load order") {
-  ScratchDir root;
-  HostedModels models(Options(2 * 1002 + 10));
-  REQUIRE(models.Load("a", ModelDir(root.path(), "a")).status == HostedModels::LoadStatus::kLoaded);
-  REQUIRE(models.Load("b", ModelDir(root.path(), "b")).status == HostedModels::LoadStatus::kLoaded);
-  CHECK(Invoke(models, "a") == 1);  // a is now the more recently used
-  const auto c = models.Load("c", ModelDir(root.path(), "c"));
+  HostedModelsScratch root;
+  HostedModels models(StatisticsModelsOptions(2 * 1002 + 10));
+  REQUIRE(models.Load("a", StatisticsModelDir(root.path(), "a")).status ==
+          HostedModels::LoadStatus::kLoaded);
+  REQUIRE(models.Load("b", StatisticsModelDir(root.path(), "b")).status ==
+          HostedModels::LoadStatus::kLoaded);
+  CHECK(InvokeOneImage(models, "a") == 1);  // a is now the more recently used
+  const auto c = models.Load("c", StatisticsModelDir(root.path(), "c"));
   REQUIRE(c.status == HostedModels::LoadStatus::kLoaded);
   CHECK(c.evicted == std::vector<std::string>{"b"});
   CHECK(models.Find("a").has_value());
 }
 
 TEST_CASE("HostedModels: a model larger than the whole budget is refused and evicts nothing") {
-  ScratchDir root;
-  HostedModels models(Options(3000));
-  REQUIRE(models.Load("small", ModelDir(root.path(), "small")).status ==
+  HostedModelsScratch root;
+  HostedModels models(StatisticsModelsOptions(3000));
+  REQUIRE(models.Load("small", StatisticsModelDir(root.path(), "small")).status ==
           HostedModels::LoadStatus::kLoaded);
-  const auto big = models.Load("big", ModelDir(root.path(), "big", 5000));
+  const auto big = models.Load("big", StatisticsModelDir(root.path(), "big", 5000));
   CHECK(big.status == HostedModels::LoadStatus::kInsufficientMemory);
   CHECK(big.detail.find("more than the whole memory budget") != std::string::npos);
   CHECK(big.evicted.empty());
@@ -191,9 +196,10 @@ TEST_CASE("HostedModels: a model larger than the whole budget is refused and evi
 }
 
 TEST_CASE("HostedModels: unloading waits for the model's in-flight requests") {
-  ScratchDir root;
-  HostedModels models(Options(0));
-  REQUIRE(models.Load("a", ModelDir(root.path(), "a")).status == HostedModels::LoadStatus::kLoaded);
+  HostedModelsScratch root;
+  HostedModels models(StatisticsModelsOptions(0));
+  REQUIRE(models.Load("a", StatisticsModelDir(root.path(), "a")).status ==
+          HostedModels::LoadStatus::kLoaded);
   auto lease = models.Acquire("a");
   REQUIRE(lease);
   std::atomic<bool> unloaded{false};
@@ -215,14 +221,14 @@ TEST_CASE("HostedModels: unloading waits for the model's in-flight requests") {
 }
 
 TEST_CASE("ModelFootprint: weights per worker plus a workspace per worker") {
-  ScratchDir root;
-  const auto dir = ModelDir(root.path(), "m", 4000);
+  HostedModelsScratch root;
+  const auto dir = StatisticsModelDir(root.path(), "m", 4000);
   CHECK(ModelFootprint(dir, 1, 0) == 4002);
   CHECK(ModelFootprint(dir, 3, 100) == 3 * 4102);
 }
 
 TEST_CASE("ReadMemoryLimit: the container's limit, else the machine's RAM") {
-  ScratchDir root;
+  HostedModelsScratch root;
   const MemoryLimit unlimited = ReadMemoryLimit(root.path());  // no cgroup files at all
   CHECK(unlimited.source == "physical memory");
   CHECK(unlimited.bytes > (64u << 20));

@@ -48,21 +48,22 @@ class ModelDirs {
   fs::path root_;
 };
 
-const std::map<std::string, std::string> kPng = {{"Content-Type", "image/png"}};
+const std::map<std::string, std::string> kPngHeaders = {{"Content-Type", "image/png"}};
 
 // A green rectangle the statistics predictor finds as one "<model>-green" detection.
-std::string Png() {
+std::string GreenRectanglePng() {
   return AsString(Encode(CanvasWithRectangle(40, 30, 2, 2, 12, 10, 0, 255, 0), ".png"));
 }
 
-HttpReply Load(uint16_t port, const std::string& name, const std::string& url) {
+HttpReply LoadModel(uint16_t port, const std::string& name, const std::string& url) {
   return Request(port, "POST", "/models", json{{"model_name", name}, {"url", url}}.dump(),
                  {{"Content-Type", "application/json"}});
 }
 
 // The label of the one detection /models/{name}/invoke answers with.
 std::string InvokeLabel(uint16_t port, const std::string& name) {
-  const HttpReply reply = Request(port, "POST", "/models/" + name + "/invoke", Png(), kPng);
+  const HttpReply reply =
+      Request(port, "POST", "/models/" + name + "/invoke", GreenRectanglePng(), kPngHeaders);
   INFO(reply.body);
   REQUIRE(reply.status == 200);
   const json body = json::parse(reply.body);
@@ -87,27 +88,28 @@ TEST_CASE("multi-model: load, duplicate 409, invoke, unknown 404, list, describe
   server.WaitUntilReady();  // no model at all, and /ping is 200
   const uint16_t port = server.port();
 
-  const HttpReply loaded = Load(port, "site-a", dirs.Add("site-a"));
+  const HttpReply loaded = LoadModel(port, "site-a", dirs.Add("site-a"));
   INFO(loaded.body);
   REQUIRE(loaded.status == 200);
   CHECK(json::parse(loaded.body)["modelName"] == "site-a");
-  const HttpReply again = Load(port, "site-a", dirs.Add("site-a-copy"));
+  const HttpReply again = LoadModel(port, "site-a", dirs.Add("site-a-copy"));
   CHECK(again.status == 409);
   CHECK(json::parse(again.body)["error"] == "model_already_loaded");
-  REQUIRE(Load(port, "site-b", dirs.Add("site-b")).status == 200);
+  REQUIRE(LoadModel(port, "site-b", dirs.Add("site-b")).status == 200);
 
   CHECK(InvokeLabel(port, "site-a") == "site-a-green");
   CHECK(InvokeLabel(port, "site-b") == "site-b-green");
   // The target-model header is only logged; the path decides.
   const HttpReply with_header =
-      Request(port, "POST", "/models/site-a/invoke", Png(),
+      Request(port, "POST", "/models/site-a/invoke", GreenRectanglePng(),
               {{"Content-Type", "image/png"}, {"X-Amzn-SageMaker-Target-Model", "site-b.tar.gz"}});
   CHECK(json::parse(with_header.body)["detections"][0]["label"] == "site-a-green");
-  const HttpReply unknown = Request(port, "POST", "/models/nobody/invoke", Png(), kPng);
+  const HttpReply unknown =
+      Request(port, "POST", "/models/nobody/invoke", GreenRectanglePng(), kPngHeaders);
   CHECK(unknown.status == 404);
   CHECK(json::parse(unknown.body)["error"] == "model_not_found");
   // /invocations names no model on a multi-model endpoint.
-  CHECK(Request(port, "POST", "/invocations", Png(), kPng).status == 400);
+  CHECK(Request(port, "POST", "/invocations", GreenRectanglePng(), kPngHeaders).status == 400);
 
   // Listing, one model per page.
   std::vector<std::string> listed;
@@ -135,14 +137,15 @@ TEST_CASE("multi-model: load, duplicate 409, invoke, unknown 404, list, describe
   CHECK(Request(port, "DELETE", "/models/site-a").status == 200);
   CHECK(Request(port, "GET", "/models/site-a").status == 404);
   CHECK(Request(port, "DELETE", "/models/site-a").status == 404);
-  CHECK(Request(port, "POST", "/models/site-a/invoke", Png(), kPng).status == 404);
+  CHECK(Request(port, "POST", "/models/site-a/invoke", GreenRectanglePng(), kPngHeaders).status ==
+        404);
   CHECK(InvokeLabel(port, "site-b") == "site-b-green");
 
   // Bad loads: no such dir, a model that fails to load, a body that is not the contract's.
-  const HttpReply missing = Load(port, "ghost", (dirs.root() / "nowhere").string());
+  const HttpReply missing = LoadModel(port, "ghost", (dirs.root() / "nowhere").string());
   CHECK(missing.status == 404);
   CHECK(json::parse(missing.body)["error"] == "model_dir_not_found");
-  const HttpReply broken = Load(port, "broken", dirs.Add("broken", 0, {{"fail_load", true}}));
+  const HttpReply broken = LoadModel(port, "broken", dirs.Add("broken", 0, {{"fail_load", true}}));
   CHECK(broken.status == 400);
   CHECK(json::parse(broken.body)["error"] == "bad_model");
   CHECK(Request(port, "GET", "/models/broken").status == 404);
@@ -172,16 +175,18 @@ TEST_CASE("multi-model: 5 models under a budget for 2, round robin, LRU eviction
     for (int i = 0; i < 5; ++i) {
       const std::string name = fmt::format("m{}", i);
       // As SageMaker does: invoke; on 404 load, then invoke again.
-      HttpReply reply = Request(port, "POST", "/models/" + name + "/invoke", Png(), kPng);
+      HttpReply reply =
+          Request(port, "POST", "/models/" + name + "/invoke", GreenRectanglePng(), kPngHeaders);
       if (reply.status == 404) {
-        const HttpReply load = Load(port, name, urls[static_cast<size_t>(i)]);
+        const HttpReply load = LoadModel(port, name, urls[static_cast<size_t>(i)]);
         INFO(load.body);
         REQUIRE(load.status == 200);
         ++loads;
         const json answer = json::parse(load.body);
         for (const auto& gone : answer["evicted"])
           evicted.insert(gone.get<std::string>());
-        reply = Request(port, "POST", "/models/" + name + "/invoke", Png(), kPng);
+        reply =
+            Request(port, "POST", "/models/" + name + "/invoke", GreenRectanglePng(), kPngHeaders);
       }
       INFO(reply.body);
       REQUIRE(reply.status == 200);
@@ -199,7 +204,7 @@ TEST_CASE("multi-model: 5 models under a budget for 2, round robin, LRU eviction
   }
   CHECK(evictions == 13);
 
-  const HttpReply too_big = Load(port, "huge", dirs.Add("huge", 3 << 20));
+  const HttpReply too_big = LoadModel(port, "huge", dirs.Add("huge", 3 << 20));
   INFO(too_big.body);
   CHECK(too_big.status == 507);
   CHECK(json::parse(too_big.body)["error"] == "insufficient_memory");
@@ -212,12 +217,12 @@ TEST_CASE("multi-model: different models run in parallel; unloading waits for in
   ServerProcess server({}, json::object(), MultiModelEnv());
   server.WaitUntilReady();
   const uint16_t port = server.port();
-  REQUIRE(Load(port, "slow", dirs.Add("slow", 0, {{"image_delay_ms", 1500}})).status == 200);
-  REQUIRE(Load(port, "fast", dirs.Add("fast")).status == 200);
+  REQUIRE(LoadModel(port, "slow", dirs.Add("slow", 0, {{"image_delay_ms", 1500}})).status == 200);
+  REQUIRE(LoadModel(port, "fast", dirs.Add("fast")).status == 200);
 
   const auto start = std::chrono::steady_clock::now();
   auto slow = std::async(std::launch::async, [port] {
-    return Request(port, "POST", "/models/slow/invoke", Png(), kPng);
+    return Request(port, "POST", "/models/slow/invoke", GreenRectanglePng(), kPngHeaders);
   });
   std::this_thread::sleep_for(200ms);  // the slow model is busy now
   CHECK(InvokeLabel(port, "fast") == "fast-green");
