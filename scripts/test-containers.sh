@@ -12,6 +12,11 @@
 #      weights bit-identical, only algo-1 writes model/
 #   5. serving: `run -d ... IMAGE serve` on that model -> /ping 200, /invocations with a JPEG
 #      answers what `trainer predict` answers, `podman stop` -> the container exits 0
+#   5b. other hosting modes on the serving image: a multi-model endpoint
+#      (SAGEMAKER_MULTI_MODEL=true; scripts/containers/mme_sequence.py: load, duplicate 409,
+#      invoke, unknown 404, list, delete; five models round robin under a budget for two,
+#      LRU evictions logged, no error; a model larger than the budget 507), and a 4000x3000
+#      PNG answered with SAGEMAKER_MAX_PAYLOAD_IN_MB=100, refused 413 at the default
 #   6. drone: the drone image fine-tunes a one-category COCO set from the shapes model in
 #      the `weights` channel; classes.json names the custom category
 #   7. user failures: a misspelt hyperparameter and a missing train channel -> non-zero
@@ -19,7 +24,9 @@
 #      serve exits non-zero naming it
 #   8. SageMaker's own client: the SageMaker Python SDK (v2, its own venv .venv-sagemaker)
 #      in local mode, through docker-compose and podman's Docker API: Estimator.fit on the
-#      training image, Model.deploy + predict on the serving image
+#      training image, Model.deploy + predict on the serving image; then batch transform on
+#      the serving image (scripts/containers/sagemaker_transform.py): SingleRecord over a
+#      folder of PNG/JPEG files, MultiRecord JSON Lines with a corrupt line
 #      (scripts/containers/sagemaker_local_mode.py: telemetry off, nothing leaves the machine)
 # Each step prints what it checked and how long it took; on a failure, the container's log tail.
 #
@@ -389,6 +396,81 @@ podman rm "$serve_ctr" >/dev/null
 podman network rm "$net" >/dev/null
 step_done
 
+step "serving image, other hosting modes: a multi-model endpoint; async-sized payloads"
+# Multi-model (SAGEMAKER_MULTI_MODEL=true): five copies of the model under /opt/ml/models,
+# a memory budget that holds two of them, and one model dir larger than the whole budget
+# (a sparse file: its size counts, no disk is used). scripts/containers/mme_sequence.py
+# drives it as SageMaker does.
+failure_log=$work/mme.log
+models=$work/mme-models
+mkdir -p "$models/too-big"
+for i in 0 1 2 3 4; do cp -r "$tree/model" "$models/site-$i"; done
+cp "$tree/model"/* "$models/too-big/"
+truncate -s 64G "$models/too-big/padding.bin"
+model_mb=$(du -sm --apparent-size "$tree/model" | cut -f1)
+budget_mb=$(( (model_mb + 256) * 5 / 2 ))
+podman network create "$net" >/dev/null
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" -e SAGEMAKER_MULTI_MODEL=true \
+  -e MRCNN_MME_MEMORY_BUDGET_MB="$budget_mb" -e MRCNN_MME_WORKSPACE_MB=256 -v "$models":/opt/ml/models:ro \
+  mrcnn-serving serve >/dev/null || fail "podman run (multi-model) failed"
+wait_for_ping() {  # PORT CONTAINER
+  local code=
+  for _ in $(seq 1 600); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/ping" || true)
+    [[ $code == 200 ]] && return 0
+    [[ $(podman inspect -f '{{.State.Running}}' "$2") == true ]] || { podman logs "$2" >"$failure_log" 2>&1; fail "$2 exited before it was ready"; }
+    sleep 0.2
+  done
+  podman logs "$2" >"$failure_log" 2>&1
+  fail "/ping answered $code after 120 s"
+}
+wait_for_ping "$port" "$serve_ctr"
+model_args=()
+for i in 0 1 2 3 4; do model_args+=(--model "site-$i=/opt/ml/models/site-$i"); done
+python3 scripts/containers/mme_sequence.py --port "$port" --image "$jpeg" "${model_args[@]}" \
+  --too-big too-big=/opt/ml/models/too-big >"$failure_log" 2>&1 || { podman logs "$serve_ctr" >>"$failure_log" 2>&1; fail "the multi-model sequence failed"; }
+while read -r line; do check "${line#checked: }"; done < <(grep '^checked: ' "$failure_log")
+evictions=$(podman logs "$serve_ctr" 2>&1 | grep -c 'least recently used; evicted to make room for') || true
+((evictions > 0)) || fail "the server's log names no LRU eviction"
+check "the server's log names $evictions LRU evictions (budget $budget_mb MiB for models of $model_mb MiB + 256 MiB workspace)"
+podman stop -t 30 "$serve_ctr" >/dev/null
+rc=$(podman inspect -f '{{.State.ExitCode}}' "$serve_ctr")
+((rc == 0)) || fail "the multi-model server exited $rc on podman stop"
+podman rm "$serve_ctr" >/dev/null
+# Async inference's large bodies: a 4000x3000 noise PNG (about 36 MB) is answered with
+# SAGEMAKER_MAX_PAYLOAD_IN_MB=100 and refused (413) at the default 6 MB.
+failure_log=$work/large-payload.log
+big_png=$work/aerial-4000x3000.png
+"$top/.venv/bin/python" -c 'import sys, numpy as np; from PIL import Image
+Image.fromarray(np.random.default_rng(0).integers(0, 256, (3000, 4000, 3), dtype=np.uint8)).save(sys.argv[1])' "$big_png" ||
+  fail "could not make the 4000x3000 PNG"
+big_mb=$(du -m --apparent-size "$big_png" | cut -f1)
+for limit in 100 default; do
+  env_args=()
+  [[ $limit == default ]] || env_args=(-e SAGEMAKER_MAX_PAYLOAD_IN_MB="$limit")
+  podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" "${env_args[@]}" \
+    -v "$tree/model":/opt/ml/model:ro mrcnn-serving serve >/dev/null || fail "podman run (payload $limit) failed"
+  wait_for_ping "$port" "$serve_ctr"
+  started=$(date +%s.%N)
+  code=$(curl -sS -o "$work/large-answer.json" -w '%{http_code}' -H 'Content-Type: image/png' \
+    --data-binary @"$big_png" "http://127.0.0.1:$port/invocations" || true)
+  secs=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [[ $limit == default ]]; then
+    [[ $code == 413 ]] || { podman logs "$serve_ctr" >"$failure_log" 2>&1; fail "a $big_mb MB PNG at the default payload limit: $code, not 413"; }
+    check "a $big_mb MB 4000x3000 PNG at the default limit (6 MB): 413 in $secs s"
+  else
+    [[ $code == 200 ]] || { podman logs "$serve_ctr" >"$failure_log" 2>&1; fail "a $big_mb MB PNG with SAGEMAKER_MAX_PAYLOAD_IN_MB=$limit: $code $(head -c 300 "$work/large-answer.json")"; }
+    python3 -c 'import json, sys; a = json.load(open(sys.argv[1])); assert (a["width"], a["height"]) == (4000, 3000), a' \
+      "$work/large-answer.json" || fail "the answer is not for a 4000x3000 image"
+    check "a $big_mb MB 4000x3000 PNG with SAGEMAKER_MAX_PAYLOAD_IN_MB=$limit: 200 for 4000x3000 in $secs s"
+  fi
+  podman rm -f -t 5 "$serve_ctr" >/dev/null
+done
+podman network rm "$net" >/dev/null
+rm -rf "$models" "$big_png"
+step_done
+
 step "drone: fine-tune a custom category with the shapes model in the weights channel"
 drone=$work/opt_ml_drone
 mkdir -p "$drone/input/data/weights"
@@ -511,6 +593,30 @@ SHIM
   sdk_containers_cleanup
   sdk_cleanup=
   ((rc == 0)) || fail "the SageMaker SDK run exited $rc"
+  while read -r line; do check "${line#checked: }"; done < <(grep '^checked: ' "$failure_log")
+  step_done
+
+  step "SageMaker Python SDK local mode: batch transform (single record over images, multi-record JSON Lines)"
+  # The images: validation JPEGs and one of them as a PNG.
+  transform_images=$work/transform-images
+  mkdir -p "$transform_images"
+  find "$tree/input/data/val/val" -name '*.jpg' | sort | head -n 2 | xargs -I{} cp {} "$transform_images/"
+  "$top/.venv/bin/python" -c 'import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2])'     "$jpeg" "$transform_images/as-png.png" || fail "could not make the PNG"
+  sdk_cleanup=sdk_containers_cleanup
+  before=$(podman ps -a -q --no-trunc | sort)
+  podman system service --time=0 "unix://$podman_sock" >"$work/podman-service.log" 2>&1 &
+  service_pid=$!
+  for _ in $(seq 1 100); do [[ -S $podman_sock ]] && break; sleep 0.1; done
+  failure_log=$work/sdk-transform.log
+  set +e
+  PATH=$work/bin:$PATH DOCKER_HOST=unix://$podman_sock timeout 900 "$sdk_venv/bin/python" \
+    scripts/containers/sagemaker_transform.py --serving-image mrcnn-serving --model-dir "$tree/model" \
+    --images "$transform_images" --work "$work/sdk-transform" --port "$sdk_port" >"$failure_log" 2>&1
+  rc=$?
+  set -e
+  sdk_containers_cleanup
+  sdk_cleanup=
+  ((rc == 0)) || fail "the SageMaker SDK transform run exited $rc"
   while read -r line; do check "${line#checked: }"; done < <(grep '^checked: ' "$failure_log")
   step_done
 fi
