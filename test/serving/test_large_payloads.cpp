@@ -192,6 +192,18 @@ TEST_CASE("the decoded-pixel limit admits aerial images and refuses the PNG bomb
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 TEST_CASE("a 100 MB+ body costs the server about twice its size at the peak",
           "[serving][http][large][memory]") {
   // 6000 x 6000 noise: 108 MB stored, 108 MB of decoded pixels.
@@ -227,7 +239,12 @@ TEST_CASE("a 100 MB+ body costs the server about twice its size at the peak",
       std::fflush(stdout);
       // The body once and the decoded pixels (here about as large) once; a second copy of
       // either would be 3x (PNG) or 2.5x (base64 bodies, whose text is 4/3 of the bytes).
-      CHECK(extra < 2.3);
+      // In the AddressSanitizer build (scripts/test-sanitizers.sh) the server's RSS also holds
+      // ASan's quarantine of freed blocks and its shadow memory, so the ratio says nothing
+      // about the server there: that build checks the answer, scripts/test.sh's the memory.
+      if (!kAddressSanitizer) {
+        CHECK(extra < 2.3);
+      }
     }
   }
 }
