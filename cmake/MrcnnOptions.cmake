@@ -77,6 +77,20 @@ if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH AND NOT MRCNN_TORCH_CPU_ON
   elseif(MRCNN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MRCNN_CUDA=ON but no CUDA compiler was found (set CUDA_HOME or put nvcc on PATH)")
   endif()
+elseif(MRCNN_TORCH_CPU_ONLY AND MRCNN_WITH_TORCH)
+  # Torch's CMake config enables the CUDA language whenever the wheel is a CUDA build, even to
+  # link only its CPU part (and stops without a CUDA toolkit): it gets the nvcc and the
+  # architectures the CUDA build would use (in the image build nvcc is not on PATH, and
+  # without an architecture CMake looks for a GPU's). Nothing is compiled with them.
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(MRCNN_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+    if(MRCNN_NVCC)
+      set(CMAKE_CUDA_COMPILER ${MRCNN_NVCC})
+    endif()
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
 endif()
 message(STATUS "mrcnn: CUDA kernels ${MRCNN_CUDA_ENABLED}, Torch parts ${MRCNN_WITH_TORCH}, "
                "LibTorch CPU part only ${MRCNN_TORCH_CPU_ONLY}")
