@@ -67,5 +67,15 @@ if(MRCNN_WITH_TORCH)
   # translation unit that sees Torch's includes; such a TU then needs fmt 12 symbols that
   # no library provides. Header-only mode makes those TUs self-contained.
   set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
+  if(MRCNN_TORCH_CPU_ONLY)
+    # Torch's `torch` target is libtorch.so, which needs libtorch_cuda.so, and TORCH_LIBRARIES
+    # adds libc10_cuda, cudart and NVRTC: link the two CPU libraries instead, with the same
+    # headers (SYSTEM, as for the imported targets: -Werror must not reach them).
+    add_library(mrcnn_torch_cpu INTERFACE)
+    target_include_directories(mrcnn_torch_cpu SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_compile_definitions(mrcnn_torch_cpu INTERFACE FMT_HEADER_ONLY)
+    target_link_libraries(mrcnn_torch_cpu INTERFACE torch_cpu c10)
+    set(TORCH_LIBRARIES mrcnn_torch_cpu)
+  endif()
   find_package(Python3 COMPONENTS Interpreter)
 endif()

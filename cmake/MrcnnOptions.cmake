@@ -16,6 +16,14 @@ set_property(CACHE MRCNN_CUDA PROPERTY STRINGS AUTO ON OFF)
 # Parts that need LibTorch / OpenCV can be left out (e.g. an entrypoint-only image).
 option(MRCNN_WITH_TORCH "Build the Torch parts (kernels, trainer, serving)" ON)
 option(MRCNN_WITH_TESTS "Build the tests" ON)
+# MRCNN_TORCH_CPU_ONLY: link only LibTorch's CPU part (libtorch_cpu, libc10), never libtorch,
+# libtorch_cuda, libc10_cuda or the CUDA runtime, although PyPI's torch wheel is a CUDA
+# build: binaries for the CPU serving image (Dockerfile.serving, DEVICE=cpu), which ships
+# none of the CUDA libraries. No CUDA kernels then (MRCNN_CUDA must not be ON).
+option(MRCNN_TORCH_CPU_ONLY "Link LibTorch's CPU libraries only (no CUDA at run time)" OFF)
+if(MRCNN_TORCH_CPU_ONLY AND MRCNN_CUDA STREQUAL "ON")
+  message(FATAL_ERROR "MRCNN_TORCH_CPU_ONLY=ON builds no CUDA kernels: set MRCNN_CUDA to OFF or AUTO")
+endif()
 option(MRCNN_WERROR "Treat warnings as errors in our targets" ON)
 
 # Sanitizer builds (scripts/test-sanitizers.sh, Torch-free): MRCNN_SANITIZE is what every
@@ -44,7 +52,7 @@ if(MRCNN_CCACHE)
 endif()
 
 set(MRCNN_CUDA_ENABLED OFF)
-if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH)
+if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH AND NOT MRCNN_TORCH_CPU_ONLY)
   if(NOT CMAKE_CUDA_COMPILER)
     find_program(MRCNN_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
     if(MRCNN_NVCC)
@@ -69,5 +77,20 @@ if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH)
   elseif(MRCNN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MRCNN_CUDA=ON but no CUDA compiler was found (set CUDA_HOME or put nvcc on PATH)")
   endif()
+elseif(MRCNN_TORCH_CPU_ONLY AND MRCNN_WITH_TORCH)
+  # Torch's CMake config enables the CUDA language whenever the wheel is a CUDA build, even to
+  # link only its CPU part (and stops without a CUDA toolkit): it gets the nvcc and the
+  # architectures the CUDA build would use (in the image build nvcc is not on PATH, and
+  # without an architecture CMake looks for a GPU's). Nothing is compiled with them.
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(MRCNN_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+    if(MRCNN_NVCC)
+      set(CMAKE_CUDA_COMPILER ${MRCNN_NVCC})
+    endif()
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
 endif()
-message(STATUS "mrcnn: CUDA kernels ${MRCNN_CUDA_ENABLED}, Torch parts ${MRCNN_WITH_TORCH}")
+message(STATUS "mrcnn: CUDA kernels ${MRCNN_CUDA_ENABLED}, Torch parts ${MRCNN_WITH_TORCH}, "
+               "LibTorch CPU part only ${MRCNN_TORCH_CPU_ONLY}")

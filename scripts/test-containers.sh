@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Builds the three images with podman and runs them for real, without a GPU, the way users do:
 #   1. podman and the Debian base image (scripts/containers/podman-setup.sh, idempotent)
-#   2. builds the training, serving and drone images with the README's `docker build`
-#      commands run through podman; checks the run-time images carry no build tools
+#   2. builds the training, serving, CPU serving (DEVICE=cpu) and drone images with the
+#      README's `docker build` commands run through podman; checks the run-time images carry
+#      no build tools, and the CPU serving image (at most 1.5 GB) no CUDA library: no file of
+#      one, and none in `ldd` of its binaries
 #   3. training on a shapes /opt/ml tree (JSON-encoded hyperparameters, as SageMaker writes
 #      them): `podman stop` mid-way -> exit 0 within the grace period with a checkpoint of the
 #      stopped iteration; the same command again resumes from it and finishes: model/
 #      written, every regex of `trainer metric-definitions` matches a stdout line
 #   4. two hosts: containers algo-1 and algo-2 on a podman network, each with its own
-#      /opt/ml and resourceconfig.json, train one CPU data-parallel job: both exit 0, final
+#      /opt/ml and resourceconfig.json, find each other by name through the network's DNS
+#      (no /etc/hosts entries) and train one CPU data-parallel job: both exit 0, final
 #      weights bit-identical, only algo-1 writes model/
 #   5. serving: `run -d ... IMAGE serve` on that model -> /ping 200, /invocations with a JPEG
-#      answers what `trainer predict` answers, `podman stop` -> the container exits 0
+#      answers what `trainer predict` answers, `podman stop` -> the container exits 0; then
+#      the CPU serving image and the (CUDA) serving image each under SageMaker Serverless
+#      Inference's conditions: read-only root filesystem, /tmp the only writable place, user
+#      65534:65534, 6 GB memory, the model mounted read-only -> /ping 200 within 180 s (the
+#      time from `podman run` to it is printed), /invocations answers what `trainer predict`
+#      answers, `podman stop` -> exit 0
 #   5b. other hosting modes on the serving image: a multi-model endpoint
 #      (SAGEMAKER_MULTI_MODEL=true; scripts/containers/mme_sequence.py: load, duplicate 409,
 #      invoke, unknown 404, list, delete; five models round robin under a budget for two,
@@ -24,9 +32,11 @@
 #      serve exits non-zero naming it
 #   8. SageMaker's own client: the SageMaker Python SDK (v2, its own venv .venv-sagemaker)
 #      in local mode, through docker-compose and podman's Docker API: Estimator.fit on the
-#      training image, Model.deploy + predict on the serving image; then batch transform on
-#      the serving image (scripts/containers/sagemaker_transform.py): SingleRecord over a
-#      folder of PNG/JPEG files, MultiRecord JSON Lines with a corrupt line
+#      training image, Model.deploy + predict on the serving image, and an Estimator.fit
+#      with instance_count=2 whose hosts (algo-1-xxxxx, algo-2-xxxxx) find each other through
+#      the DNS of the network docker-compose creates; then batch
+#      transform on the serving image (scripts/containers/sagemaker_transform.py):
+#      SingleRecord over a folder of PNG/JPEG files, MultiRecord JSON Lines with a corrupt line
 #      (scripts/containers/sagemaker_local_mode.py: telemetry off, nothing leaves the machine)
 # Each step prints what it checked and how long it took; on a failure, the container's log tail.
 #
@@ -43,7 +53,9 @@
 #          ccache entries) and BUILD_JOBS.
 #   run:   --network none for training; the two hosts and serving on podman networks this
 #          script creates and removes, serving published on 127.0.0.1 only; --name so cleanup
-#          finds every container (the SDK names its own: those new since step 8 began).
+#          finds every container (the SDK names its own: those new since step 8 began);
+#          --read-only-tmpfs=false with --read-only (podman, unlike docker, would otherwise
+#          also mount writable tmpfs on /run and /var/tmp: then more than /tmp is writable).
 #
 # Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep]
 #   --archs LIST   TORCH_CUDA_ARCH_LIST for the builds (default "8.0;9.0"; "" = the
@@ -127,11 +139,14 @@ readme_has() {
 }
 build_training='docker build -t mrcnn-training .'
 build_serving='docker build -f Dockerfile.serving -t mrcnn-serving .'
+build_serving_cpu='docker build -f Dockerfile.serving --build-arg DEVICE=cpu -t mrcnn-serving-cpu .'
 build_drone='docker build -f Dockerfile.dronetraining --build-arg BASE_IMAGE=mrcnn-training -t mrcnn-drone .'
 run_training='docker run --rm -v "$PWD/opt_ml":/opt/ml mrcnn-training train'
 run_serving='docker run -d --name mrcnn-serving -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model mrcnn-serving serve'
 stop_serving='docker stop mrcnn-serving'
-for line in "$build_training" "$build_serving" "$build_drone" "$run_training" "$run_serving" "$stop_serving"; do
+run_serverless='docker run -d --name mrcnn-serving-cpu --read-only --tmpfs /tmp --user 65534:65534 --memory 6g -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model:ro mrcnn-serving-cpu serve'
+for line in "$build_training" "$build_serving" "$build_serving_cpu" "$build_drone" "$run_training" "$run_serving" \
+  "$stop_serving" "$run_serverless"; do
   readme_has "$line"
 done
 
@@ -191,16 +206,24 @@ if ((skip_build == 0)); then
   grep '^mrcnn-build:' "$work/build-serving.log" | sed 's/^/    /' >&2 || check "compile stage reused from the training image's build"
   step_done
 
+  step "build the CPU serving image: $build_serving_cpu"
+  podman_build "$build_serving_cpu" "$work/build-serving-cpu.log"
+  grep '^mrcnn-build:' "$work/build-serving-cpu.log" | sed 's/^/    /' >&2 || check "CPU compile stage cached by podman: no ccache numbers"
+  grep -h '^elf_drop_needed:' "$work/build-serving-cpu.log" | sed 's/^/    /' >&2 || true
+  step_done
+
   step "build the drone image: $build_drone"
   podman_build "$build_drone" "$work/build-drone.log"
   step_done
 fi
 
 step "images: sizes and contents"
-for image in mrcnn-training mrcnn-serving mrcnn-drone; do
+for image in mrcnn-training mrcnn-serving mrcnn-serving-cpu mrcnn-drone; do
   podman image exists "$image" || fail "no image $image"
   log "   $image: $(image_mb "$image") MB"
 done
+cpu_mb=$(image_mb mrcnn-serving-cpu)
+((cpu_mb <= 1500)) || fail "the CPU serving image is $cpu_mb MB, more than 1500 MB"
 failure_log=$work/contents.log
 # No compiler, no -dev package, no pip cache in the run-time images; the drone default config
 # is shipped in the drone image.
@@ -214,10 +237,25 @@ podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-ser
    dpkg-query -W -f "\${Package}\n" | grep -- "-dev$" | sed "s/^/has /";
    test -e /opt/mrcnn/src/build/bin/trainer && echo "has the trainer"; test -e /usr/local/cuda && echo "has /usr/local/cuda"; true' >"$failure_log" 2>&1
 [[ ! -s $failure_log ]] || fail "the serving image has more than serving needs: $(tr '\n' ' ' <"$failure_log")"
+# The CPU serving image: no file of a CUDA library (nor of libtorch's CUDA part), and none
+# loaded by its binaries (ldd lists every library the loader would load).
+podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-serving-cpu -c \
+  'find / -xdev \( -name "libcuda*" -o -name "libcudart*" -o -name "libcupti*" -o -name "libnvrtc*" -o -name "libnccl*" \
+     -o -name "libcudnn*" -o -name "libcublas*" -o -name "libcufft*" -o -name "libcusparse*" -o -name "libcusolver*" \
+     -o -name "libcurand*" -o -name "libnvJitLink*" -o -name "libtorch_cuda*" -o -name "libc10_cuda*" -o -name "libtorch.so" \
+     -o -name nvidia \) -print | sed "s/^/has /";
+   ldd /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/server /opt/mrcnn/src/build/lib/libmrcnn_kernels.so' \
+  >"$failure_log" 2>&1 || fail "ldd in the CPU serving image failed: $(tr '\n' ' ' <"$failure_log")"
+! grep -E '^has ' "$failure_log" || fail "the CPU serving image has CUDA files: $(grep '^has ' "$failure_log" | tr '\n' ' ')"
+! grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" || fail "ldd in the CPU serving image: $(grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" | tr '\n' ' ')"
+grep -q 'libtorch_cpu.so => /opt/mrcnn/src/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so' "$failure_log" ||
+  fail "ldd in the CPU serving image does not show the server loading libtorch_cpu.so from the image's torch/lib"
+cpu_libs=$(grep -c '=>' "$failure_log")
 drone_cfg=$(podman image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' mrcnn-drone | sed -n 's/^MRCNN_DEFAULT_CONFIG=//p')
 podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-drone -c \
   "test -f \"\$MRCNN_CONFIG_DIR/$drone_cfg\"" || fail "the drone image lacks its default config $drone_cfg"
 check "no compiler, -dev package, pip cache or CUDA toolkit in training/serving; no Python or trainer in serving; drone default config $drone_cfg present"
+check "CPU serving image: $cpu_mb MB (limit 1500); no CUDA library file; ldd of entrypoint, server, libmrcnn_kernels: $cpu_libs libraries, none CUDA, none missing"
 step_done
 step "a shapes /opt/ml tree (trainer make-shapes in the training image)"
 tree=$work/opt_ml
@@ -312,16 +350,13 @@ check "exit 0; resumed from $ckpt at iteration $stopped_at; reached iteration $t
 step_done
 
 step "two hosts: algo-1 and algo-2 on a podman network, one CPU data-parallel job"
-# Each host has its own /opt/ml tree and resourceconfig.json, as on SageMaker; the names
-# resolve through /etc/hosts (CNI's bridge has no DNS here), with addresses fixed on a
-# network this script creates.
-subnet_prefix=
-for third in $(seq 200 250); do
-  if podman network create --subnet "10.231.$third.0/24" "$net_hosts" >/dev/null 2>&1; then
-    subnet_prefix=10.231.$third; break
-  fi
-done
-[[ -n $subnet_prefix ]] || fail "could not create a podman network on any 10.231.200-250.0/24"
+# Each host has its own /opt/ml tree and resourceconfig.json, as on SageMaker. The names
+# resolve through the network's DNS (the dnsname plugin podman-setup.sh installs): each
+# container has its host name as a network alias, and no --add-host (/etc/hosts) entry.
+failure_log=$work/network.log
+podman network create "$net_hosts" >"$failure_log" 2>&1 || fail "podman network create failed"
+[[ $(podman network inspect -f '{{.DNSEnabled}}' "$net_hosts") == true ]] ||
+  fail "network $net_hosts has no DNS: is the dnsname CNI plugin installed (scripts/containers/podman-setup.sh)?"
 hosts_iters=6
 pids=()
 for i in 1 2; do
@@ -334,8 +369,7 @@ for i in 1 2; do
   echo '{"train": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}' \
     >"$h/input/config/inputdataconfig.json"
   podman run --rm --name "mrcnn-test-algo-$i-$tag" --hostname "algo-$i" --network "$net_hosts" \
-    --ip "$subnet_prefix.1$i" --add-host "algo-1:$subnet_prefix.11" --add-host "algo-2:$subnet_prefix.12" \
-    -e MRCNN_DUMP_WEIGHTS_DIR=/opt/ml/output/dump -e MRCNN_PEER_TIMEOUT=120 \
+    --network-alias "algo-$i" -e MRCNN_DUMP_WEIGHTS_DIR=/opt/ml/output/dump -e MRCNN_PEER_TIMEOUT=120 \
     -v "$h":/opt/ml mrcnn-training train >"$work/host$i.log" 2>&1 &
   pids+=($!)
 done
@@ -352,7 +386,7 @@ same=$(python3 scripts/containers/check_outputs.py same-weights "$work/host1/out
   fail "the two hosts' final weights differ"
 [[ -s $work/host1/model/model.safetensors ]] || fail "algo-1 wrote no model"
 [[ ! -e $work/host2/model/model.safetensors ]] || fail "algo-2 wrote a model: only the master host does"
-check "both exit 0 after $hosts_iters iterations; final weights: $same; only algo-1 wrote model/"
+check "both exit 0 after $hosts_iters iterations, the peers found by DNS name; final weights: $same; only algo-1 wrote model/"
 step_done
 
 step "serving: $run_serving"
@@ -394,6 +428,59 @@ rc=$(podman inspect -f '{{.State.ExitCode}}' "$serve_ctr")
 check "podman stop: the server drained and exited 0"
 podman rm "$serve_ctr" >/dev/null
 podman network rm "$net" >/dev/null
+step_done
+
+# SageMaker Serverless Inference's conditions, as the README's serverless command sets them:
+# root filesystem read-only, /tmp the only writable place, an unprivileged user, 6 GB of
+# memory, the model read-only. /ping must answer 200 within 180 s of `podman run`, and
+# /invocations what `trainer predict` answered above (predicted.json, same image and model).
+serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first /ping 200
+  local image=$1 started code="" ready="" rc
+  failure_log=$work/serve-restricted-$image.log
+  podman network create "$net" >/dev/null
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  started=$(date +%s.%N)
+  podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" \
+    --read-only --read-only-tmpfs=false --tmpfs /tmp --user 65534:65534 --memory 6g \
+    -v "$tree/model":/opt/ml/model:ro "$image" serve >/dev/null || fail "podman run $image failed"
+  while awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 180) }'; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/ping" || true)
+    if [[ $code == 200 ]]; then
+      ready=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      break
+    fi
+    [[ $(podman inspect -f '{{.State.Running}}' "$serve_ctr") == true ]] || { serve_logs; fail "$image exited before it was ready"; }
+    sleep 0.2
+  done
+  [[ -n $ready ]] || { serve_logs; fail "$image: /ping answered ${code:-nothing} 180 s after podman run"; }
+  # What the container ran under, as podman applied it.
+  local applied
+  applied=$(podman inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.Config.User}} {{.HostConfig.Memory}}' "$serve_ctr")
+  [[ $applied == "true 65534:65534 6442450944" ]] || fail "$image ran with read-only/user/memory $applied"
+  curl -sS -o "$work/detections-$image.json" -w '%{http_code}\n' -H 'Content-Type: image/jpeg' \
+    -H 'X-Amzn-SageMaker-Custom-Attributes: score_threshold=0.05,max_detections=100' \
+    --data-binary @"$jpeg" "http://127.0.0.1:$port/invocations" >"$work/invocations.status" ||
+    { serve_logs; fail "$image: POST /invocations failed"; }
+  [[ $(cat "$work/invocations.status") == 200 ]] ||
+    { serve_logs; fail "$image: /invocations answered $(cat "$work/invocations.status"): $(head -c 300 "$work/detections-$image.json")"; }
+  same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections-$image.json" "$work/predicted.json") ||
+    fail "$image: the served detections differ from trainer predict's"
+  tmp_files=$(podman exec "$serve_ctr" find /tmp -mindepth 1 | wc -l)
+  podman stop -t 30 "$serve_ctr" >/dev/null
+  rc=$(podman inspect -f '{{.State.ExitCode}}' "$serve_ctr")
+  ((rc == 0)) || { serve_logs; fail "$image exited $rc on podman stop"; }
+  podman rm "$serve_ctr" >/dev/null
+  podman network rm "$net" >/dev/null
+  check "$image: read-only root, --tmpfs /tmp only, user 65534:65534, --memory 6g, model :ro -> /ping 200 $ready s after podman run (limit 180 s); /invocations 200, $same; $tmp_files files in /tmp; podman stop -> exit 0"
+  echo "$ready"
+}
+
+step "the CPU serving image under serverless limits: $run_serverless"
+cpu_ready=$(serve_restricted mrcnn-serving-cpu)
+step_done
+
+step "the (CUDA) serving image read-only as a non-root user, on the CPU"
+gpu_ready=$(serve_restricted mrcnn-serving)
 step_done
 
 step "serving image, other hosting modes: a multi-model endpoint; async-sized payloads"
@@ -571,7 +658,13 @@ SHIM
   for _ in $(seq 1 100); do [[ -S $podman_sock ]] && break; sleep 0.1; done
   [[ -S $podman_sock ]] || fail "podman system service did not create $podman_sock"
   had_sagemaker_net=0
-  podman network exists sagemaker-local && had_sagemaker_net=1
+  if podman network exists sagemaker-local; then
+    had_sagemaker_net=1
+    # docker-compose reuses it as it is: one made before the dnsname plugin was installed has
+    # no DNS, and the two-host fit's hosts would not find each other.
+    [[ $(podman network inspect -f '{{.DNSEnabled}}' sagemaker-local) == true ]] ||
+      fail "podman network sagemaker-local exists without DNS (made before podman-setup.sh installed dnsname): podman network rm sagemaker-local"
+  fi
   before=$(podman ps -a -q --no-trunc | sort)
   sdk_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   # The SDK names its containers itself: remove the ones that were not there before.
@@ -622,4 +715,5 @@ SHIM
 fi
 
 summary
+log "start to first /ping 200 under serverless limits: mrcnn-serving-cpu $cpu_ready s, mrcnn-serving $gpu_ready s"
 log "OK: all steps passed in $(( $(date +%s) - start_all )) s"

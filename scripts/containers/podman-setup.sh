@@ -6,8 +6,15 @@
 # Idempotent: with everything in place it only re-checks (a second or two).
 #
 # What it does, and why:
-#  1. apt-get installs podman, buildah, runc and debootstrap if missing. runc rather than
-#     crun: crun fails on this kind of host's hybrid cgroup v1/v2 layout.
+#  1. apt-get installs podman, buildah, runc, debootstrap and the dnsname CNI plugin if
+#     missing. runc rather than crun: crun fails on this kind of host's hybrid cgroup v1/v2
+#     layout. dnsname (golang-github-containernetworking-plugin-dnsname): podman 4.3 here
+#     uses CNI, whose bridge networks resolve no container names without it; with it, every
+#     network podman creates (`podman network create`, and docker-compose's through podman's
+#     Docker API) runs a dnsmasq that answers the containers' names and network aliases, as
+#     Docker's embedded DNS does. SageMaker local mode with instance_count > 1 needs that:
+#     each host finds the others by the names in resourceconfig.json (algo-1-xxxxx, ...).
+#     Networks made before the plugin was installed keep having no DNS.
 #  2. Writes our containers.conf drop-in (never the main file): runtime runc; cgroupfs and
 #     file event logging when systemd is not PID 1; default ulimits no higher than what
 #     root may set here (podman's defaults for open files and processes exceed it and
@@ -70,7 +77,7 @@ podman_setup() (
   # 1. Packages. --no-install-recommends keeps crun (podman recommends it through
   # "crun | runc") and the rootless helpers out; naming runc satisfies podman's runtime
   # dependency.
-  local_packages=(podman buildah runc debootstrap)
+  local_packages=(podman buildah runc debootstrap golang-github-containernetworking-plugin-dnsname)
   missing=()
   for p in "${local_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

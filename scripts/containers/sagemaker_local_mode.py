@@ -5,6 +5,10 @@ training image the way the SDK runs any custom image (it writes the /opt/ml tree
 container with docker-compose, tars /opt/ml/model into `output_path`/model.tar.gz), then
 `Model(image_uri=SERVING, model_data=that tarball).deploy(instance_type="local")` and
 `predict` on a JPEG go through the serving image (the SDK polls /ping, posts /invocations).
+Then `Estimator(..., instance_count=2)`: two containers whose resourceconfig.json names the
+SDK's hosts algo-1-xxxxx and algo-2-xxxxx; docker-compose gives each its host name as an alias
+on the network it creates, and nothing else (no extra_hosts): the hosts find each other only
+through that network's DNS, and train one data-parallel job.
 
 Nothing leaves this machine:
 - the SDK's telemetry (an HTTPS GET to AWS on every decorated call) is switched off by
@@ -25,6 +29,7 @@ import ipaddress
 import json
 import os
 import pathlib
+import re
 import socket
 import sys
 import tarfile
@@ -55,6 +60,23 @@ def guard_network():
         return original(self, address)
 
     socket.socket.connect = connect
+
+
+class Tee(io.TextIOBase):
+    """sys.stdout that also keeps what is written (the SDK streams the containers' output there)."""
+
+    def __init__(self, inner):
+        self.inner, self.parts = inner, []
+
+    def write(self, text):
+        self.parts.append(text)
+        return self.inner.write(text)
+
+    def flush(self):
+        self.inner.flush()
+
+    def text(self):
+        return "".join(self.parts)
 
 
 def check(message):
@@ -91,11 +113,14 @@ def main():
     telemetry._send_telemetry_request = lambda *a, **k: None
 
     publish = _SageMakerContainer._create_docker_host
+    compose_hosts = []  # (container_name, aliases, extra_hosts) of every service the SDK made
 
     def create_docker_host(self, *a, **k):
         config = publish(self, *a, **k)
         if "ports" in config:
             config["ports"] = [f"127.0.0.1:{args.port}:8080"]
+        aliases = config.get("networks", {}).get("sagemaker-local", {}).get("aliases", [])
+        compose_hosts.append((config["container_name"], aliases, config.get("extra_hosts")))
         return config
 
     _SageMakerContainer._create_docker_host = create_docker_host
@@ -149,6 +174,37 @@ def main():
         check(f"Predictor.predict (image/jpeg): {len(answer['detections'])} detections with box, label, score")
     finally:
         predictor.delete_endpoint()
+
+    # Two hosts: the same job on instance_count=2.
+    started = time.time()
+    compose_hosts.clear()
+    estimator = Estimator(image_uri=args.training_image, role=role, instance_count=2, instance_type="local",
+                          output_path=(work / "output-2").as_uri(), sagemaker_session=session,
+                          hyperparameters=json.loads(args.hyperparameters), base_job_name="mrcnn-local-2",
+                          environment={"MRCNN_PEER_TIMEOUT": "120"})
+    tee = Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        estimator.fit({"train": pathlib.Path(args.train_dir).resolve().as_uri()}, wait=True, logs=True)
+    finally:
+        sys.stdout = tee.inner
+    log = tee.text()
+    names = [alias for _, aliases, _ in compose_hosts for alias in aliases]
+    assert len(compose_hosts) == 2 and sorted(a.split("-")[1] for a in names) == ["1", "2"], compose_hosts
+    assert all(extra is None for _, _, extra in compose_hosts), f"extra_hosts in the compose file: {compose_hosts}"
+    for container, _, _ in compose_hosts:
+        # docker-compose prefixes each line of a container's output with "NAME |" (maybe coloured).
+        prefix = re.compile(r"^(\x1b\[[0-9;]*m)?" + re.escape(container) + r"\s*(\x1b\[[0-9;]*m)?\s*\|")
+        assert any(prefix.match(line) for line in log.splitlines()), f"no output from {container}"
+    ring = "processes: 2 (gradient all-reduce: tcp-ring"
+    assert ring in log, f"no '{ring}' in the training output"
+    tarball = pathlib.Path(estimator.model_data[len("file://"):])
+    with tarfile.open(tarball) as tar:
+        assert {"model.safetensors", "./model.safetensors"} & set(tar.getnames()), f"{tarball}: {tar.getnames()}"
+    check(f"Estimator.fit with instance_count=2 in local mode: {time.time() - started:.0f} s; hosts "
+          f"{' and '.join(sorted(names))} (network aliases only, no extra_hosts) found each other by DNS: "
+          f"one job of 2 processes, gradient all-reduce tcp-ring; {tarball.name} holds model.safetensors")
+
     if REFUSED:
         raise SystemExit(f"sagemaker_local_mode.py: the SDK tried to reach {REFUSED}")
     check("no connection left the machine (the guard refused none)")

@@ -66,16 +66,27 @@ def test_entrypoint_is_exec_form(name):
         assert not cmds, "CMD would be replaced by `train` anyway"
 
 
+SERVING_DEVICES = ["cuda", "cpu"]
+
+
+def expand_device(text, device):
+    """TEXT with ${DEVICE} and ${DEVICE:-default} replaced by DEVICE (or the default)."""
+    text = re.sub(r"\$\{DEVICE:-(\w+)\}", lambda m: device or m.group(1), text)
+    return text.replace("${DEVICE}", device or "")
+
+
 @pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.serving"])
 def test_images_are_debian_and_pin_setup_shs_torch(name):
     ins = instructions(name)
-    stages = []
-    for word, rest in ins:
-        if word == "FROM":
-            base, _, alias = rest.partition(" AS ")
-            assert base == "debian:bookworm-slim" or base in stages, f"{name}: FROM {base}"
-            if alias:
-                stages.append(alias.strip())
+    for device in SERVING_DEVICES + [None]:  # None: DEVICE not given, the FROM line's default
+        stages = []
+        for word, rest in ins:
+            if word == "FROM":
+                base, _, alias = rest.partition(" AS ")
+                base = expand_device(base, device)
+                assert base == "debian:bookworm-slim" or base in stages, f"{name}: FROM {base} (DEVICE={device})"
+                if alias:
+                    stages.append(alias.strip())
     args = dict(rest.split("=", 1) for word, rest in ins if word == "ARG" and "=" in rest)
     requirements = (ROOT / "scripts" / "requirements.txt").read_text()
     pin = re.search(r"^torch==(\S+)", requirements, re.M).group(1)
@@ -95,6 +106,51 @@ def test_training_and_serving_share_their_build_stages():
     # Identical text -> identical layers: building one image reuses the other's toolchain,
     # torch and compile layers.
     assert shared_stages("Dockerfile") == shared_stages("Dockerfile.serving")
+
+
+def stage_text(name, stage):
+    """The instructions of one stage (FROM ... AS STAGE up to the next FROM)."""
+    out, inside = [], False
+    for word, rest in instructions(name):
+        if word == "FROM":
+            inside = rest.endswith(f" AS {stage}")
+            continue
+        if inside:
+            out.append((word, rest))
+    assert out, f"{name} has no stage {stage}"
+    return out
+
+
+def test_serving_device_selects_a_stage_and_defaults_to_cuda():
+    ins = instructions("Dockerfile.serving")
+    # A global ARG (before the first FROM) is the only kind a FROM line can use.
+    first_from = next(i for i, (word, _) in enumerate(ins) if word == "FROM")
+    assert ("ARG", "DEVICE=cuda") in ins[:first_from]
+    # The FROM line's own default must be the ARG's: buildah 1.28 picks the stages to build
+    # from the FROM line before the ARG's default applies.
+    last_word, last_from = [(w, r) for w, r in ins if w == "FROM"][-1]
+    assert last_from == "serving-${DEVICE:-cuda}"
+    aliases = [r.partition(" AS ")[2] for w, r in ins if w == "FROM" and " AS " in r]
+    for device in SERVING_DEVICES:
+        assert f"serving-{device}" in aliases
+    # The final stage adds no files: everything an image holds comes from its DEVICE stage.
+    tail = ins[ins.index((last_word, last_from)) + 1:]
+    assert {w for w, _ in tail} <= {"LABEL", "WORKDIR", "EXPOSE", "ENTRYPOINT", "CMD"}
+
+
+def test_cpu_serving_image_takes_nothing_cuda():
+    cpu = stage_text("Dockerfile.serving", "serving-cpu")
+    copies = [rest for word, rest in cpu if word == "COPY"]
+    # Nothing from the torch stage (its venv has the nvidia-* wheels and libtorch_cuda).
+    assert not [c for c in copies if c.startswith("--from=torch ")], copies
+    assert not [c for c in copies if "nvidia" in c], copies
+    env = " ".join(rest for word, rest in cpu if word == "ENV")
+    assert "nvidia" not in env and "NVIDIA_" not in env
+    runs = " ".join(rest for word, rest in cpu if word == "RUN")
+    assert "ldd" in runs and "cuda" in runs, "the stage checks with ldd that nothing CUDA is loaded"
+    build_cpu = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "build-cpu"))
+    assert "-DMRCNN_TORCH_CPU_ONLY=ON" in build_cpu and "-DMRCNN_CUDA=OFF" in build_cpu
+    assert "elf_drop_needed.py" in build_cpu and "libcudart.so.13 libcupti.so.13" in build_cpu
 
 
 def test_build_args_default_to_the_full_images():
