@@ -668,8 +668,11 @@ SHIM
   before=$(podman ps -a -q --no-trunc | sort)
   sdk_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   # The SDK names its containers itself: remove the ones that were not there before.
-  sdk_containers_cleanup() {
+  sdk_remove_new_containers() {
     comm -13 <(echo "$before") <(podman ps -a -q --no-trunc | sort) | xargs -r podman rm -f -t 0 >/dev/null 2>&1 || true
+  }
+  sdk_containers_cleanup() {
+    sdk_remove_new_containers
     ((had_sagemaker_net)) || podman network rm -f sagemaker-local >/dev/null 2>&1 || true
     kill "$service_pid" 2>/dev/null || true
   }
@@ -683,8 +686,7 @@ SHIM
     --expect-iteration 6 >"$failure_log" 2>&1
   rc=$?
   set -e
-  sdk_containers_cleanup
-  sdk_cleanup=
+  sdk_remove_new_containers  # the service and the network stay for the transform step
   ((rc == 0)) || fail "the SageMaker SDK run exited $rc"
   while read -r line; do check "${line#checked: }"; done < <(grep '^checked: ' "$failure_log")
   step_done
@@ -694,12 +696,8 @@ SHIM
   transform_images=$work/transform-images
   mkdir -p "$transform_images"
   find "$tree/input/data/val/val" -name '*.jpg' | sort | head -n 2 | xargs -I{} cp {} "$transform_images/"
-  "$top/.venv/bin/python" -c 'import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2])'     "$jpeg" "$transform_images/as-png.png" || fail "could not make the PNG"
-  sdk_cleanup=sdk_containers_cleanup
-  before=$(podman ps -a -q --no-trunc | sort)
-  podman system service --time=0 "unix://$podman_sock" >"$work/podman-service.log" 2>&1 &
-  service_pid=$!
-  for _ in $(seq 1 100); do [[ -S $podman_sock ]] && break; sleep 0.1; done
+  "$top/.venv/bin/python" -c 'import sys; from PIL import Image; Image.open(sys.argv[1]).save(sys.argv[2])' \
+    "$jpeg" "$transform_images/as-png.png" || fail "could not make the PNG"
   failure_log=$work/sdk-transform.log
   set +e
   PATH=$work/bin:$PATH DOCKER_HOST=unix://$podman_sock timeout 900 "$sdk_venv/bin/python" \

@@ -15,7 +15,6 @@ and its warm /invocations latency. Prints the medians and the ratios ours/peer:
 """
 import argparse
 import http.client
-import io
 import json
 import pathlib
 import statistics

@@ -83,6 +83,41 @@ def check(message):
     print(f"checked: {message}", flush=True)
 
 
+def local_session(work, port, compose_hosts=None):
+    """A LocalSession whose containers live under `work`/roots, with nothing leaving the
+    machine: dummy credentials, the network guard, telemetry off, and the serving
+    container's port published on 127.0.0.1:`port` only. Records each docker-compose
+    service as (container_name, aliases, extra_hosts) in `compose_hosts` when given."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "local-mode-test", "AWS_SECRET_ACCESS_KEY": "local-mode-test",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        os.environ[key] = value
+    guard_network()
+
+    import sagemaker.telemetry.telemetry_logging as telemetry
+    from sagemaker.local import LocalSession
+    from sagemaker.local.image import _SageMakerContainer
+
+    telemetry._send_telemetry_request = lambda *a, **k: None
+    publish = _SageMakerContainer._create_docker_host
+
+    def create_docker_host(self, *a, **k):
+        config = publish(self, *a, **k)
+        if "ports" in config:
+            config["ports"] = [f"127.0.0.1:{port}:8080"]
+        if compose_hosts is not None:
+            aliases = config.get("networks", {}).get("sagemaker-local", {}).get("aliases", [])
+            compose_hosts.append((config["container_name"], aliases, config.get("extra_hosts")))
+        return config
+
+    _SageMakerContainer._create_docker_host = create_docker_host
+    work = pathlib.Path(work).resolve()
+    (work / "roots").mkdir(parents=True, exist_ok=True)
+    session = LocalSession()
+    session.config = {"local": {"local_code": True, "container_root": str(work / "roots"),
+                                "serving_port": port}}
+    return session
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--training-image", required=True)
@@ -96,40 +131,15 @@ def main():
                         help="the last iteration the training must reach")
     args = parser.parse_args()
 
-    for key, value in {"AWS_ACCESS_KEY_ID": "local-mode-test", "AWS_SECRET_ACCESS_KEY": "local-mode-test",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        os.environ[key] = value
-    guard_network()
-
-    import sagemaker.telemetry.telemetry_logging as telemetry
+    compose_hosts = []  # (container_name, aliases, extra_hosts) of every service the SDK made
+    session = local_session(args.work, args.port, compose_hosts)
+    work = pathlib.Path(args.work).resolve()
     from sagemaker.deserializers import JSONDeserializer
     from sagemaker.estimator import Estimator
-    from sagemaker.local import LocalSession
-    from sagemaker.local.image import _SageMakerContainer
     from sagemaker.model import Model
     from sagemaker.predictor import Predictor
     from sagemaker.serializers import IdentitySerializer
 
-    telemetry._send_telemetry_request = lambda *a, **k: None
-
-    publish = _SageMakerContainer._create_docker_host
-    compose_hosts = []  # (container_name, aliases, extra_hosts) of every service the SDK made
-
-    def create_docker_host(self, *a, **k):
-        config = publish(self, *a, **k)
-        if "ports" in config:
-            config["ports"] = [f"127.0.0.1:{args.port}:8080"]
-        aliases = config.get("networks", {}).get("sagemaker-local", {}).get("aliases", [])
-        compose_hosts.append((config["container_name"], aliases, config.get("extra_hosts")))
-        return config
-
-    _SageMakerContainer._create_docker_host = create_docker_host
-
-    work = pathlib.Path(args.work).resolve()
-    (work / "roots").mkdir(parents=True, exist_ok=True)
-    session = LocalSession()
-    session.config = {"local": {"local_code": True, "container_root": str(work / "roots"),
-                                "serving_port": args.port}}
     role = "arn:aws:iam::111111111111:role/local-mode-test"
 
     started = time.time()

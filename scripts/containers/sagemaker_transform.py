@@ -18,14 +18,13 @@ Prints one `checked:` line per property verified and exits non-zero on the first
 import argparse
 import base64
 import json
-import os
 import pathlib
 import sys
 import tarfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from sagemaker_local_mode import REFUSED, check, guard_network  # noqa: E402
+from sagemaker_local_mode import REFUSED, check, local_session  # noqa: E402
 
 
 def expect(condition, message):
@@ -43,36 +42,14 @@ def main():
     parser.add_argument("--records", type=int, default=40, help="JSON Lines records (one of them corrupt)")
     args = parser.parse_args()
 
-    for key, value in {"AWS_ACCESS_KEY_ID": "local-mode-test", "AWS_SECRET_ACCESS_KEY": "local-mode-test",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        os.environ[key] = value
-    guard_network()
-
-    import sagemaker.telemetry.telemetry_logging as telemetry
-    from sagemaker.local import LocalSession
-    from sagemaker.local.image import _SageMakerContainer
+    session = local_session(args.work, args.port)
     from sagemaker.model import Model
 
-    telemetry._send_telemetry_request = lambda *a, **k: None
-    publish = _SageMakerContainer._create_docker_host
-
-    def create_docker_host(self, *a, **k):
-        config = publish(self, *a, **k)
-        if "ports" in config:
-            config["ports"] = [f"127.0.0.1:{args.port}:8080"]
-        return config
-
-    _SageMakerContainer._create_docker_host = create_docker_host
-
     work = pathlib.Path(args.work).resolve()
-    (work / "roots").mkdir(parents=True, exist_ok=True)
     tarball = work / "model.tar.gz"
     with tarfile.open(tarball, "w:gz") as tar:
         for f in pathlib.Path(args.model_dir).iterdir():
             tar.add(f, arcname=f.name)
-    session = LocalSession()
-    session.config = {"local": {"local_code": True, "container_root": str(work / "roots"),
-                                "serving_port": args.port}}
     role = "arn:aws:iam::111111111111:role/local-mode-test"
     model = Model(image_uri=args.serving_image, model_data=tarball.as_uri(), role=role, sagemaker_session=session)
 
