@@ -136,7 +136,20 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
       throw std::invalid_argument("Predict: image " + std::to_string(i) + " is empty");
     }
     if (TilingApplies(v.height, v.width, options.tiles.size)) {
-      results[i] = PredictTiled(*state_, v, options);
+      const at::Tensor hwc =
+          torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
+      State& state = *state_;
+      const BatchForward forward = [&state](const std::vector<at::Tensor>& tiles) {
+        return state.Forward(tiles);
+      };
+      results[i].height = v.height;
+      results[i].width = v.width;
+      for (TiledDetection& t : PredictTiled(*state.model, forward, state.device, hwc, options)) {
+        Detection d = state.Describe(t.label, t.box, t.score);
+        d.mask = std::move(t.mask.bits);
+        d.mask_region = t.mask.region;
+        results[i].detections.push_back(std::move(d));
+      }
     } else {
       whole.push_back(i);
     }

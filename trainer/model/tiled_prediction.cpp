@@ -1,6 +1,8 @@
 #include "trainer/model/tiled_prediction.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "trainer/model/inference_state.h"
 #include "trainer/model/mask_region_paste.h"
@@ -48,23 +50,30 @@ struct Candidates {
 
 }  // namespace
 
-ImageDetections PredictTiled(InferenceModel::State& state, const InferenceModel::ImageView& image,
-                             const PredictOptions& options) {
+std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
+                                         const torch::Device& device, const at::Tensor& hwc,
+                                         const PredictOptions& options) {
   const TileOptions& tiling = options.tiles;
-  ImageDetections result;
-  result.height = image.height;
-  result.width = image.width;
-  DetectionSettings& s = state.model->detection_settings();
+  CheckTileOptions(tiling.size, tiling.overlap);
+  if (tiling.batch < 1) {
+    throw std::invalid_argument("tile batch " + std::to_string(tiling.batch) +
+                                " must be at least 1 (tiles per forward pass)");
+  }
+  const int64_t height = hwc.size(0), width = hwc.size(1);
+  // The caller's settings come back on every exit path.
+  struct RestoreSettings {
+    DetectionSettings& live;
+    const DetectionSettings saved;
+    ~RestoreSettings() { live = saved; }
+  } restore{net.detection_settings(), net.detection_settings()};
+  DetectionSettings& s = net.detection_settings();
   s.score_thresh = options.score_threshold;
   s.detections_per_image = options.max_detections;
-  s.masks = options.masks && state.model->config().mask_on;
+  s.masks = options.masks && net.config().mask_on;
   s.mask_threshold = -1.0;  // probabilities, pasted below for the kept detections only
   s.paste_masks = false;
 
-  const at::Tensor hwc = torch::from_blob(const_cast<uint8_t*>(image.rgb),
-                                          {image.height, image.width, 3}, torch::kByte);
-  const std::vector<TileRect> tiles =
-      TileGrid(image.height, image.width, tiling.size, tiling.overlap);
+  const std::vector<TileRect> tiles = TileGrid(height, width, tiling.size, tiling.overlap);
   const float margin = CutMargin(tiling.size);
   Candidates candidates;
   const size_t batch = static_cast<size_t>(tiling.batch);
@@ -75,34 +84,33 @@ ImageDetections PredictTiled(InferenceModel::State& state, const InferenceModel:
       const TileRect& tile = tiles[t];
       inputs.push_back(ModelInput(
           hwc.slice(0, tile.y, tile.y + tile.height).slice(1, tile.x, tile.x + tile.width),
-          state.device));
+          device));
     }
-    const std::vector<ImageResult> out = state.Forward(inputs);
+    const std::vector<ImageResult> out = forward(inputs);
     for (size_t t = begin; t < end; ++t) {
-      candidates.Add(out[t - begin], tiles[t].x, tiles[t].y, &tiles[t], image.height, image.width,
-                     margin);
+      candidates.Add(out[t - begin], tiles[t].x, tiles[t].y, &tiles[t], height, width, margin);
     }
   }
   if (tiling.full_image) {
-    const std::vector<ImageResult> out = state.Forward({ModelInput(hwc, state.device)});
-    candidates.Add(out[0], 0, 0, nullptr, image.height, image.width, margin);
+    const std::vector<ImageResult> out = forward({ModelInput(hwc, device)});
+    candidates.Add(out[0], 0, 0, nullptr, height, width, margin);
   }
 
   const std::vector<size_t> kept =
       MergeTileCandidates(candidates.boxes, {tiling.merge_iou, tiling.cut_ios});
   const size_t count =
       std::min(kept.size(), static_cast<size_t>(std::max(options.max_detections, 0)));
+  std::vector<TiledDetection> result;
+  result.reserve(count);
   for (size_t j = 0; j < count; ++j) {
     const TileCandidate& c = candidates.boxes[kept[j]];
-    // Boxes from different tiles are clipped to their tile, so they lie within the image.
-    Detection d = state.Describe(c.label, c.box, c.score);
+    // Boxes are clipped to their tile (or the image), so they lie within the image.
+    TiledDetection d{c.box, c.score, c.label, {}};
     if (s.masks && candidates.masks[kept[j]].defined()) {
-      RegionMask m = PasteMaskRegion(candidates.masks[kept[j]], c.box, image.height, image.width,
-                                     options.mask_threshold);
-      d.mask = std::move(m.bits);
-      d.mask_region = m.region;
+      d.mask =
+          PasteMaskRegion(candidates.masks[kept[j]], c.box, height, width, options.mask_threshold);
     }
-    result.detections.push_back(std::move(d));
+    result.push_back(std::move(d));
   }
   return result;
 }
