@@ -167,7 +167,8 @@ std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
     }
     while (!queue_.empty()) {
       const int next = static_cast<int>(queue_.front().job.images.size());
-      if (!batch.empty() && images + next > limit) {
+      if (!batch.empty() && (images + next > limit ||
+                             !ShareBatch(batch.front().job.options, queue_.front().job.options))) {
         return batch;  // the next request starts the next batch
       }
       images += next;
@@ -185,6 +186,12 @@ std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
       return batch;
     }
   }
+}
+
+bool InferenceExecutor::ShareBatch(const PredictOptions& a, const PredictOptions& b) {
+  // Untiled requests run with the loosest options and are filtered down (exact); a tiled
+  // request's merge does not commute with that filter, so it shares only equal options.
+  return (a.tile_size == 0 && b.tile_size == 0) || a == b;
 }
 
 void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batch) {

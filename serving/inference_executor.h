@@ -5,7 +5,9 @@
 // images (or its fair share of the queue, when other workers are free too) or max_wait has
 // passed since that oldest request arrived, then runs one Predict over the whole batch (the
 // real win on a GPU) with the loosest options of its requests and filters each request's
-// share down to its own options (exact, see predictor.h).
+// share down to its own options (exact, see predictor.h). A tiled request (tile_size > 0)
+// batches only with requests of equal options, and its own tiles are batched inside the
+// model call (trainer/model/inference.h).
 //
 // Several workers are for CPUs: one torch forward with N intra-op threads synchronises its
 // threads at every op (thousands per image) and scales poorly, worst when the cores are
@@ -84,6 +86,8 @@ class InferenceExecutor {
   void Run();
   std::vector<Queued> CollectBatch(std::unique_lock<std::mutex>& lock);
   void RunBatch(Predictor& predictor, std::vector<Queued>& batch);
+  // Whether requests with these options may run in one Predict call.
+  static bool ShareBatch(const PredictOptions& a, const PredictOptions& b);
 
   const BatchingPolicy policy_;
   Loader loader_;

@@ -76,6 +76,9 @@ class ModelPredictor final : public Predictor {
     model_options.score_threshold = options.score_threshold;
     model_options.max_detections = options.max_detections;
     model_options.masks = options.masks;
+    model_options.tiles.size = options.tile_size;
+    model_options.tiles.overlap = options.tile_overlap;
+    model_options.tiles.full_image = options.tile_full_image;
     std::vector<model::ImageDetections> raw = model_->Predict(views, model_options);
     std::vector<ImageDetections> results;
     results.reserve(raw.size());
@@ -85,7 +88,7 @@ class ModelPredictor final : public Predictor {
       for (model::Detection& detection : image.detections) {
         out.detections.push_back(Detection{detection.box, detection.category_id,
                                            std::move(detection.label_name), detection.score,
-                                           std::move(detection.mask)});
+                                           std::move(detection.mask), detection.mask_region});
       }
       results.push_back(std::move(out));
     }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/mask_rle.h"
+
 namespace mrcnn::serving {
 
 // 8-bit RGB, row-major height x width x 3, contiguous.
@@ -29,7 +31,11 @@ struct Detection {
   int64_t category_id = 0;     // dataset category id
   std::string label;           // class name
   float score = 0.0f;
-  std::vector<uint8_t> mask;  // row-major height x width of 0/1; empty when masks are off
+  // Row-major 0/1 of mask_region (the mask is 0 outside it); empty when masks are off. An
+  // empty mask_region (the default) means the whole image, height x width. Tiled inference
+  // gives each detection's paste box only (memory grows with objects, not with the image).
+  std::vector<uint8_t> mask;
+  data::MaskRegion mask_region;
 };
 
 struct ImageDetections {
@@ -43,7 +49,18 @@ struct PredictOptions {
   float score_threshold = 0.05f;
   int max_detections = 100;
   bool masks = true;
+  // Tiled inference of large images (trainer/model/inference.h TileOptions): tile side in
+  // pixels (0: none), the fraction neighbours share, and the extra whole-image pass.
+  int64_t tile_size = 0;
+  float tile_overlap = 0.2f;
+  bool tile_full_image = false;
   bool operator==(const PredictOptions&) const = default;
+  // Requests batch together only with the same tiling: merging tiles is no plain NMS, so
+  // a tiled request runs with exactly its own options (see inference_executor.h).
+  bool SameTiling(const PredictOptions& other) const {
+    return tile_size == other.tile_size && tile_overlap == other.tile_overlap &&
+           tile_full_image == other.tile_full_image;
+  }
 };
 
 class Predictor {
@@ -53,7 +70,8 @@ class Predictor {
   // One result per image, in input order, detections sorted by descending score.
   // Implementations must honour the contract that makes dynamic batching exact: running
   // with a lower score_threshold / higher max_detections / masks on and then filtering
-  // gives the same detections as running with the stricter options directly.
+  // gives the same detections as running with the stricter options directly. With
+  // tile_size > 0 the executor passes each request's own options (no such contract).
   // Called from one thread at a time. Throws on failure (the whole batch fails).
   virtual std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
                                                const PredictOptions& options) = 0;

@@ -175,6 +175,38 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
             400, "bad_custom_attributes",
             fmt::format("masks must be \"rle\" or \"none\", got \"{}\"", std::string(value)));
       }
+    } else if (key == "tile_size") {
+      int64_t size = -1;
+      auto [end, ec] = std::from_chars(first, last, size);
+      if (ec != std::errc() || end != last || size < 0 || size > kMaxTileSize) {
+        throw HttpError(
+            400, "bad_custom_attributes",
+            fmt::format("tile_size must be an integer in [0, {}] (pixels; 0: no tiling), "
+                        "got \"{}\"",
+                        kMaxTileSize, std::string(value)));
+      }
+      options.tile_size = size;
+    } else if (key == "tile_overlap") {
+      float overlap = -1.0f;
+      auto [end, ec] = std::from_chars(first, last, overlap);
+      if (ec != std::errc() || end != last || !(overlap >= 0.0f && overlap <= 0.9f)) {
+        throw HttpError(400, "bad_custom_attributes",
+                        fmt::format("tile_overlap must be a number in [0, 0.9] (the fraction of a "
+                                    "tile its neighbours share), got \"{}\"",
+                                    std::string(value)));
+      }
+      options.tile_overlap = overlap;
+    } else if (key == "tile_full_image") {
+      const std::string mode = Lower(value);
+      if (mode == "true") {
+        options.tile_full_image = true;
+      } else if (mode == "false") {
+        options.tile_full_image = false;
+      } else {
+        throw HttpError(400, "bad_custom_attributes",
+                        fmt::format("tile_full_image must be \"true\" or \"false\", got \"{}\"",
+                                    std::string(value)));
+      }
     }
   }
   return options;

@@ -36,8 +36,12 @@ void RequireAcceptable(std::string_view accept, std::string_view media_type);
 // RequireAcceptable(accept, "application/json").
 void RequireJsonAcceptable(std::string_view accept);
 
+// The largest tile side a request may ask for (the largest image side the server decodes).
+inline constexpr int64_t kMaxTileSize = 16384;
+
 // X-Amzn-SageMaker-Custom-Attributes: comma-separated key=value pairs. Known keys:
-// score_threshold (0..1), max_detections (1..max_detections_cap), masks (rle|none). Other keys
+// score_threshold (0..1), max_detections (1..max_detections_cap), masks (rle|none),
+// tile_size (0..kMaxTileSize), tile_overlap (0..0.9), tile_full_image (true|false). Other keys
 // are left to their owners (SageMaker users put trace ids there) and ignored. Throws
 // HttpError 400 for a known key with a bad value, or a header that is longer than 1024
 // characters or not visible ASCII (SageMaker's own limits).

@@ -27,6 +27,7 @@ ImageDetections FilterDetections(ImageDetections detections, const PredictOption
     if (!options.masks) {
       detection.mask.clear();
       detection.mask.shrink_to_fit();
+      detection.mask_region = {};
     }
     kept.push_back(std::move(detection));
   }
@@ -46,12 +47,16 @@ nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
         {"score", detection.score},
     };
     if (masks) {
-      if (detection.mask.size() != static_cast<size_t>(image.height * image.width)) {
+      const data::MaskRegion whole{0, 0, image.width, image.height};
+      const data::MaskRegion region =
+          detection.mask_region == data::MaskRegion{} ? whole : detection.mask_region;
+      if (detection.mask.size() != static_cast<size_t>(region.height * region.width)) {
         throw std::runtime_error(fmt::format(
-            "the predictor returned a mask of {} values for a {}x{} image (expected {})",
-            detection.mask.size(), image.width, image.height, image.height * image.width));
+            "the predictor returned a mask of {} values for a {}x{} region (expected {})",
+            detection.mask.size(), region.width, region.height, region.height * region.width));
       }
-      const data::Rle rle = data::EncodeMask(detection.mask.data(), image.height, image.width);
+      const data::Rle rle =
+          data::EncodeMaskRegion(detection.mask.data(), region, image.height, image.width);
       item["mask"] = {{"size", {image.height, image.width}},
                       {"counts", data::RleCountsToString(rle)}};
     }

@@ -11,6 +11,7 @@
 #include "common/config_error.h"
 #include "common/job_paths.h"
 #include "serving/core_share.h"
+#include "serving/request_decoding.h"
 
 namespace mrcnn::serving {
 namespace {
@@ -30,6 +31,23 @@ int64_t EnvInteger(const common::EnvMap& env, const std::string& key, int64_t fa
     throw common::ConfigError(
         "environment", key,
         fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max, *value));
+  }
+  return parsed;
+}
+
+double EnvNumber(const common::EnvMap& env, const std::string& key, double fallback, double min,
+                 double max) {
+  const auto value = common::Lookup(env, key);
+  if (!value || value->empty()) {
+    return fallback;
+  }
+  double parsed = 0.0;
+  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), parsed);
+  if (ec != std::errc() || end != value->data() + value->size() ||
+      !(parsed >= min && parsed <= max)) {
+    throw common::ConfigError(
+        "environment", key,
+        fmt::format("must be a number in [{}, {}], got \"{}\"", min, max, *value));
   }
   return parsed;
 }
@@ -113,6 +131,12 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
       static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 0, 1, 1024));  // 0: see below
   config.batching.max_wait =
       std::chrono::milliseconds(EnvInteger(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
+  // Tiled inference of large images, off unless asked for (per request:
+  // X-Amzn-SageMaker-Custom-Attributes tile_size=..., tile_overlap=...).
+  config.default_options.tile_size = EnvInteger(env, "MRCNN_TILE_SIZE", 0, 0, kMaxTileSize);
+  config.default_options.tile_overlap = static_cast<float>(
+      EnvNumber(env, "MRCNN_TILE_OVERLAP", config.default_options.tile_overlap, 0.0, 0.9));
+  config.default_options.tile_full_image = EnvBool(env, "MRCNN_TILE_FULL_IMAGE");
   const int cores = std::max(2, UsableCores());
   config.cpu_threads = cores;
   config.io_threads = std::clamp(cores / 4, 2, 8);
@@ -200,6 +224,15 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--max-detections", config.default_options.max_detections,
                  "default when the request does not say")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--tile-size", config.default_options.tile_size,
+                 "tiled inference of large images: default tile side in pixels, 0 for none "
+                 "(MRCNN_TILE_SIZE; per request: custom attribute tile_size)")
+      ->check(CLI::Range(int64_t{0}, kMaxTileSize));
+  app.add_option("--tile-overlap", config.default_options.tile_overlap,
+                 "default fraction of a tile shared with each neighbour (MRCNN_TILE_OVERLAP, 0.2)")
+      ->check(CLI::Range(0.0, 0.9));
+  app.add_flag("--tile-full-image", config.default_options.tile_full_image,
+               "with tiles, also run the whole image at the test size (MRCNN_TILE_FULL_IMAGE)");
   app.add_option("--max-detections-cap", config.max_detections_cap,
                  "largest max_detections a request may ask for")
       ->check(CLI::Range(1, 100000));

@@ -20,6 +20,8 @@
 //   MRCNN_MME_WORKSPACE_MB              activations charged per worker of a model (default 1024)
 //   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
 //                                       ResolveWorkers below)
+//   MRCNN_TILE_SIZE, MRCNN_TILE_OVERLAP, tiled inference of large images by default (tile side
+//   MRCNN_TILE_FULL_IMAGE               0..16384, 0 = off; overlap 0..0.9; whole-image pass)
 //   MRCNN_SERVING_DEVICE, MRCNN_SERVING_PRECISION, MRCNN_SERVING_MAX_BATCH,
 //   MRCNN_SERVING_BATCH_WAIT_MS         the same as the flags, for `docker run -e`
 //   SM_MODEL_DIR, SAGEMAKER_BASE_DIR    the model dir: --model-dir, else SM_MODEL_DIR, else

@@ -218,6 +218,63 @@ TEST_CASE("the executor batches requests that arrive together", "[serving][execu
   CHECK(recorder->options_[1].masks);  // a batch with any masks=rle request runs masks
 }
 
+TEST_CASE("tiled requests share a model call only with equal options", "[serving][executor]") {
+  std::vector<int> sizes;
+  std::mutex mutex;
+  RecordingPredictor* recorder = nullptr;
+  InferenceExecutor executor(
+      [&]() {
+        auto predictor = std::make_unique<RecordingPredictor>(sizes, mutex, 100ms);
+        recorder = predictor.get();
+        return predictor;
+      },
+      BatchingPolicy{8, std::chrono::milliseconds(50), 64}, [](std::exception_ptr) {});
+  WaitReady(executor);
+  // One request occupies the worker; the rest queue up behind it and would all fit one batch.
+  std::vector<std::future<InferenceOutcome>> futures;
+  futures.push_back(Submit(executor, {Canvas(4, 4)}, PredictOptions{}));
+  std::this_thread::sleep_for(60ms);
+  PredictOptions tiled;
+  tiled.tile_size = 2;
+  PredictOptions stricter = tiled;
+  stricter.score_threshold = 0.5f;
+  PredictOptions untiled_strict;
+  untiled_strict.score_threshold = 0.5f;
+  for (const PredictOptions& options : {tiled, tiled, stricter, untiled_strict, PredictOptions{}}) {
+    futures.push_back(Submit(executor, {Canvas(4, 4)}, options));
+  }
+  for (auto& f : futures) {
+    REQUIRE(f.get().status == InferenceOutcome::Status::kOk);
+  }
+  std::lock_guard lock(mutex);
+  // Calls: the first alone; the two equal tiled ones together; the stricter tiled one with
+  // its own threshold (no loosening); the two untiled ones together at the loosest options.
+  CHECK(sizes == std::vector<int>{1, 2, 1, 2});
+  REQUIRE(recorder->options_.size() == 4);
+  CHECK(recorder->options_[1] == tiled);
+  CHECK(recorder->options_[2] == stricter);
+  CHECK(recorder->options_[3].tile_size == 0);
+  CHECK(recorder->options_[3].score_threshold == 0.05f);
+}
+
+TEST_CASE("a mask given as a region of the image encodes as the full-size RLE",
+          "[serving][response]") {
+  ImageDetections image{4, 5, {}};
+  Detection region;
+  region.score = 0.9f;
+  region.mask = {1, 1, 0, 1};  // 2x2 at (3, 1)
+  region.mask_region = {3, 1, 2, 2};
+  Detection whole = region;
+  whole.mask.assign(20, 0);
+  whole.mask[1 * 5 + 3] = whole.mask[1 * 5 + 4] = whole.mask[2 * 5 + 4] = 1;
+  whole.mask_region = {};  // empty: the whole image
+  image.detections = {region, whole};
+  const auto json = nlohmann::json::parse(EncodeDetectionsJson({image}, false, true));
+  CHECK(json["detections"][0]["mask"] == json["detections"][1]["mask"]);
+  image.detections[0].mask.pop_back();
+  CHECK_THROWS_WITH(EncodeDetectionsJson({image}, false, true), Catch::Contains("2x2 region"));
+}
+
 TEST_CASE("the executor honours deadlines, failures and its queue bound", "[serving][executor]") {
   std::vector<int> sizes;
   std::mutex mutex;

@@ -210,6 +210,34 @@ TEST_CASE("content types, Accept and custom attributes", "[serving][request]") {
   CHECK(StatusOf([&] { ParseCustomAttributes("masks=rle\x01", defaults, 1000); }) == 400);
 }
 
+TEST_CASE("custom attributes choose tiled inference; invalid tile values are a 400 naming the key",
+          "[serving][request]") {
+  const PredictOptions defaults;
+  CHECK(defaults.tile_size == 0);  // off unless asked for
+  const PredictOptions tiled = ParseCustomAttributes(
+      "tile_size=800, tile_overlap=0.25,tile_full_image=TRUE", defaults, 1000);
+  CHECK(tiled.tile_size == 800);
+  CHECK(tiled.tile_overlap == 0.25f);
+  CHECK(tiled.tile_full_image);
+  CHECK(ParseCustomAttributes("tile_size=0", tiled, 1000).tile_size == 0);
+  CHECK(ParseCustomAttributes("tile_size=16384", defaults, 1000).tile_size == 16384);
+  CHECK(ParseCustomAttributes("tile_overlap=0", tiled, 1000).tile_overlap == 0.0f);
+  for (const char* bad :
+       {"tile_size=-1", "tile_size=16385", "tile_size=8.5", "tile_size=", "tile_overlap=0.91",
+        "tile_overlap=-0.1", "tile_overlap=half", "tile_full_image=1"}) {
+    CAPTURE(bad);
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    try {
+      ParseCustomAttributes(bad, defaults, 1000);
+      FAIL("accepted");
+    } catch (const HttpError& e) {
+      CHECK(e.status() == 400);
+      CHECK(e.code() == "bad_custom_attributes");
+      CHECK_THAT(e.detail(), Catch::Contains(key));
+    }
+  }
+}
+
 TEST_CASE("JSON bodies split into images", "[serving][request]") {
   const auto png = Encode(CanvasWithRectangle(8, 8, 0, 0, 4, 4, 255, 0, 0), ".png");
   const std::string b64 = EncodeBase64(png.data(), png.size());

@@ -31,6 +31,10 @@ struct PredictArgs {
   int batch_size = 1;
   int threads = 0;
   bool no_masks = false;
+  int64_t tile_size = 0;
+  float tile_overlap = 0.2f;
+  bool tile_full_image = false;
+  int tile_batch = 4;
 };
 
 // file name -> image id, from the "images" array of a COCO annotation file. Only that
@@ -76,6 +80,10 @@ int Run(const PredictArgs& args) {
   predict.score_threshold = args.score_threshold;
   predict.max_detections = args.max_detections;
   predict.masks = !args.no_masks;
+  predict.tiles.size = args.tile_size;
+  predict.tiles.overlap = args.tile_overlap;
+  predict.tiles.full_image = args.tile_full_image;
+  predict.tiles.batch = args.tile_batch;
 
   nlohmann::json results = nlohmann::json::array();
   const size_t batch = static_cast<size_t>(std::max(1, args.batch_size));
@@ -106,7 +114,8 @@ int Run(const PredictArgs& args) {
         r["bbox"] = {d.box[0], d.box[1], d.box[2] - d.box[0], d.box[3] - d.box[1]};
         r["score"] = d.score;
         if (!d.mask.empty()) {
-          const data::Rle rle = data::EncodeMask(d.mask.data(), out[k].height, out[k].width);
+          const data::Rle rle =
+              data::EncodeMaskRegion(d.mask.data(), d.mask_region, out[k].height, out[k].width);
           r["segmentation"] = {{"size", {out[k].height, out[k].width}}, {"counts", data::RleCountsToString(rle)}};
         }
         results.push_back(std::move(r));
@@ -139,6 +148,22 @@ const CommandRegistration kPredict{
       sub.add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
       sub.add_option("--threads", args->threads, "Intra-op CPU threads (0 = torch default)")->capture_default_str();
       sub.add_flag("--no-masks", args->no_masks, "Boxes only (skip the mask head)");
+      sub.add_option(
+             "--tile-size", args->tile_size,
+             "Tiled inference of large images: tile side in pixels, each tile run like an image of "
+             "its own (0, or a size no smaller than the image: the whole image at once)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      sub.add_option("--tile-overlap", args->tile_overlap,
+                     "Fraction of a tile shared with each neighbour, 0..0.9")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.9));
+      sub.add_flag(
+          "--tile-full-image", args->tile_full_image,
+          "With tiles: also run the whole image at the test size, for objects larger than a tile");
+      sub.add_option("--tile-batch", args->tile_batch, "With tiles: tiles per forward pass")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
       return [args] { return Run(*args); };
     }};
 

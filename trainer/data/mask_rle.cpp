@@ -59,32 +59,48 @@ void WalkRunPair(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
 
 Rle EncodeMask(const uint8_t* mask, int64_t height, int64_t width) {
   CheckSize(height, width, "EncodeMask");
-  Rle rle{height, width, {}};
+  return EncodeMaskRegion(mask, MaskRegion{0, 0, width, height}, height, width);
+}
+
+Rle EncodeMaskRegion(const uint8_t* region_mask, const MaskRegion& region, int64_t image_height,
+                     int64_t image_width) {
+  CheckSize(image_height, image_width, "EncodeMaskRegion");
+  if (region.x < 0 || region.y < 0 || region.width < 0 || region.height < 0 ||
+      region.x > image_width - region.width || region.y > image_height - region.height) {
+    throw std::invalid_argument("EncodeMaskRegion: region " + std::to_string(region.width) + "x" +
+                                std::to_string(region.height) + " at (" + std::to_string(region.x) +
+                                ", " + std::to_string(region.y) + ") does not lie within the " +
+                                std::to_string(image_width) + "x" + std::to_string(image_height) +
+                                " image");
+  }
+  const int64_t height = image_height;
+  const int64_t stride = region.width;
+  Rle rle{image_height, image_width, {}};
   // The RLE runs column-major over a row-major buffer, a strided scan of every pixel. A
   // detection's mask is mostly zeros outside its box, so one fast row-major pass first
   // finds the rows and columns holding any nonzero pixel, and only that rectangle is
-  // scanned; everything else extends the current zero run.
-  int64_t y0 = height, y1 = -1, x0 = width, x1 = -1;
-  for (int64_t y = 0; y < height; ++y) {
-    const uint8_t* row = mask + y * width;
+  // scanned; everything else extends the current zero run. Bounds are in image pixels.
+  int64_t y0 = image_height, y1 = -1, x0 = image_width, x1 = -1;
+  for (int64_t ry = 0; ry < region.height; ++ry) {
+    const uint8_t* row = region_mask + ry * stride;
     int64_t first = 0;
-    for (; first + 8 <= width; first += 8) {
+    for (; first + 8 <= region.width; first += 8) {
       uint64_t word;
       std::memcpy(&word, row + first, 8);
       if (word != 0)
         break;
     }
-    while (first < width && row[first] == 0)
+    while (first < region.width && row[first] == 0)
       ++first;
-    if (first == width)
+    if (first == region.width)
       continue;
-    int64_t last = width - 1;
+    int64_t last = region.width - 1;
     while (last > first && row[last] == 0)
       --last;
-    y0 = std::min(y0, y);
-    y1 = y;
-    x0 = std::min(x0, first);
-    x1 = std::max(x1, last);
+    y0 = std::min(y0, region.y + ry);
+    y1 = region.y + ry;
+    x0 = std::min(x0, region.x + first);
+    x1 = std::max(x1, region.x + last);
   }
   uint8_t current = 0;
   uint64_t run = 0;
@@ -99,18 +115,18 @@ Rle EncodeMask(const uint8_t* mask, int64_t height, int64_t width) {
     run += length;
   };
   if (y1 < 0) {  // all zeros
-    rle.counts.push_back(static_cast<uint32_t>(height * width));
+    rle.counts.push_back(static_cast<uint32_t>(image_height * image_width));
     return rle;
   }
   extend(0, static_cast<uint64_t>(x0 * height));
   for (int64_t x = x0; x <= x1; ++x) {
     extend(0, static_cast<uint64_t>(y0));
-    const uint8_t* column = mask + x;
+    const uint8_t* column = region_mask + (x - region.x);
     for (int64_t y = y0; y <= y1; ++y)
-      extend(column[y * width] != 0, 1);
+      extend(column[(y - region.y) * stride] != 0, 1);
     extend(0, static_cast<uint64_t>(height - 1 - y1));
   }
-  extend(0, static_cast<uint64_t>((width - 1 - x1) * height));
+  extend(0, static_cast<uint64_t>((image_width - 1 - x1) * height));
   rle.counts.push_back(static_cast<uint32_t>(run));
   return rle;
 }

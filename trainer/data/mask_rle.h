@@ -21,6 +21,23 @@ struct Rle {
 
 // mask: ROW-major height×width, nonzero = foreground.
 Rle EncodeMask(const uint8_t* mask, int64_t height, int64_t width);
+
+// A rectangle of an image, in pixels: columns x .. x + width - 1, rows y .. y + height - 1.
+struct MaskRegion {
+  int64_t x = 0;
+  int64_t y = 0;
+  int64_t width = 0;
+  int64_t height = 0;
+  bool operator==(const MaskRegion&) const = default;
+};
+
+// The RLE of an image_height×image_width mask that is zero outside `region` and holds
+// `region_mask` (ROW-major region.height×region.width, nonzero = foreground) inside it:
+// what EncodeMask gives for the full mask, without ever making it (tiled inference keeps
+// each detection's mask as its box only). Throws std::invalid_argument when the region
+// does not lie within the image.
+Rle EncodeMaskRegion(const uint8_t* region_mask, const MaskRegion& region, int64_t image_height,
+                     int64_t image_width);
 // Returns ROW-major height×width of 0/1. Throws std::invalid_argument when the counts
 // do not sum to height*width.
 std::vector<uint8_t> DecodeMask(const Rle& rle);

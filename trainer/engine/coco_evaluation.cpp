@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/config_error.h"
 #include "trainer/data/coco_dataset.h"
 #include "trainer/data/data_loader.h"
 #include "trainer/data/draw_detections.h"
@@ -16,6 +17,8 @@
 #include "trainer/eval/coco_eval.h"
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
+#include "trainer/model/tile_grid.h"
+#include "trainer/model/tiled_prediction.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -94,7 +97,58 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
   return {iteration, "val/" + image.file_name, rgb.rows, rgb.cols, 3, data::EncodePngRgb(rgb)};
 }
 
+// Every image of the channel decoded whole and predicted by tiles.
+void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& source,
+                            const data::CocoDataset& images, const data::CocoDataset& gt,
+                            const model::PredictOptions& options, const c10::Device& device,
+                            std::vector<eval::Detection>& boxes,
+                            std::vector<eval::Detection>& masks) {
+  const model::BatchForward forward = [&net](const std::vector<at::Tensor>& tiles) {
+    return net.forward(tiles).detections;
+  };
+  for (const data::CocoImage& image : images.images()) {
+    cv::Mat rgb = data::DecodeImageRgb(source.layout.image_dir / image.file_name);
+    if (!rgb.isContinuous())
+      rgb = rgb.clone();
+    const at::Tensor hwc = torch::from_blob(rgb.data, {rgb.rows, rgb.cols, 3}, torch::kByte);
+    for (const model::TiledDetection& t : model::PredictTiled(net, forward, device, hwc, options)) {
+      eval::Detection d;
+      d.image_id = image.id;
+      d.category_id = gt.CategoryOfLabel(t.label);
+      d.score = t.score;
+      d.bbox = std::array<double, 4>{t.box[0], t.box[1], t.box[2] - t.box[0], t.box[3] - t.box[1]};
+      boxes.push_back(d);
+      if (options.masks) {
+        eval::Detection dm = d;
+        dm.bbox.reset();
+        dm.segmentation =
+            data::EncodeMaskRegion(t.mask.bits.data(), t.mask.region, rgb.rows, rgb.cols);
+        masks.push_back(std::move(dm));
+      }
+    }
+  }
+}
+
 }  // namespace
+
+model::TileOptions EvaluationTiles(const TrainConfig& config) {
+  model::TileOptions tiles;
+  tiles.size = config.GetInt("TEST.TILE.SIZE");
+  tiles.overlap = static_cast<float>(config.GetFloat("TEST.TILE.OVERLAP"));
+  if (tiles.size < 0) {
+    throw common::ConfigError(
+        "config", "TEST.TILE.SIZE",
+        "must be >= 0 (the tile side in pixels; 0 evaluates whole images), got " +
+            std::to_string(tiles.size));
+  }
+  if (!(tiles.overlap >= 0.0f && tiles.overlap <= 0.9f)) {
+    throw common::ConfigError(
+        "config", "TEST.TILE.OVERLAP",
+        "must be a fraction within [0, 0.9] (0.2 shares a fifth of each tile), got " +
+            std::to_string(tiles.overlap));
+  }
+  return tiles;
+}
 
 EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
                                  const model::ModelConfig& mc, const TrainConfig& config,
@@ -105,7 +159,7 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   view.load_segmentation = false;
   auto images = std::make_shared<const data::CocoDataset>(
       data::CocoDataset::Load(source.layout.annotation_file, view));
-  data::DataLoader loader(images, EvalLoaderOptions(source, mc, config));
+  const model::TileOptions tiles = EvaluationTiles(config);
 
   const bool was_training = net.is_training();
   net.eval();
@@ -118,19 +172,29 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   EvaluationOutput out;
   const auto images_to_draw =
       static_cast<size_t>(std::max<int64_t>(0, config.GetInt("TENSORBOARD.EVAL_IMAGES")));
-  while (auto batch = loader.Next()) {
-    model::ImageBatch ib = ToImageBatch(*batch, device);
-    auto features = net.Features(ib.tensors);
-    auto rpn = net.Rpn(ib, features, nullptr);
-    std::vector<model::ImageResult> results;
-    net.RoiHeads(features, rpn.proposals, ib.image_sizes, nullptr, &results);
-    net.Postprocess(ib, results);
-    for (size_t i = 0; i < results.size(); ++i) {
-      CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);
-      if (out.images.size() < images_to_draw) {
-        const auto& image =
-            images->images()[static_cast<size_t>(images->ImageIndex(batch->image_ids[i]))];
-        out.images.push_back(DrawnImage(results[i], image, source, ground_truth, iteration));
+  if (tiles.size > 0) {
+    model::PredictOptions options;
+    options.score_threshold = static_cast<float>(mc.box_score_thresh);
+    options.max_detections = static_cast<int>(config.GetInt("TEST.DETECTIONS_PER_IMAGE"));
+    options.masks = mc.mask_on;
+    options.tiles = tiles;
+    CollectTiledDetections(net, source, *images, ground_truth, options, device, boxes, masks);
+  } else {
+    data::DataLoader loader(images, EvalLoaderOptions(source, mc, config));
+    while (auto batch = loader.Next()) {
+      model::ImageBatch ib = ToImageBatch(*batch, device);
+      auto features = net.Features(ib.tensors);
+      auto rpn = net.Rpn(ib, features, nullptr);
+      std::vector<model::ImageResult> results;
+      net.RoiHeads(features, rpn.proposals, ib.image_sizes, nullptr, &results);
+      net.Postprocess(ib, results);
+      for (size_t i = 0; i < results.size(); ++i) {
+        CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);
+        if (out.images.size() < images_to_draw) {
+          const auto& image =
+              images->images()[static_cast<size_t>(images->ImageIndex(batch->image_ids[i]))];
+          out.images.push_back(DrawnImage(results[i], image, source, ground_truth, iteration));
+        }
       }
     }
   }

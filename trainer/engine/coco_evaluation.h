@@ -9,6 +9,7 @@
 #include "trainer/engine/config/channel_layout.h"
 #include "trainer/engine/events/event_storage.h"
 #include "trainer/engine/hooks/evaluation.h"
+#include "trainer/model/inference.h"
 
 namespace c10 {
 struct Device;
@@ -28,9 +29,16 @@ struct DatasetSource {
   std::string channel;
 };
 
+// TEST.TILE.SIZE / TEST.TILE.OVERLAP as tile options; throws common::ConfigError naming the
+// key when a value is out of range (called when the job starts, so a typo does not wait
+// for the first evaluation).
+model::TileOptions EvaluationTiles(const TrainConfig& config);
+
 // One metrics event per IoU type ("bbox", then "segm" when masks are on), named
 // `iteration`, and the first TENSORBOARD.EVAL_IMAGES images of the channel with their
-// detections scoring >= 0.5 drawn (tag "val/<file name>").
+// detections scoring >= 0.5 drawn (tag "val/<file name>"). With TEST.TILE.SIZE > 0 every
+// image is decoded whole and predicted by tiles (model::PredictTiled; an image no larger
+// than a tile is its own single tile), and no pictures are drawn.
 EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
                                  const model::ModelConfig& mc, const TrainConfig& config,
                                  const c10::Device& device, int64_t iteration);

@@ -72,6 +72,7 @@ std::vector<std::unique_ptr<EventWriter>> BuildWriters(const JobParts& p, int64_
 }
 
 EvaluationHook::Evaluate EvaluatorOf(const JobParts& p) {
+  EvaluationTiles(p.job.config);  // checked now, not at the first evaluation
   if (p.world.rank != 0)
     return {};
   return [&p](int64_t completed) {

@@ -8,18 +8,46 @@
 #include <stdexcept>
 
 #include "trainer/model/config.h"
+#include "trainer/model/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
+#include "trainer/model/tile_grid.h"
+#include "trainer/model/tiled_prediction.h"
 
 namespace mrcnn::model {
 
-struct InferenceModel::State {
-  MaskRcnn model{nullptr};
-  torch::Device device{torch::kCPU};
-  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast
-  std::vector<std::string> names;
-  std::vector<int64_t> category_ids;
-};
+std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Tensor>& images) {
+  if (autocast_dtype == at::kFloat) {
+    return model->forward(images).detections;
+  }
+  // Restores the thread's autocast state on every exit path.
+  struct AutocastScope {
+    explicit AutocastScope(at::ScalarType dtype) {
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+    }
+    ~AutocastScope() {
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+    }
+  } scope(autocast_dtype);
+  return model->forward(images).detections;
+}
+
+Detection InferenceModel::State::Describe(int64_t label, const std::array<float, 4>& box,
+                                          float score) const {
+  Detection d;
+  d.box = box;
+  d.label = label;
+  d.category_id = category_ids.at(static_cast<size_t>(label - 1));
+  d.label_name = names.at(static_cast<size_t>(label - 1));
+  d.score = score;
+  return d;
+}
+
+at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device) {
+  return hwc.to(device).permute({2, 0, 1}).to(torch::kFloat).div_(255.0);
+}
 
 namespace {
 
@@ -95,15 +123,45 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
                                                      const PredictOptions& options) {
   std::vector<ImageDetections> results(images.size());
   if (images.empty()) return results;
+  CheckTileOptions(options.tiles.size, options.tiles.overlap);
+  if (options.tiles.batch < 1) {
+    throw std::invalid_argument("tile batch " + std::to_string(options.tiles.batch) +
+                                " must be at least 1 (tiles per forward pass)");
+  }
   c10::InferenceMode guard;
-  std::vector<at::Tensor> inputs;
+  std::vector<size_t> whole;  // images that run untiled, together in one forward pass
   for (size_t i = 0; i < images.size(); ++i) {
     const ImageView& v = images[i];
     if (v.rgb == nullptr || v.height <= 0 || v.width <= 0) {
       throw std::invalid_argument("Predict: image " + std::to_string(i) + " is empty");
     }
+    if (TilingApplies(v.height, v.width, options.tiles.size)) {
+      const at::Tensor hwc =
+          torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
+      State& state = *state_;
+      const BatchForward forward = [&state](const std::vector<at::Tensor>& tiles) {
+        return state.Forward(tiles);
+      };
+      results[i].height = v.height;
+      results[i].width = v.width;
+      for (TiledDetection& t : PredictTiled(*state.model, forward, state.device, hwc, options)) {
+        Detection d = state.Describe(t.label, t.box, t.score);
+        d.mask = std::move(t.mask.bits);
+        d.mask_region = t.mask.region;
+        results[i].detections.push_back(std::move(d));
+      }
+    } else {
+      whole.push_back(i);
+    }
+  }
+  if (whole.empty())
+    return results;
+
+  std::vector<at::Tensor> inputs;
+  for (size_t i : whole) {
+    const ImageView& v = images[i];
     at::Tensor hwc = torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
-    inputs.push_back(hwc.to(state_->device).permute({2, 0, 1}).to(torch::kFloat).div_(255.0));
+    inputs.push_back(ModelInput(hwc, state_->device));
     results[i].height = v.height;
     results[i].width = v.width;
   }
@@ -112,27 +170,12 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
   s.detections_per_image = options.max_detections;
   s.masks = options.masks && state_->model->config().mask_on;
   s.mask_threshold = options.mask_threshold;
+  s.paste_masks = true;
+  const std::vector<ImageResult> out = state_->Forward(inputs);
 
-  MaskRcnnOutput out;
-  if (state_->autocast_dtype != at::kFloat) {
-    // Restores the thread's autocast state on every exit path.
-    struct AutocastScope {
-      explicit AutocastScope(at::ScalarType dtype) {
-        at::autocast::set_autocast_enabled(at::kCUDA, true);
-        at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-      }
-      ~AutocastScope() {
-        at::autocast::set_autocast_enabled(at::kCUDA, false);
-        at::autocast::clear_cache();
-      }
-    } scope(state_->autocast_dtype);
-    out = state_->model->forward(inputs);
-  } else {
-    out = state_->model->forward(inputs);
-  }
-
-  for (size_t i = 0; i < images.size(); ++i) {
-    const ImageResult& r = out.detections[i];
+  for (size_t j = 0; j < whole.size(); ++j) {
+    ImageDetections& image = results[whole[j]];
+    const ImageResult& r = out[j];
     at::Tensor boxes = r.boxes.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
@@ -141,17 +184,15 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
     const int64_t n = boxes.size(0);
     const float* b = boxes.data_ptr<float>();
     for (int64_t k = 0; k < n; ++k) {
-      Detection d;
-      d.box = {b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]};
-      d.label = labels[k].item<int64_t>();
-      d.category_id = state_->category_ids.at(static_cast<size_t>(d.label - 1));
-      d.label_name = state_->names.at(static_cast<size_t>(d.label - 1));
-      d.score = scores[k].item<float>();
+      Detection d = state_->Describe(labels[k].item<int64_t>(),
+                                     {b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]},
+                                     scores[k].item<float>());
       if (masks.defined()) {
         const uint8_t* m = masks[k].data_ptr<uint8_t>();
-        d.mask.assign(m, m + results[i].height * results[i].width);
+        d.mask.assign(m, m + image.height * image.width);
+        d.mask_region = data::MaskRegion{0, 0, image.width, image.height};
       }
-      results[i].detections.push_back(std::move(d));
+      image.detections.push_back(std::move(d));
     }
   }
   return results;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/data/mask_rle.h"
+
 namespace mrcnn::model {
 
 struct Detection {
@@ -17,7 +19,13 @@ struct Detection {
   int64_t category_id = 0;     // original dataset category id from classes.json
   std::string label_name;
   float score = 0.0f;
-  std::vector<uint8_t> mask;  // row-major H x W of 0/1 at original resolution; empty when masks are off
+  // Row-major mask_region.height x mask_region.width of 0/1 at original resolution, for the
+  // rectangle mask_region of the image (the mask is 0 outside it); empty when masks are off.
+  // Untiled inference gives the whole image; tiled inference the detection's paste box
+  // only, so memory grows with the objects and not with the image (data::EncodeMaskRegion
+  // makes the full-size RLE).
+  std::vector<uint8_t> mask;
+  data::MaskRegion mask_region;
 };
 
 struct ImageDetections {
@@ -27,16 +35,35 @@ struct ImageDetections {
 };
 
 struct InferenceOptions {
-  std::string device = "cpu";     // "cpu", "cuda", "cuda:N"
+  std::string device = "cpu";      // "cpu", "cuda", "cuda:N"
   std::string precision = "fp32";  // "fp32"; "fp16" / "bf16" only on CUDA
   int num_threads = 0;             // 0 keeps torch's default intra-op thread count
 };
 
+// Tiled inference for images much larger than the model's test size (aerial and drone
+// photos): the image is cut into overlapping tiles of `size` pixels, each tile runs through
+// the model as an image of its own (so it is resized to the test size exactly like a lone
+// request of the tile's size: with size = INPUT.MIN_SIZE_TEST the model sees native
+// pixels), tiles go through in batches of `batch`, and the detections are merged per class
+// (tile_merge.h). Options are checked by Predict (std::invalid_argument naming the field).
+struct TileOptions {
+  int64_t size = 0;      // tile side in pixels; 0, or no smaller than both image sides: no tiling
+  float overlap = 0.2f;  // fraction of a tile shared with each neighbour, within [0, 0.9]
+  bool full_image =
+      false;               // also run the whole image at the test size (objects larger than a tile)
+  float merge_iou = 0.5f;  // NMS over the union of all tiles' detections, per class
+  float cut_ios =
+      0.5f;       // a fragment cut by a tile edge inside another detection's box (IoS) is dropped
+  int batch = 4;  // tiles per forward pass (>= 1)
+  bool operator==(const TileOptions&) const = default;
+};
+
 struct PredictOptions {
   float score_threshold = 0.05f;  // detections below are dropped (applied before per-class NMS)
-  int max_detections = 100;       // per image, after NMS
-  bool masks = true;              // false skips the mask head and the paste
-  float mask_threshold = 0.5f;    // a pasted mask pixel is 1 where its probability >= this
+  int max_detections = 100;     // per image, after NMS (with tiles: per tile, and after the merge)
+  bool masks = true;            // false skips the mask head and the paste
+  float mask_threshold = 0.5f;  // a pasted mask pixel is 1 where its probability >= this
+  TileOptions tiles;
 };
 
 class InferenceModel {
@@ -57,7 +84,8 @@ class InferenceModel {
 
   // One result per input image, in input order. Thread-compatible, not thread-safe: serialise
   // calls on one instance (the server owns one instance per worker).
-  std::vector<ImageDetections> Predict(const std::vector<ImageView>& images, const PredictOptions& options);
+  std::vector<ImageDetections> Predict(const std::vector<ImageView>& images,
+                                       const PredictOptions& options);
 
   // Class names in contiguous label order: ClassNames()[i] is label i + 1.
   const std::vector<std::string>& ClassNames() const;

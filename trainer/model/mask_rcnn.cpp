@@ -485,7 +485,7 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch, std::vector<ImageResult>
     const float rw = static_cast<float>(original[1]) / static_cast<float>(resized[1]);
     auto ratio = torch::tensor({rw, rh, rw, rh}, r.boxes.options());
     r.boxes = r.boxes * ratio;
-    if (r.masks.defined()) {
+    if (r.masks.defined() && settings_.paste_masks) {
       const bool binary = settings_.mask_threshold >= 0;
       if (r.masks.size(0) == 0) {
         r.masks = torch::zeros({0, 1, original[0], original[1]},

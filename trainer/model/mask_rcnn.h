@@ -57,6 +57,10 @@ struct DetectionSettings {
   bool masks = true;
   // >= 0: masks come back pasted as uint8 0/1 (mask >= threshold); < 0: as probabilities.
   double mask_threshold = -1.0;
+  // false: masks come back as the mask head's N x 1 x R x R probabilities for the boxes
+  // (in original pixels), unpasted, so a caller can paste each one into its box only
+  // (tiled inference: a full-image mask per detection of an 8000x6000 image is 48 MB).
+  bool paste_masks = true;
 };
 
 class MaskRcnnImpl : public torch::nn::Module {

@@ -17,6 +17,37 @@ TEST_CASE("EncodeMask runs are column-major and start with zeros", "[mask_rle]")
   CHECK(DecodeMask(r) == std::vector<uint8_t>(m, m + 6));
 }
 
+TEST_CASE("EncodeMaskRegion equals EncodeMask of the full mask with the region pasted",
+          "[mask_rle]") {
+  std::mt19937 gen(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t h = 1 + gen() % 50, w = 1 + gen() % 50;
+    MaskRegion region;
+    region.x = gen() % w;
+    region.y = gen() % h;
+    region.width = gen() % (w - region.x + 1);  // empty regions too
+    region.height = gen() % (h - region.y + 1);
+    std::vector<uint8_t> bits(static_cast<size_t>(region.width * region.height));
+    const int kind = trial % 3;  // noise, all ones (touching every region edge), empty
+    for (auto& v : bits)
+      v = kind == 0 ? static_cast<uint8_t>(gen() % 2 * (1 + gen() % 3)) : kind == 1 ? 1 : 0;
+    std::vector<uint8_t> full(static_cast<size_t>(h * w), 0);
+    for (int64_t y = 0; y < region.height; ++y)
+      for (int64_t x = 0; x < region.width; ++x)
+        full[(region.y + y) * w + region.x + x] = bits[y * region.width + x];
+    CAPTURE(trial, h, w, region.x, region.y, region.width, region.height);
+    CHECK(EncodeMaskRegion(bits.data(), region, h, w) == EncodeMask(full.data(), h, w));
+  }
+}
+
+TEST_CASE("EncodeMaskRegion refuses a region outside the image", "[mask_rle]") {
+  const uint8_t bits[4] = {1, 1, 1, 1};
+  CHECK_THROWS_WITH(EncodeMaskRegion(bits, MaskRegion{9, 0, 2, 2}, 10, 10),
+                    Catch::Contains("does not lie within the 10x10 image"));
+  CHECK_THROWS_AS(EncodeMaskRegion(bits, MaskRegion{-1, 0, 2, 2}, 10, 10), std::invalid_argument);
+  CHECK_THROWS_AS(EncodeMaskRegion(bits, MaskRegion{0, 9, 2, 2}, 10, 10), std::invalid_argument);
+}
+
 TEST_CASE("EncodeMask equals a plain column-major scan on sparse and dense masks", "[mask_rle]") {
   // EncodeMask only scans the rectangle holding nonzero pixels; this is the full scan.
   auto reference = [](const std::vector<uint8_t>& mask, int64_t h, int64_t w) {

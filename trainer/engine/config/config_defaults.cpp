@@ -125,6 +125,10 @@ void AddDataAndSolverDefaults(Values& v) {
 
   v["TEST.EVAL_PERIOD"] = int64_t{0};  // 0 = only at the end
   v["TEST.DETECTIONS_PER_IMAGE"] = int64_t{100};
+  // Evaluation by tiles of large validation images (trainer/model/README.md, "Tiled
+  // inference"): tile side in pixels (0: whole images) and the fraction neighbours share.
+  v["TEST.TILE.SIZE"] = int64_t{0};
+  v["TEST.TILE.OVERLAP"] = 0.2;
 
   v["OUTPUT_DIR"] = S("");  // "" = SM_OUTPUT_DATA_DIR (or ./output outside SageMaker)
   v["SEED"] = int64_t{-1};  // < 0: drawn from the clock (and logged)

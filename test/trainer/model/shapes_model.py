@@ -1,0 +1,44 @@
+"""A Mask R-CNN that detects shapes, for the tiled-inference test and bench: the demo's config
+(`mask_rcnn_R_50_FPN_shapes_cpu.yaml`, ResNet-18-FPN at 128 px) trained through
+`entrypoint train` on `trainer make-shapes --size 128`, with a shortened schedule. The model
+dir is kept under the build dir, keyed by the schedule, so later runs reuse it. Not a test
+module."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", REPO / "build"))
+TRAINER = BUILD / "bin" / "trainer"
+ENTRYPOINT = BUILD / "bin" / "entrypoint"
+
+
+def trained_shapes_model(iterations: int, timeout: float = 1200) -> pathlib.Path:
+    """The model dir of the shapes config trained for `iterations` (8 images each)."""
+    work = BUILD / "test_models" / f"shapes_128_it{iterations}"
+    model = work / "opt_ml" / "model"
+    if (model / "model.safetensors").exists():
+        return model
+    for exe in (TRAINER, ENTRYPOINT):
+        if not exe.exists():
+            raise RuntimeError(f"{exe} is not built (set MRCNN_BUILD_DIR)")
+    shutil.rmtree(work, ignore_errors=True)
+    shapes = work / "shapes"
+    subprocess.run([str(TRAINER), "make-shapes", "--output", str(shapes), "--train", "400", "--val", "10",
+                    "--size", "128", "--seed", "1"], check=True, capture_output=True)
+    base = work / "opt_ml"
+    (base / "input" / "config").mkdir(parents=True)
+    (base / "input" / "data").mkdir(parents=True)
+    (base / "input" / "data" / "train").symlink_to(shapes)
+    (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
+        "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml",
+        "opts": f"SOLVER.MAX_ITER {iterations} SOLVER.CHECKPOINT_PERIOD 100000"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
+    env.update(MRCNN_TRAINER=str(TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
+    done = subprocess.run([str(ENTRYPOINT), "train", "--base-dir", str(base)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if done.returncode != 0 or not (model / "model.safetensors").exists():
+        raise RuntimeError("training the shapes model failed:\n" + (done.stdout + done.stderr)[-3000:])
+    return model

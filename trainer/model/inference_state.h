@@ -1,0 +1,33 @@
+#pragma once
+// What an InferenceModel holds, shared by the untiled path (inference.cpp) and tiled
+// inference (tiled_prediction.cpp). Internal to trainer/model.
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "trainer/model/inference.h"
+#include "trainer/model/mask_rcnn.h"
+
+namespace mrcnn::model {
+
+struct InferenceModel::State {
+  MaskRcnn model{nullptr};
+  torch::Device device{torch::kCPU};
+  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast
+  std::vector<std::string> names;
+  std::vector<int64_t> category_ids;
+
+  // The model's detections for 3 x H x W float images in [0, 1] on `device`, under the
+  // configured precision, with the detection settings already set by the caller.
+  std::vector<ImageResult> Forward(const std::vector<at::Tensor>& images);
+
+  // A Detection with everything but the mask filled from label (1..K), box and score.
+  Detection Describe(int64_t label, const std::array<float, 4>& box, float score) const;
+};
+
+// RGB bytes (H x W x 3, any row stride through `hwc`) as the model's 3 x H x W float input
+// in [0, 1] on `device`.
+at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device);
+
+}  // namespace mrcnn::model

@@ -1,0 +1,41 @@
+#pragma once
+// Tiled inference of one image (TileOptions in inference.h): tiles in batches through the
+// model, an optional whole-image pass, the merge of tile_merge.h, and masks pasted into
+// their boxes only (mask_region_paste.h). InferenceModel::Predict sends here every image
+// that tiling applies to; the training engine's COCO evaluation calls it directly with
+// TEST.TILE.SIZE.
+//
+// Memory: the image's pixels (the caller's), one batch of tiles as model input, and per
+// candidate detection its box and its R x R mask probabilities; only the kept detections
+// are pasted, each into its own paste box. Nothing image-sized is made per detection.
+#include <torch/torch.h>
+
+#include <array>
+#include <functional>
+#include <vector>
+
+#include "trainer/model/inference.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/mask_region_paste.h"
+
+namespace mrcnn::model {
+
+struct TiledDetection {
+  std::array<float, 4> box{};  // x1, y1, x2, y2 in image pixels
+  float score = 0.0f;
+  int64_t label = 0;  // 1..K
+  RegionMask mask;    // empty without masks
+};
+
+// The model's detections for 3 x H x W float images in [0, 1] on the model's device (the
+// caller chooses precision and gradient mode).
+using BatchForward = std::function<std::vector<ImageResult>(const std::vector<at::Tensor>&)>;
+
+// hwc: the image as H x W x 3 uint8 RGB on the CPU. `net`'s detection settings are set from
+// `options` for the call and restored afterwards. Detections by decreasing score, at most
+// options.max_detections. Throws std::invalid_argument for invalid tile options.
+std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
+                                         const torch::Device& device, const at::Tensor& hwc,
+                                         const PredictOptions& options);
+
+}  // namespace mrcnn::model
