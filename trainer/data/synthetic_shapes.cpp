@@ -77,7 +77,9 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
   namespace fs = std::filesystem;
   const fs::path dir = opt.output / split;
   fs::create_directories(dir);
-  const int S = static_cast<int>(opt.image_size);
+  const bool canvas = opt.canvas_width > 0;
+  const int W = static_cast<int>(canvas ? opt.canvas_width : opt.image_size);
+  const int H = static_cast<int>(canvas ? opt.canvas_height : opt.image_size);
   nlohmann::json images = nlohmann::json::array(), anns = nlohmann::json::array();
   int64_t ann_id = 1;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -85,17 +87,23 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
     const int64_t image_id = i + 1;
     std::uniform_int_distribution<int> grey(20, 90);
     const cv::Scalar bg(grey(rng), grey(rng), grey(rng));
-    cv::Mat img(S, S, CV_8UC3, bg);
+    cv::Mat img(H, W, CV_8UC3, bg);
     std::vector<PlacedShape> shapes;
-    const int n =
-        1 + static_cast<int>(rng() % static_cast<uint64_t>(std::max<int64_t>(opt.max_objects, 1)));
-    for (int attempt = 0; attempt < 40 && static_cast<int>(shapes.size()) < n; ++attempt) {
+    const int n = canvas ? static_cast<int>(opt.objects)
+                         : 1 + static_cast<int>(rng() % static_cast<uint64_t>(
+                                                            std::max<int64_t>(opt.max_objects, 1)));
+    // 40 tries per image, as the demo's data always had; a canvas gets 40 per object.
+    const int attempts = canvas ? 40 * n : 40;
+    for (int attempt = 0; attempt < attempts && static_cast<int>(shapes.size()) < n; ++attempt) {
       PlacedShape s;
       s.category = 1 + static_cast<int>(rng() % 3);
-      const double r = S * (0.08 + 0.14 * unit(rng));
-      const double cx = r + (S - 2 * r) * unit(rng), cy = r + (S - 2 * r) * unit(rng);
+      const double r =
+          canvas
+              ? (opt.object_min_size + (opt.object_max_size - opt.object_min_size) * unit(rng)) / 2
+              : W * (0.08 + 0.14 * unit(rng));
+      const double cx = r + (W - 2 * r) * unit(rng), cy = r + (H - 2 * r) * unit(rng);
       s.outline = Outline(s.category, cx, cy, r, 2 * kPi * unit(rng));
-      s.box = BoundsOf(s.outline) & cv::Rect2d(0, 0, S, S);
+      s.box = BoundsOf(s.outline) & cv::Rect2d(0, 0, W, H);
       bool ok = true;
       for (const auto& o : shapes)
         ok = ok && BoxIou(o.box, s.box) < 0.25;
@@ -105,14 +113,14 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
       shapes.push_back(std::move(s));
     }
     // Paint in order; later shapes occlude earlier ones. owner holds the top shape per pixel.
-    cv::Mat owner(S, S, CV_16UC1, cv::Scalar(0));
+    cv::Mat owner(H, W, CV_16UC1, cv::Scalar(0));
     for (size_t k = 0; k < shapes.size(); ++k) {
       std::vector<std::vector<cv::Point>> poly{ToFixed(shapes[k].outline)};
       cv::fillPoly(img, poly, shapes[k].colour, cv::LINE_8, 4);
       cv::fillPoly(owner, poly, cv::Scalar(static_cast<double>(k + 1)), cv::LINE_8, 4);
     }
     // Mild zero-mean sensor noise (signed, then saturated back to 8 bits).
-    cv::Mat noisy, noise(S, S, CV_16SC3);
+    cv::Mat noisy, noise(H, W, CV_16SC3);
     cv::randn(noise, cv::Scalar(0, 0, 0), cv::Scalar(6, 6, 6));
     img.convertTo(noisy, CV_16SC3);
     noisy += noise;
@@ -125,7 +133,7 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
     cv::Mat rgb;
     cv::cvtColor(img, rgb, cv::COLOR_BGR2RGB);
     WriteImageFile(dir / file_name, rgb);
-    images.push_back({{"id", image_id}, {"file_name", file_name}, {"width", S}, {"height", S}});
+    images.push_back({{"id", image_id}, {"file_name", file_name}, {"width", W}, {"height", H}});
     for (size_t k = 0; k < shapes.size(); ++k) {
       cv::Mat visible = owner == static_cast<double>(k + 1);
       const int full = cv::countNonZero(visible);
@@ -140,8 +148,8 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
       if (!occluded) {
         std::vector<double> p;
         for (const auto& pt : shapes[k].outline) {
-          p.push_back(std::clamp(pt.x, 0.0, static_cast<double>(S)));
-          p.push_back(std::clamp(pt.y, 0.0, static_cast<double>(S)));
+          p.push_back(std::clamp(pt.x, 0.0, static_cast<double>(W)));
+          p.push_back(std::clamp(pt.y, 0.0, static_cast<double>(H)));
         }
         polygons.push_back(std::move(p));
       } else {
@@ -162,7 +170,7 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
       }
       if (polygons.empty())
         continue;
-      Rle rle = RleFromPolygons(polygons, S, S);
+      Rle rle = RleFromPolygons(polygons, H, W);
       const auto area = RleArea(rle);
       if (area < 16)
         continue;
@@ -191,7 +199,23 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
 }  // namespace
 
 ShapesSummary WriteShapesDataset(const ShapesOptions& opt) {
-  if (opt.image_size < 32 || opt.image_size > 4096) {
+  if (opt.canvas_width > 0 || opt.canvas_height > 0) {
+    if (opt.canvas_width < 32 || opt.canvas_width > 16384 || opt.canvas_height < 32 ||
+        opt.canvas_height > 16384) {
+      throw std::invalid_argument(
+          "make-shapes: --canvas sides must be within 32..16384 pixels (e.g. 4000x3000)");
+    }
+    if (opt.objects < 1) {
+      throw std::invalid_argument("make-shapes: --objects must be at least 1");
+    }
+    if (!(opt.object_min_size >= 4 && opt.object_min_size <= opt.object_max_size &&
+          opt.object_max_size <=
+              static_cast<double>(std::min(opt.canvas_width, opt.canvas_height)) / 2)) {
+      throw std::invalid_argument(
+          "make-shapes: --object-size MIN-MAX needs 4 <= MIN <= MAX <= half the canvas's shorter "
+          "side");
+    }
+  } else if (opt.image_size < 32 || opt.image_size > 4096) {
     throw std::invalid_argument("make-shapes: --size must be within 32..4096 pixels");
   }
   if (opt.format != "png" && opt.format != "jpg") {

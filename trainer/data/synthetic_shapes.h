@@ -17,6 +17,15 @@ struct ShapesOptions {
   int64_t image_size = 192;    // square images of this side, in pixels
   int64_t max_objects = 4;     // per image (at least 1)
   std::string format = "png";  // png or jpg
+  // Large canvases of many small objects (aerial-style test data for tiled inference):
+  // with canvas_width > 0 every image is canvas_width x canvas_height (image_size and
+  // max_objects are not used) with `objects` shapes each (fewer when they cannot be placed
+  // without overlapping much), of diameters within [object_min_size, object_max_size] px.
+  int64_t canvas_width = 0;
+  int64_t canvas_height = 0;
+  int64_t objects = 200;
+  double object_min_size = 16;
+  double object_max_size = 48;
 };
 
 struct ShapesSummary {
