@@ -116,7 +116,7 @@ TEST_CASE("A .sh program runs with /bin/sh, named by SAGEMAKER_PROGRAM") {
   CHECK(run.out == "arg:--a-b\narg:x y\narg:--epochs\narg:2\nworld 1\n");
 }
 
-TEST_CASE("An executable program runs directly; a missing one is a configuration error") {
+TEST_CASE("An executable program runs directly, a missing one is a configuration error") {
   TempDir dir;
   JobTree job(dir.path());
   job.InstallChildAs("child");
@@ -277,7 +277,7 @@ TEST_CASE("`entrypoint env` prints the resolved job as JSON") {
   CHECK(env["wait_for_peers"] == true);
 }
 
-TEST_CASE("Launchers that start one copy per node get every slot; per-slot launchers get one") {
+TEST_CASE("Launchers that start one copy per node get every slot, per-slot launchers get one") {
   TempDir dir;
   JobTree job(dir.path());
   job.InstallChildAs("child");

@@ -135,7 +135,7 @@ TEST_CASE("The rank prefix option marks every rank but 0") {
   CHECK(rank1 == 500);
 }
 
-TEST_CASE("A child exiting with a code stops the others; its code and stderr make the report") {
+TEST_CASE("A child exiting with a code stops the others, its code and stderr make the report") {
   TempDir dir;
   JobTree job(dir.path());
   job.InstallChildAs("child");

@@ -210,7 +210,7 @@ TEST_CASE("content types, Accept and custom attributes", "[serving][request]") {
   CHECK(StatusOf([&] { ParseCustomAttributes("masks=rle\x01", defaults, 1000); }) == 400);
 }
 
-TEST_CASE("custom attributes choose tiled inference; invalid tile values are a 400 naming the key",
+TEST_CASE("custom attributes choose tiled inference, invalid tile values are a 400 naming the key",
           "[serving][request]") {
   const PredictOptions defaults;
   CHECK(defaults.tile_size == 0);  // off unless asked for

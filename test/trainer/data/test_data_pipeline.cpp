@@ -109,7 +109,7 @@ TEST_CASE("resize and flip keep boxes, masks and pixels aligned", "[transforms]"
   }
 }
 
-TEST_CASE("multi-scale training picks sizes from the list; test uses the last", "[transforms]") {
+TEST_CASE("multi-scale training picks sizes from the list, test uses the last", "[transforms]") {
   cv::Mat rgb(100, 200, CV_8UC3, cv::Scalar(1, 2, 3));
   CocoImage im{1, "x.png", 200, 100};
   TransformSpec spec;

@@ -81,7 +81,7 @@ TEST_CASE("BuildStepPlan splits the global batch over processes and accumulation
   CHECK_THROWS_WITH(BuildStepPlan(c, 1), Catch::Contains("SOLVER.ACCUMULATION_STEPS"));
 }
 
-TEST_CASE("BuildOptimizer by SOLVER.OPTIMIZER, any case; unknown names list the known ones",
+TEST_CASE("BuildOptimizer by SOLVER.OPTIMIZER, any case, unknown names list the known ones",
           "[builders]") {
   NamedParameters params = {{"fc.weight", torch::ones({2, 2}).requires_grad_()},
                             {"fc.bias", torch::zeros({2}).requires_grad_()},

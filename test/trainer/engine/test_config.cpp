@@ -70,7 +70,7 @@ TEST_CASE("YAML file overrides, nested and dotted", "[config]") {
   CHECK(c.GetInt("SOLVER.MAX_ITER") == 90000);                                 // untouched
 }
 
-TEST_CASE("_BASE_ inheritance: base first, child wins; relative to the file; cycles rejected", "[config]") {
+TEST_CASE("_BASE_ inheritance: base first, child wins, relative to the file, cycles rejected", "[config]") {
   TempDir dir;
   dir.Write("base/Base.yaml", "SOLVER: {BASE_LR: 0.5, MAX_ITER: 7}\nSEED: 3\n");
   dir.Write("base/Mid.yaml", "_BASE_: Base.yaml\nSOLVER: {MAX_ITER: 8}\n");

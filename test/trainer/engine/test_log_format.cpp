@@ -28,7 +28,7 @@ TEST_CASE("train line carries every value, in regex-friendly form", "[log]") {
   CHECK(FormatDuration(-1) == "0:00:00");
 }
 
-TEST_CASE("eval line and metric definitions agree (ECMAScript check; pytest checks Python re)", "[log]") {
+TEST_CASE("eval line and metric definitions agree (ECMAScript check, pytest checks Python re)", "[log]") {
   EvalLogEntry e{1000, "segm", {0.5, 0.75, 0.4, -1, 0.3, 0.6}};
   std::string line = FormatEvalLine(e);
   CHECK(line ==

@@ -83,7 +83,7 @@ TEST_CASE("tile options are checked with the fix in the message", "[tiles]") {
   CHECK_THROWS_AS(CheckTileOptions(50, std::nan("")), std::invalid_argument);
 }
 
-TEST_CASE("a box reaching an inner tile edge is cut; one on the image border is not", "[tiles]") {
+TEST_CASE("a box reaching an inner tile edge is cut, one on the image border is not", "[tiles]") {
   const TileRect left{0, 0, 100, 100}, middle{80, 0, 100, 100};
   // The left tile's right edge (x = 100) is inside a 180-wide image; its left edge is the border.
   CHECK(ReachesInnerTileEdge({60, 10, 100, 40}, left, 100, 180, 2));
@@ -108,7 +108,7 @@ TEST_CASE("the whole object beats its fragment cut by a tile edge, even a higher
   CHECK(MergeTileCandidates(c, {}) == std::vector<size_t>{1, 2, 3});
 }
 
-TEST_CASE("copies of an object from overlapping tiles merge by NMS; neighbours stay", "[tiles]") {
+TEST_CASE("copies of an object from overlapping tiles merge by NMS, neighbours stay", "[tiles]") {
   std::vector<TileCandidate> c = {
       {{10, 10, 30, 30}, 0.9f, 1, false},
       {{11, 10, 31, 30}, 0.8f, 1, false},  // the same object seen by the next tile
