@@ -215,18 +215,24 @@ def main():
           f"{' and '.join(sorted(names))} (network aliases only, no extra_hosts) found each other by DNS: "
           f"one job of 2 processes, gradient all-reduce tcp-ring; {tarball.name} holds model.safetensors")
 
-    if REFUSED:
-        raise SystemExit(f"sagemaker_local_mode.py: the SDK tried to reach {REFUSED}")
-    check("no connection left the machine (the guard refused none)")
 
 
-if __name__ == "__main__":
+def run_guarded(main, script):
+    """Runs `main`; afterwards checks that the guard refused nothing. An error becomes one
+    line for the caller's log, then the traceback."""
     try:
         main()
     except SystemExit:
         raise
-    except BaseException as error:  # one line for the caller's log, then the traceback
+    except BaseException as error:
         print(f"FAILED: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         if REFUSED:
             print(f"the guard refused connections to: {REFUSED}", file=sys.stderr)
         raise
+    if REFUSED:
+        raise SystemExit(f"{script}: the SDK tried to reach {REFUSED}")
+    check("no connection left the machine (the guard refused none)")
+
+
+if __name__ == "__main__":
+    run_guarded(main, "sagemaker_local_mode.py")
