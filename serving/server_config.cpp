@@ -96,11 +96,9 @@ std::string NormalizeBatchStrategy(const std::string& value, const char* source,
                   value));
 }
 
-}  // namespace
-
-ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env) {
+// What SageMaker's (and our) environment variables say; the defaults where they are unset.
+ServerConfig ConfigFromEnvironment(const common::EnvMap& env) {
   ServerConfig config;
-  // Environment first; flags given on the command line override it below.
   config.port = static_cast<uint16_t>(EnvInteger(env, "SAGEMAKER_BIND_TO_PORT", 8080, 0, 65535));
   // 1024 MiB is SageMaker's largest payload (async inference); 0 is batch transform's
   // "arbitrarily large, chunked", served with that same largest limit.
@@ -141,6 +139,67 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.cpu_threads = cores;
   config.io_threads = std::clamp(cores / 4, 2, 8);
 
+  return config;
+}
+
+// The model and the threads that run it.
+void AddModelOptions(CLI::App& app, ServerConfig& config) {
+  app.add_option("--predictor", config.predictor,
+                 "model | statistics | auto (auto = statistics when the model dir holds "
+                 "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
+      ->check(CLI::IsMember({"auto", "model", "statistics"}));
+  app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
+  app.add_option("--precision", config.precision, "fp32, fp16 or bf16 (MRCNN_SERVING_PRECISION)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--num-threads", config.num_threads,
+                 "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "
+                 "cores: a lone request uses them all)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--workers", config.workers,
+                 "model instances serving concurrently (SAGEMAKER_MODEL_SERVER_WORKERS; 0 = "
+                 "min(cores, 4) for the model on a CPU, else 1)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--io-threads", config.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  app.add_option("--cpu-threads", config.cpu_threads, "decode/encode threads")
+      ->check(CLI::Range(1, 256));
+}
+
+// What a request may carry and what it gets by default.
+void AddRequestOptions(CLI::App& app, ServerConfig& config) {
+  app.add_option("--max-image-pixels", config.image_limits.max_pixels,
+                 "decoded height*width limit, checked from the image header before decoding "
+                 "(MRCNN_MAX_IMAGE_PIXELS; default 64000000, an 8000x6000 aerial image fits)")
+      ->check(CLI::Range(int64_t{1}, kMaxImagePixels));
+  app.add_option("--max-image-side", config.image_limits.max_side, "per-side limit")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--max-images-per-request", config.max_images_per_request,
+                 "images in one JSON list request")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--score-threshold", config.default_options.score_threshold,
+                 "default when the request does not say")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-detections", config.default_options.max_detections,
+                 "default when the request does not say")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--tile-size", config.default_options.tile_size,
+                 "tiled inference of large images: default tile side in pixels, 0 for none "
+                 "(MRCNN_TILE_SIZE; per request: custom attribute tile_size)")
+      ->check(CLI::Range(int64_t{0}, kMaxTileSize));
+  app.add_option("--tile-overlap", config.default_options.tile_overlap,
+                 "default fraction of a tile shared with each neighbour (MRCNN_TILE_OVERLAP, 0.2)")
+      ->check(CLI::Range(0.0, 0.9));
+  app.add_flag("--tile-full-image", config.default_options.tile_full_image,
+               "with tiles, also run the whole image at the test size (MRCNN_TILE_FULL_IMAGE)");
+  app.add_option("--max-detections-cap", config.max_detections_cap,
+                 "largest max_detections a request may ask for")
+      ->check(CLI::Range(1, 100000));
+}
+
+}  // namespace
+
+ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env) {
+  // Environment first; flags given on the command line override it below.
+  ServerConfig config = ConfigFromEnvironment(env);
   CLI::App app{
       "Mask R-CNN inference server (SageMaker serving contract: /ping, /invocations, "
       "/execution-parameters)",
@@ -163,24 +222,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--base-dir", base_dir,
                  "job tree root whose model/ is served when neither --model-dir nor "
                  "SM_MODEL_DIR is given (default: $SAGEMAKER_BASE_DIR, else /opt/ml)");
-  app.add_option("--predictor", config.predictor,
-                 "model | statistics | auto (auto = statistics when the model dir holds "
-                 "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
-      ->check(CLI::IsMember({"auto", "model", "statistics"}));
-  app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
-  app.add_option("--precision", config.precision, "fp32, fp16 or bf16 (MRCNN_SERVING_PRECISION)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app.add_option("--num-threads", config.num_threads,
-                 "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "
-                 "cores: a lone request uses them all)")
-      ->check(CLI::Range(0, 1024));
-  app.add_option("--workers", config.workers,
-                 "model instances serving concurrently (SAGEMAKER_MODEL_SERVER_WORKERS; 0 = "
-                 "min(cores, 4) for the model on a CPU, else 1)")
-      ->check(CLI::Range(0, 1024));
-  app.add_option("--io-threads", config.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
-  app.add_option("--cpu-threads", config.cpu_threads, "decode/encode threads")
-      ->check(CLI::Range(1, 256));
+  AddModelOptions(app, config);
   app.add_option("--max-batch", max_batch,
                  "images per inference batch (MRCNN_SERVING_MAX_BATCH; default 1 for the model on "
                  "a CPU, else 4)")
@@ -209,33 +251,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   app.add_option("--max-concurrent-transforms", config.max_concurrent_transforms,
                  "reported by /execution-parameters (SAGEMAKER_MAX_CONCURRENT_TRANSFORMS)")
       ->check(CLI::Range(0, 100000));
-  app.add_option("--max-image-pixels", config.image_limits.max_pixels,
-                 "decoded height*width limit, checked from the image header before decoding "
-                 "(MRCNN_MAX_IMAGE_PIXELS; default 64000000, an 8000x6000 aerial image fits)")
-      ->check(CLI::Range(int64_t{1}, kMaxImagePixels));
-  app.add_option("--max-image-side", config.image_limits.max_side, "per-side limit")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--max-images-per-request", config.max_images_per_request,
-                 "images in one JSON list request")
-      ->check(CLI::Range(1, 10000));
-  app.add_option("--score-threshold", config.default_options.score_threshold,
-                 "default when the request does not say")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--max-detections", config.default_options.max_detections,
-                 "default when the request does not say")
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--tile-size", config.default_options.tile_size,
-                 "tiled inference of large images: default tile side in pixels, 0 for none "
-                 "(MRCNN_TILE_SIZE; per request: custom attribute tile_size)")
-      ->check(CLI::Range(int64_t{0}, kMaxTileSize));
-  app.add_option("--tile-overlap", config.default_options.tile_overlap,
-                 "default fraction of a tile shared with each neighbour (MRCNN_TILE_OVERLAP, 0.2)")
-      ->check(CLI::Range(0.0, 0.9));
-  app.add_flag("--tile-full-image", config.default_options.tile_full_image,
-               "with tiles, also run the whole image at the test size (MRCNN_TILE_FULL_IMAGE)");
-  app.add_option("--max-detections-cap", config.max_detections_cap,
-                 "largest max_detections a request may ask for")
-      ->check(CLI::Range(1, 100000));
+  AddRequestOptions(app, config);
   app.add_option("--idle-timeout-s", idle_s, "keep-alive idle time before closing");
   app.add_option("--header-timeout-s", header_s, "time to receive a request's headers");
   app.add_option("--body-timeout-s", body_s, "time to receive a request's body");
