@@ -72,6 +72,41 @@ cv::Scalar RandomColour(std::mt19937_64& rng, const cv::Scalar& background) {
   }
 }
 
+// Shape k's visible region as polygons: its exact outline when no later shape overlaps
+// its box, else the contours of `visible` (the pixels it still owns).
+std::vector<std::vector<double>> VisiblePolygons(const std::vector<PlacedShape>& shapes, size_t k,
+                                                 const cv::Mat& visible, int W, int H) {
+  std::vector<std::vector<double>> polygons;
+  bool occluded = false;
+  for (size_t j = k + 1; j < shapes.size(); ++j) {
+    occluded = occluded || (shapes[j].box & shapes[k].box).area() > 0;
+  }
+  if (!occluded) {
+    std::vector<double> p;
+    for (const auto& pt : shapes[k].outline) {
+      p.push_back(std::clamp(pt.x, 0.0, static_cast<double>(W)));
+      p.push_back(std::clamp(pt.y, 0.0, static_cast<double>(H)));
+    }
+    polygons.push_back(std::move(p));
+  } else {
+    std::vector<std::vector<cv::Point>> contours;
+    cv::findContours(visible, contours, cv::RETR_EXTERNAL, cv::CHAIN_APPROX_SIMPLE);
+    for (const auto& c : contours) {
+      if (c.size() < 3)
+        continue;
+      std::vector<double> p;
+      // Contours run through boundary pixel centres; +0.5 puts them on pixel corners
+      // of the region's outer side well enough for training masks.
+      for (const auto& pt : c) {
+        p.push_back(pt.x + 0.5);
+        p.push_back(pt.y + 0.5);
+      }
+      polygons.push_back(std::move(p));
+    }
+  }
+  return polygons;
+}
+
 nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int64_t count,
                          std::mt19937_64& rng, ShapesSummary* summary) {
   namespace fs = std::filesystem;
@@ -139,35 +174,7 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
       const int full = cv::countNonZero(visible);
       if (full < 16)
         continue;
-      // Visible region as polygons: the exact outline when unoccluded, else its contours.
-      std::vector<std::vector<double>> polygons;
-      bool occluded = false;
-      for (size_t j = k + 1; j < shapes.size(); ++j) {
-        occluded = occluded || (shapes[j].box & shapes[k].box).area() > 0;
-      }
-      if (!occluded) {
-        std::vector<double> p;
-        for (const auto& pt : shapes[k].outline) {
-          p.push_back(std::clamp(pt.x, 0.0, static_cast<double>(W)));
-          p.push_back(std::clamp(pt.y, 0.0, static_cast<double>(H)));
-        }
-        polygons.push_back(std::move(p));
-      } else {
-        std::vector<std::vector<cv::Point>> contours;
-        cv::findContours(visible, contours, cv::RETR_EXTERNAL, cv::CHAIN_APPROX_SIMPLE);
-        for (const auto& c : contours) {
-          if (c.size() < 3)
-            continue;
-          std::vector<double> p;
-          // Contours run through boundary pixel centres; +0.5 puts them on pixel corners
-          // of the region's outer side well enough for training masks.
-          for (const auto& pt : c) {
-            p.push_back(pt.x + 0.5);
-            p.push_back(pt.y + 0.5);
-          }
-          polygons.push_back(std::move(p));
-        }
-      }
+      const auto polygons = VisiblePolygons(shapes, k, visible, W, H);
       if (polygons.empty())
         continue;
       Rle rle = RleFromPolygons(polygons, H, W);
