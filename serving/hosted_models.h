@@ -115,8 +115,8 @@ class HostedModels {
   HostedModelsOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Model>> models_;  // loaded and loading
-  uint64_t charged_ = 0;                                  // loaded, loading and retiring
-  uint64_t use_clock_ = 0;                                // LRU order
+  uint64_t charged_ = 0;    // loaded and loading (not retiring: TakeOut uncharges)
+  uint64_t use_clock_ = 0;  // LRU order
 };
 
 }  // namespace mrcnn::serving
