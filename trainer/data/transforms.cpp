@@ -5,6 +5,8 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "trainer/data/random_crop.h"
+
 namespace mrcnn::data {
 
 std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_size,
@@ -18,11 +20,12 @@ std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_si
           std::max<int64_t>(1, static_cast<int64_t>(w * scale + 0.5))};
 }
 
-InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
-                                  std::span<const CocoAnnotation> annotations,
-                                  const TransformSpec& spec, std::mt19937_64& rng) {
-  if (spec.min_sizes.empty())
-    throw std::invalid_argument("TransformSpec: min_sizes is empty");
+namespace {
+
+// The resize and flip of TransformInstances, on the image (or its crop) as given.
+InstanceSample ResizeAndFlip(const cv::Mat& rgb, const CocoImage& image,
+                             std::span<const CocoAnnotation> annotations, const TransformSpec& spec,
+                             std::mt19937_64& rng) {
   InstanceSample s;
   s.image_id = image.id;
   s.original_height = rgb.rows;
@@ -84,6 +87,24 @@ InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
     s.masks.push_back(mask);
   }
   return s;
+}
+
+}  // namespace
+
+InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
+                                  std::span<const CocoAnnotation> annotations,
+                                  const TransformSpec& spec, std::mt19937_64& rng) {
+  if (spec.min_sizes.empty())
+    throw std::invalid_argument("TransformSpec: min_sizes is empty");
+  if (!spec.training || !spec.crop.enabled)
+    return ResizeAndFlip(rgb, image, annotations, spec, rng);
+  const MaskRegion window = RandomCropWindow(rgb.rows, rgb.cols, spec.crop, rng);
+  const std::vector<CocoAnnotation> inside =
+      CropAnnotations(annotations, window, rgb.rows, rgb.cols, spec.crop.min_area_fraction);
+  const cv::Mat view =
+      rgb(cv::Rect(static_cast<int>(window.x), static_cast<int>(window.y),
+                   static_cast<int>(window.width), static_cast<int>(window.height)));
+  return ResizeAndFlip(view, image, inside, spec, rng);
 }
 
 }  // namespace mrcnn::data

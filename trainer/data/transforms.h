@@ -1,5 +1,6 @@
 #pragma once
-// Training/test transforms applied to one image and its instances together: resize by
+// Training/test transforms applied to one image and its instances together: in training
+// an optional random crop at native resolution (random_crop.h, INPUT.CROP), then resize by
 // the shortest edge (one size, or a random pick from a list for multi-scale training)
 // capped by a max size, then an optional horizontal flip. Boxes are scaled/flipped
 // exactly like the pixels; polygon masks are transformed as coordinates and rasterised at
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "trainer/data/coco_dataset.h"
+#include "trainer/data/crop_spec.h"
 
 namespace mrcnn::data {
 
@@ -22,13 +24,14 @@ struct TransformSpec {
   double flip_probability = 0.0;        // 0.5 for training
   bool training = false;                // false: use min_sizes.back(), never flip
   bool with_masks = true;
+  CropSpec crop;  // training only, before the resize
 };
 
 // One image ready for batching (crowd annotations are left out).
 struct InstanceSample {
   int64_t image_id = 0;
-  int64_t original_height = 0, original_width = 0;
-  double scale_y = 1, scale_x = 1;  // transformed / original
+  int64_t original_height = 0, original_width = 0;  // with a crop: the crop window's
+  double scale_y = 1, scale_x = 1;                  // transformed / original
   bool flipped = false;
   cv::Mat image;                            // CV_8UC3 RGB, transformed size
   std::vector<std::array<float, 4>> boxes;  // x0, y0, x1, y1 in transformed pixels
@@ -40,7 +43,9 @@ struct InstanceSample {
 std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_size,
                                    int64_t max_size);
 
-// Transforms a decoded image and its annotations. `rng` drives the size pick and the flip.
+// Transforms a decoded image and its annotations. `rng` drives the crop window (when
+// spec.training and spec.crop.enabled; drawn first, so that without a crop the draws are
+// those of before), the size pick and the flip.
 InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
                                   std::span<const CocoAnnotation> annotations,
                                   const TransformSpec& spec, std::mt19937_64& rng);
