@@ -13,6 +13,7 @@
 #include "common/config_error.h"
 #include "trainer/data/coco_dataset.h"
 #include "trainer/data/data_loader.h"
+#include "trainer/engine/config/input_crop.h"
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/model/safetensors.h"
@@ -360,6 +361,7 @@ std::unique_ptr<data::DataLoader> BuildTrainLoader(const TrainConfig& config,
   lo.transform.flip_probability = flip == "horizontal" ? 0.5 : 0.0;
   lo.transform.training = true;
   lo.transform.with_masks = mc.mask_on;
+  lo.transform.crop = InputCropOf(config);
   lo.normalization = NormalizationOf(mc);
   lo.size_divisibility = mc.size_divisibility;
   lo.rank = world.rank;

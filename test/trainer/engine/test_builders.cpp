@@ -229,3 +229,41 @@ TEST_CASE("BuildTrainData, BuildTestSource and BuildTrainLoader on a shapes data
   CHECK_THROWS_WITH(BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 9, 0),
                     Catch::Contains("INPUT.RANDOM_FLIP"));
 }
+
+TEST_CASE("BuildTrainLoader crops large images when INPUT.CROP is on", "[builders][crop]") {
+  TempDir tmp;
+  mrcnn::data::ShapesOptions so;
+  so.output = tmp.path;
+  so.train_images = 4;
+  so.val_images = 0;
+  so.canvas_width = 320;
+  so.canvas_height = 240;
+  so.objects = 30;
+  so.seed = 2;
+  mrcnn::data::WriteShapesDataset(so);
+  TrainJob job;
+  job.config = TinyConfig();
+  job.config.MergeOpts({"INPUT.MAX_SIZE_TRAIN", "1000"});
+  job.train_dir = tmp.path;
+  job.train_channel = "train";
+  const auto mc = BuildModelConfig(job.config);
+  const TrainData train = BuildTrainData(job, mc, ConsoleLog(false));
+  const StepPlan plan = BuildStepPlan(job.config, 1);
+  // Off: the whole 320x240 canvas shrunk to a 64 px shortest edge.
+  auto whole = BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 3, 0)->Next();
+  REQUIRE(whole);
+  CHECK(whole->image_sizes[0] == std::array<int64_t, 2>{64, 85});
+  // On: 64x96 windows at native resolution (the 64 px shortest edge keeps them as they are).
+  job.config.MergeOpts(
+      {"INPUT.CROP.ENABLED", "True", "INPUT.CROP.TYPE", "absolute", "INPUT.CROP.SIZE", "[64, 96]"});
+  auto cropped = BuildTrainLoader(job.config, mc, train, ProcessWorld{}, plan, 3, 0)->Next();
+  REQUIRE(cropped);
+  REQUIRE(cropped->image_sizes.size() == 4);
+  int64_t instances = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(cropped->image_sizes[i] == std::array<int64_t, 2>{64, 96});
+    CHECK(cropped->original_sizes[i] == std::array<int64_t, 2>{64, 96});
+    instances += cropped->targets[i].boxes.size(0);
+  }
+  CHECK(instances > 0);
+}

@@ -63,6 +63,14 @@ void AddModelAndInputDefaults(Values& v) {
   v["INPUT.MAX_SIZE_TEST"] = int64_t{1333};
   v["INPUT.SIZE_DIVISIBILITY"] = int64_t{32};
   v["INPUT.RANDOM_FLIP"] = S("horizontal");  // none | horizontal
+  // Training crop before the resize (Detectron2's keys and defaults; input_crop.h checks
+  // them): TYPE relative | relative_range | absolute | absolute_range, SIZE (h, w).
+  v["INPUT.CROP.ENABLED"] = false;
+  v["INPUT.CROP.TYPE"] = S("relative_range");
+  v["INPUT.CROP.SIZE"] = FloatList{0.9, 0.9};
+  // Ours, not Detectron2's: an instance cut by the crop is kept when at least this
+  // fraction of its area (mask, else box) is inside the window.
+  v["INPUT.CROP.MIN_AREA_FRACTION"] = 0.3;
 }
 
 void AddDataAndSolverDefaults(Values& v) {

@@ -5,9 +5,10 @@
 
 #include "common/checkpoint_config.h"
 #include "common/config_error.h"
-#include "common/json_file.h"
 #include "common/input_data_config.h"
+#include "common/json_file.h"
 #include "common/resource_config.h"
+#include "trainer/engine/config/input_crop.h"
 #include "trainer/engine/config/model_zoo.h"
 
 namespace mrcnn::engine {
@@ -248,6 +249,7 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
     job.config.MergeOpts(TrainConfig::SplitOpts(*args.opts), "opts");
     job.config_sources.push_back("opts");
   }
+  InputCropOf(job.config);  // a bad INPUT.CROP stops the job here, before any data is read
 
   const ChannelDelivery delivery = ReadChannelDelivery(job.paths);
   const auto& train_channels = job.config.GetStringList("DATASETS.TRAIN");
