@@ -104,7 +104,9 @@ std::optional<CocoAnnotation> CropInstance(const CocoAnnotation& a, const MaskRe
     // would be taller than the visible cap.
     if (cut && cut->visible_area > 0) {
       const auto m = RleToBbox(cut->visible);
-      kept_box = Intersection(kept_box, {m[0], m[1], m[0] + m[2], m[1] + m[3]});
+      const Box tight = Intersection(kept_box, {m[0], m[1], m[0] + m[2], m[1] + m[3]});
+      if (!tight.Empty())  // else the annotation's box and mask disagree: keep its box
+        kept_box = tight;
     }
     out.area = a.area * fraction;
   }
