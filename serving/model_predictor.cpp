@@ -115,8 +115,9 @@ std::unique_ptr<Predictor> LoadModelPredictor(const std::filesystem::path& model
   const size_t classes = model->ClassNames().size();
   return std::make_unique<ModelPredictor>(
       std::move(model),
-      fmt::format("Mask R-CNN from {} ({} classes) on {} in {}", model_dir.string(), classes,
-                  options.device, options.precision),
+      fmt::format("Mask R-CNN from {} ({} classes) on {} in precision {} (asked: {})",
+                  model_dir.string(), classes, options.device, model->Precision(),
+                  options.precision),
       options.core_share);
 }
 

@@ -12,7 +12,7 @@ namespace mrcnn::serving {
 
 struct ModelPredictorOptions {
   std::string device = "cpu";      // "cpu", "cuda", "cuda:N"
-  std::string precision = "fp32";  // "fp16" / "bf16" only on CUDA
+  std::string precision = "auto";  // auto, fp32, bf16; fp16 only on CUDA (InferenceOptions)
   int num_threads = 0;             // 0 keeps torch's default intra-op thread count
   // When set (the model on a CPU), every Predict follows it op by op instead of num_threads,
   // which then holds only for loading and warm-up. Must outlive the predictor.

@@ -47,7 +47,8 @@ struct ServerConfig {
   std::string model_dir_source = "the default base dir /opt/ml";  // for the startup log
   std::string predictor = "auto";  // auto | model | statistics (a test facility)
   std::string device = "cpu";
-  std::string precision = "fp32";
+  // auto (bf16 on a CPU with native bf16 dot products, else fp32), fp32, bf16, fp16 (CUDA).
+  std::string precision = "auto";
   int num_threads = 0;  // torch intra-op threads per worker; 0: ResolveWorkers decides
   int workers = 0;      // model instances; 0: ResolveWorkers decides
   // Set by ResolveWorkers for the model on a CPU without --num-threads: the busy workers split

@@ -3,15 +3,20 @@
 // torchvision on the same images and weights in the same run and prints the ratio.
 //
 //   model_bench --model-dir DIR --input IMAGES.safetensors [--batch B] [--iters N]
-//               [--warmup W] [--threads T] [--device cpu|cuda] [--precision fp32|fp16|bf16]
-//               [--score-threshold S] [--profile TRACE.json]
-// IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line. --profile records the timed
+//               [--warmup W] [--threads T] [--device cpu|cuda]
+//               [--precision auto|fp32|fp16|bf16] [--score-threshold S] [--phases]
+//               [--profile TRACE.json]
+// IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line: mean and fastest time, the
+// detections, the precision used, and with --phases the mean ms of each stage of the
+// model's forward pass (MaskRcnnImpl::set_phase_hook; "predict_rest" is what Predict does
+// around it: input conversion and copying the detections out). --profile records the timed
 // iterations with the torch profiler (CPU ops) into a Chrome trace.
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,17 @@ int main(int argc, char** argv) {
       views.push_back({t.data_ptr<uint8_t>(), t.size(0), t.size(1)});
     }
     const std::string profile = Arg(argc, argv, "--profile", "");
+    std::map<std::string, double> phase_ms;  // summed over the timed iterations
+    bool timing = false;
+    auto last = std::chrono::steady_clock::now();
+    if (mrcnn::bench::Flag(argc, argv, "--phases")) {
+      model->SetPhaseHook([&](const char* name) {
+        const auto now = std::chrono::steady_clock::now();
+        if (name != nullptr && timing)
+          phase_ms[name] += std::chrono::duration<double, std::milli>(now - last).count();
+        last = now;
+      });
+    }
     size_t detections = 0;
     std::vector<double> ms;
     for (int i = 0; i < warmup + iters; ++i) {
@@ -53,6 +69,7 @@ int main(int argc, char** argv) {
         torch::autograd::profiler::prepareProfiler(config, {prof::ActivityType::CPU});
         torch::autograd::profiler::enableProfiler(config, {prof::ActivityType::CPU});
       }
+      timing = i >= warmup;
       auto start = std::chrono::steady_clock::now();
       auto out = model->Predict(views, predict);
       const double elapsed =
@@ -71,8 +88,20 @@ int main(int argc, char** argv) {
       sum += v;
       best = std::min(best, v);
     }
-    std::printf("{\"mean_ms\": %.3f, \"min_ms\": %.3f, \"detections\": %zu}\n",
-                sum / static_cast<double>(ms.size()), best, detections);
+    std::string phases;
+    double in_phases = 0;
+    for (const auto& [name, total] : phase_ms) {
+      phases += ", \"" + name + "\": " + std::to_string(total / static_cast<double>(ms.size()));
+      in_phases += total / static_cast<double>(ms.size());
+    }
+    if (!phase_ms.empty()) {
+      phases = ", \"phases_ms\": {\"predict_rest\": " +
+               std::to_string(sum / static_cast<double>(ms.size()) - in_phases) + phases + "}";
+    }
+    std::printf(
+        "{\"mean_ms\": %.3f, \"min_ms\": %.3f, \"detections\": %zu, \"precision\": \"%s\"%s}\n",
+        sum / static_cast<double>(ms.size()), best, detections, model->Precision().c_str(),
+        phases.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_bench: %s\n", e.what());

@@ -118,6 +118,36 @@ def local_session(work, port, compose_hosts=None):
     return session
 
 
+def jpeg_size(jpeg):
+    """(width, height) from a JPEG's start-of-frame segment (the SDK's venv has no PIL)."""
+    stream = io.BytesIO(jpeg)
+    assert stream.read(2) == b"\xff\xd8", "not a JPEG"
+    while True:
+        marker, length = stream.read(2), int.from_bytes(stream.read(2), "big")
+        assert len(marker) == 2 and marker[0] == 0xFF, "JPEG without a start-of-frame segment"
+        if marker[1] in (0xC0, 0xC1, 0xC2):
+            segment = stream.read(length - 2)
+            return int.from_bytes(segment[3:5], "big"), int.from_bytes(segment[1:3], "big")
+        stream.seek(length - 2, io.SEEK_CUR)
+
+
+def predict_by_tiles(predictor, jpeg):
+    """Tiled inference asked per request through SageMaker's CustomAttributes passthrough
+    (issue 26), the way boto3's invoke_endpoint(CustomAttributes=...) sends it: tiles of 64 px
+    answer with detections inside the image, and a bad tile attribute is refused naming it."""
+    width, height = jpeg_size(jpeg)
+    tiled = predictor.predict(jpeg, initial_args={
+        "CustomAttributes": "score_threshold=0.0,tile_size=64,tile_overlap=0.25"})
+    assert isinstance(tiled, dict) and tiled.get("detections"), tiled
+    for d in tiled["detections"]:
+        x1, y1, x2, y2 = d["box"]
+        assert -0.5 <= x1 <= x2 <= width + 0.5 and -0.5 <= y1 <= y2 <= height + 0.5, (d, width, height)
+    refused = predictor.predict(jpeg, initial_args={"CustomAttributes": "tile_size=64,tile_overlap=2"})
+    assert refused.get("error") == "bad_custom_attributes" and "tile_overlap" in refused.get("detail", ""), refused
+    check(f"Predictor.predict with initial_args CustomAttributes tile_size=64: {len(tiled['detections'])} "
+          f"detections on {width}x{height} by tiles; tile_overlap=2 refused naming it")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--training-image", required=True)
@@ -182,6 +212,7 @@ def main():
             assert len(d["box"]) == 4 and d["label"] and 0.0 <= d["score"] <= 1.0, d
         assert answer["detections"], "no detections at score_threshold=0.0"
         check(f"Predictor.predict (image/jpeg): {len(answer['detections'])} detections with box, label, score")
+        predict_by_tiles(predictor, pathlib.Path(args.jpeg).read_bytes())
     finally:
         predictor.delete_endpoint()
 

@@ -268,6 +268,35 @@ TEST_CASE("multi-level roi align equals roi align on the mapped level", "[kernel
   }
 }
 
+TEST_CASE("multi-level roi align reads channels-last maps bit for bit as planar ones",
+          "[kernels][roi_align]") {
+  at::manual_seed(7);
+  const std::vector<double> scales{0.25, 0.125, 0.0625, 0.03125};
+  std::vector<at::Tensor> planar, channels_last;
+  for (int64_t l = 0; l < 4; ++l) {
+    planar.push_back(at::randn({2, 19, 64 >> l, 80 >> l}));
+    channels_last.push_back(planar.back().contiguous(at::MemoryFormat::ChannelsLast));
+    REQUIRE_FALSE(channels_last.back().is_contiguous());
+  }
+  // Boxes on every level, across the map's edges and outside it, and a degenerate one.
+  const at::Tensor rois =
+      at::tensor({0.f, 3.f,   5.f,   40.f,  30.f,  1.f, -20.f, -10.f, 90.f, 70.f,
+                  0.f, 250.f, 200.f, 400.f, 300.f, 1.f, 10.f,  10.f,  10.f, 10.f,
+                  0.f, 1.f,   2.f,   300.f, 250.f, 1.f, 70.f,  50.f,  78.f, 64.f})
+          .view({6, 5});
+  for (const bool aligned : {false, true}) {
+    const at::Tensor want = mk::MultiLevelRoiAlign(planar, rois, scales, 7, 7, 2, aligned);
+    const at::Tensor got = mk::MultiLevelRoiAlign(channels_last, rois, scales, 7, 7, 2, aligned);
+    CHECK(at::equal(got, want));
+    const at::Tensor want14 = mk::MultiLevelRoiAlign(planar, rois, scales, 14, 14, 2, aligned);
+    CHECK(
+        at::equal(mk::MultiLevelRoiAlign(channels_last, rois, scales, 14, 14, 2, aligned), want14));
+  }
+  // Adaptive sampling (ratio 0) takes the planar kernel on a copy: still the same numbers.
+  CHECK(at::equal(mk::MultiLevelRoiAlign(channels_last, rois, scales, 7, 7, 0, false),
+                  mk::MultiLevelRoiAlign(planar, rois, scales, 7, 7, 0, false)));
+}
+
 TEST_CASE("box iou and box coding", "[kernels][box_ops]") {
   const at::Tensor a = Boxes({0, 0, 10, 10, 5, 5, 15, 15});
   const at::Tensor iou = mk::BoxIou(a, a);

@@ -27,7 +27,7 @@ struct PredictArgs {
   float score_threshold = 0.05f;
   int max_detections = 100;
   std::string device = "cpu";
-  std::string precision = "fp32";
+  std::string precision = "auto";  // as the server's MRCNN_SERVING_PRECISION
   int batch_size = 1;
   int threads = 0;
   bool no_masks = false;
@@ -41,7 +41,8 @@ struct PredictArgs {
 // array is needed, so it is read directly rather than through the full dataset loader.
 std::map<std::string, int64_t> ImageIdsByFileName(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open annotation file (--annotations)");
+  if (!in)
+    throw std::runtime_error(path + ": cannot open annotation file (--annotations)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
@@ -56,7 +57,8 @@ std::map<std::string, int64_t> ImageIdsByFileName(const std::string& path) {
     if (!image.contains("file_name") || !image.contains("id") || !image["id"].is_number_integer()) {
       throw std::runtime_error(path + ": an entry of \"images\" lacks file_name or an integer id");
     }
-    ids[std::filesystem::path(image["file_name"].get<std::string>()).filename().string()] = image["id"].get<int64_t>();
+    ids[std::filesystem::path(image["file_name"].get<std::string>()).filename().string()] =
+        image["id"].get<int64_t>();
   }
   return ids;
 }
@@ -70,7 +72,8 @@ cv::Mat ReadRgb(const std::string& path) {
 
 int Run(const PredictArgs& args) {
   std::map<std::string, int64_t> ids;
-  if (!args.annotations.empty()) ids = ImageIdsByFileName(args.annotations);
+  if (!args.annotations.empty())
+    ids = ImageIdsByFileName(args.annotations);
   model::InferenceOptions options;
   options.device = args.device;
   options.precision = args.precision;
@@ -103,7 +106,8 @@ int Run(const PredictArgs& args) {
         const std::string name = std::filesystem::path(args.images[i]).filename().string();
         auto it = ids.find(name);
         if (it == ids.end()) {
-          throw std::runtime_error(args.annotations + ": no image with file_name '" + name + "' (from --images)");
+          throw std::runtime_error(args.annotations + ": no image with file_name '" + name +
+                                   "' (from --images)");
         }
         image_id = it->second;
       }
@@ -116,7 +120,8 @@ int Run(const PredictArgs& args) {
         if (!d.mask.empty()) {
           const data::Rle rle =
               data::EncodeMaskRegion(d.mask.data(), d.mask_region, out[k].height, out[k].width);
-          r["segmentation"] = {{"size", {out[k].height, out[k].width}}, {"counts", data::RleCountsToString(rle)}};
+          r["segmentation"] = {{"size", {out[k].height, out[k].width}},
+                               {"counts", data::RleCountsToString(rle)}};
         }
         results.push_back(std::move(r));
       }
@@ -124,10 +129,13 @@ int Run(const PredictArgs& args) {
     std::fprintf(stderr, "predict: %zu/%zu images\n", end, args.images.size());
   }
   std::ofstream out(args.output);
-  if (!out) throw std::runtime_error(args.output + ": cannot open for writing (--output)");
+  if (!out)
+    throw std::runtime_error(args.output + ": cannot open for writing (--output)");
   out << results.dump() << '\n';
-  if (!out) throw std::runtime_error(args.output + ": write failed");
-  std::fprintf(stderr, "predict: wrote %zu detections to %s\n", results.size(), args.output.c_str());
+  if (!out)
+    throw std::runtime_error(args.output + ": write failed");
+  std::fprintf(stderr, "predict: wrote %zu detections to %s\n", results.size(),
+               args.output.c_str());
   return 0;
 }
 
@@ -135,18 +143,27 @@ const CommandRegistration kPredict{
     "predict", "Run a model dir over images and write COCO results JSON (boxes, scores, RLE masks)",
     [](CLI::App& sub) -> CommandAction {
       auto args = std::make_shared<PredictArgs>();
-      sub.add_option("--model-dir", args->model_dir, "Model dir: model.safetensors, config.yaml, classes.json")
+      sub.add_option("--model-dir", args->model_dir,
+                     "Model dir: model.safetensors, config.yaml, classes.json")
           ->required();
       sub.add_option("--images", args->images, "Image files (JPEG or PNG)")->required();
       sub.add_option("--output", args->output, "COCO results JSON to write")->required();
       sub.add_option("--annotations", args->annotations,
-                     "COCO annotation JSON: image ids are looked up by file name (else 1, 2, ... in --images order)");
-      sub.add_option("--score-threshold", args->score_threshold, "Drop detections scoring below")->capture_default_str();
-      sub.add_option("--max-detections", args->max_detections, "Detections per image")->capture_default_str();
+                     "COCO annotation JSON: image ids are looked up by file name (else 1, 2, ... "
+                     "in --images order)");
+      sub.add_option("--score-threshold", args->score_threshold, "Drop detections scoring below")
+          ->capture_default_str();
+      sub.add_option("--max-detections", args->max_detections, "Detections per image")
+          ->capture_default_str();
       sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-      sub.add_option("--precision", args->precision, "fp32, or fp16/bf16 on CUDA")->capture_default_str();
-      sub.add_option("--batch-size", args->batch_size, "Images per forward pass")->capture_default_str();
-      sub.add_option("--threads", args->threads, "Intra-op CPU threads (0 = torch default)")->capture_default_str();
+      sub.add_option(
+             "--precision", args->precision,
+             "auto (bf16 on a CPU with AVX512_BF16 or AMX, else fp32), fp32, bf16, or fp16 on CUDA")
+          ->capture_default_str();
+      sub.add_option("--batch-size", args->batch_size, "Images per forward pass")
+          ->capture_default_str();
+      sub.add_option("--threads", args->threads, "Intra-op CPU threads (0 = torch default)")
+          ->capture_default_str();
       sub.add_flag("--no-masks", args->no_masks, "Boxes only (skip the mask head)");
       sub.add_option(
              "--tile-size", args->tile_size,

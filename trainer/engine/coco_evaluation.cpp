@@ -1,5 +1,6 @@
 #include "trainer/engine/coco_evaluation.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include "trainer/engine/model_inputs.h"
 #include "trainer/eval/coco_eval.h"
 #include "trainer/model/config.h"
+#include "trainer/model/fast_conv.h"
+#include "trainer/model/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/tile_grid.h"
 #include "trainer/model/tiled_prediction.h"
@@ -129,7 +132,44 @@ void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& sourc
   }
 }
 
+// The evaluation's forward passes in TEST.PRECISION: CUDA autocast for fp16/bf16 on a GPU,
+// the CPU fast path's bf16 dense layers on CPU; everything as it was on destruction.
+class EvaluationPrecisionScope {
+ public:
+  EvaluationPrecisionScope(const std::string& precision, bool cuda)
+      : cpu_bf16_(!cuda && precision == "bf16"), autocast_(cuda && precision != "fp32") {
+    if (autocast_) {
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
+      at::autocast::set_autocast_dtype(at::kCUDA, precision == "fp16" ? at::kHalf : at::kBFloat16);
+    }
+  }
+  ~EvaluationPrecisionScope() {
+    if (autocast_) {
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
+      at::autocast::clear_cache();
+    }
+  }
+  EvaluationPrecisionScope(const EvaluationPrecisionScope&) = delete;
+  EvaluationPrecisionScope& operator=(const EvaluationPrecisionScope&) = delete;
+
+ private:
+  model::CpuBf16Scope cpu_bf16_;
+  bool autocast_;
+};
+
 }  // namespace
+
+std::string EvaluationPrecision(const TrainConfig& config, bool cuda) {
+  const std::string& asked = config.GetString("TEST.PRECISION");
+  try {
+    return model::ResolvePrecision(asked, cuda);
+  } catch (const std::exception&) {
+    throw common::ConfigError(
+        "config", "TEST.PRECISION",
+        "must be auto, fp32, bf16, or fp16 on a CUDA device (evaluation runs on " +
+            std::string(cuda ? "CUDA" : "CPU") + "), got '" + asked + "'");
+  }
+}
 
 model::TileOptions EvaluationTiles(const TrainConfig& config) {
   model::TileOptions tiles;
@@ -161,6 +201,8 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
       data::CocoDataset::Load(source.layout.annotation_file, view));
   const model::TileOptions tiles = EvaluationTiles(config);
 
+  const EvaluationPrecisionScope precision(EvaluationPrecision(config, device.is_cuda()),
+                                           device.is_cuda());
   const bool was_training = net.is_training();
   net.eval();
   net.detection_settings().score_thresh = mc.box_score_thresh;

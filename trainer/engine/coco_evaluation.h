@@ -34,6 +34,10 @@ struct DatasetSource {
 // for the first evaluation).
 model::TileOptions EvaluationTiles(const TrainConfig& config);
 
+// TEST.PRECISION resolved for the device (fp32, bf16 or fp16; see model::ResolvePrecision);
+// throws common::ConfigError naming the key for an unknown value or fp16 on CPU.
+std::string EvaluationPrecision(const TrainConfig& config, bool cuda);
+
 // One metrics event per IoU type ("bbox", then "segm" when masks are on), named
 // `iteration`, and the first TENSORBOARD.EVAL_IMAGES images of the channel with their
 // detections scoring >= 0.5 drawn (tag "val/<file name>"). With TEST.TILE.SIZE > 0 every

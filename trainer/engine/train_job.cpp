@@ -73,6 +73,11 @@ std::vector<std::unique_ptr<EventWriter>> BuildWriters(const JobParts& p, int64_
 
 EvaluationHook::Evaluate EvaluatorOf(const JobParts& p) {
   EvaluationTiles(p.job.config);  // checked now, not at the first evaluation
+  const std::string precision = EvaluationPrecision(p.job.config, p.device.is_cuda());
+  if (p.world.rank == 0 && p.test_source) {
+    p.log.Line("[eval] evaluation runs in precision " + precision + " (TEST.PRECISION " +
+               p.job.config.GetString("TEST.PRECISION") + ")");
+  }
   if (p.world.rank != 0)
     return {};
   return [&p](int64_t completed) {

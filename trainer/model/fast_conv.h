@@ -12,6 +12,10 @@
 //    with F(6×6,3×3), F(4×4,3×3) or F(2×2,3×3) tiles chosen by the input's size
 //    (fast_conv.cpp TileFor), with bias and ReLU fused; any other shape runs at::conv2d
 //    with the folded weight and bias.
+// Under a CpuBf16Scope (reduced precision, issue 25) the same path runs every convolution in
+// bfloat16 through oneDNN instead (AVX512_BF16/AMX dot products, twice the fp32 rate or more):
+// the input is converted to bf16 if it is float32, the folded weight and bias are kept as a
+// bf16 copy, and the output is bf16. Winograd is fp32-only and not used then.
 // Folded and transformed filters are built by the first inference that needs them and
 // kept until a source tensor changes (its storage or version counter). Results equal the
 // modules' own up to float rounding (~1e-5 of the output's magnitude). A transformed filter
@@ -56,7 +60,44 @@ class FastConv {
   std::vector<std::pair<const void*, int64_t>> built_from_;  // storage and version of Sources()
   at::Tensor weight_, bias_;               // conv's own, or with the frozen norm folded in
   std::array<at::Tensor, 3> transformed_;  // Winograd filters by tile size: 2, 4, 6
+  at::Tensor weight_bf16_, bias_bf16_;     // weight_ and bias_ as bf16 (CpuBf16Scope)
 };
+
+// While alive, the CPU inference fast path of this thread runs its dense layers (FastConv,
+// the box head's fully connected layers, the mask predictor's deconvolution) in bfloat16;
+// the rest (proposal and box decoding, NMS, ROIAlign, mask pasting) stays float32. Scopes
+// nest; the previous state comes back on destruction. Set by InferenceModel for
+// precision bf16 on CPU, and by the trainer's evaluation for TEST.PRECISION bf16.
+class CpuBf16Scope {
+ public:
+  explicit CpuBf16Scope(bool enabled);
+  ~CpuBf16Scope();
+  CpuBf16Scope(const CpuBf16Scope&) = delete;
+  CpuBf16Scope& operator=(const CpuBf16Scope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Whether a dense layer should run in bf16 on x: a CpuBf16Scope is alive on this thread, no
+// gradient is recorded, x is a float32 or bf16 CPU tensor, CPU autocast is off and
+// MRCNN_CPU_WINOGRAD is not 0 (the switch that turns the whole fast path off).
+bool CpuBf16Path(const at::Tensor& x);
+
+// bf16 copies of float32 tensors for the reduced-precision path, rebuilt when a source
+// changes (its storage or version counter): evaluation during training sees fresh weights.
+class Bf16Copies {
+ public:
+  const std::vector<at::Tensor>& Of(const std::vector<at::Tensor>& sources);
+
+ private:
+  std::vector<std::pair<const void*, int64_t>> built_from_;
+  std::vector<at::Tensor> copies_;
+};
+
+// Whether this CPU computes bf16 dot products natively (AVX512_BF16 or AMX-BF16, by cpuinfo):
+// what precision "auto" means bf16 on.
+bool CpuHasFastBf16();
 
 // Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem
 // max-pool) applies to x: no gradient recorded, x a float32 N×C×H×W CPU tensor, CPU autocast

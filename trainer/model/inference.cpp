@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "trainer/model/config.h"
+#include "trainer/model/fast_conv.h"
 #include "trainer/model/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
@@ -16,7 +17,20 @@
 
 namespace mrcnn::model {
 
+std::string ResolvePrecision(const std::string& requested, bool cuda) {
+  if (requested == "auto")
+    return !cuda && CpuHasFastBf16() ? "bf16" : "fp32";
+  if (requested == "fp16" && !cuda)
+    throw std::runtime_error(
+        "inference option precision: fp16 needs a CUDA device (on CPU use bf16 or auto)");
+  if (requested != "fp32" && requested != "fp16" && requested != "bf16")
+    throw std::runtime_error("inference option precision: '" + requested +
+                             "' is not auto, fp32, fp16 or bf16");
+  return requested;
+}
+
 std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Tensor>& images) {
+  const CpuBf16Scope reduced_precision(cpu_bf16);
   if (autocast_dtype == at::kFloat) {
     return model->forward(images).detections;
   }
@@ -51,20 +65,25 @@ at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device) {
 
 namespace {
 
-void ReadClasses(const std::filesystem::path& path, std::vector<std::string>& names, std::vector<int64_t>& ids) {
+void ReadClasses(const std::filesystem::path& path, std::vector<std::string>& names,
+                 std::vector<int64_t>& ids) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open class list (model dir needs classes.json)");
+  if (!in)
+    throw std::runtime_error(path.string() +
+                             ": cannot open class list (model dir needs classes.json)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": not valid JSON (" + e.what() + ")");
   }
-  if (!j.is_array()) throw std::runtime_error(path.string() + ": must be a JSON array of {\"id\": int, \"name\": str}");
+  if (!j.is_array())
+    throw std::runtime_error(path.string() +
+                             ": must be a JSON array of {\"id\": int, \"name\": str}");
   for (size_t i = 0; i < j.size(); ++i) {
     const auto& e = j[i];
-    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() || !e.contains("name") ||
-        !e["name"].is_string()) {
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() ||
+        !e.contains("name") || !e["name"].is_string()) {
       throw std::runtime_error(path.string() + ": entry " + std::to_string(i) +
                                " must be {\"id\": <integer category id>, \"name\": <string>}");
     }
@@ -87,27 +106,27 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   const ModelConfig config = ModelConfig::FromYamlFile(model_dir / "config.yaml");
   ReadClasses(model_dir / "classes.json", state->names, state->category_ids);
   if (static_cast<int>(state->names.size()) != config.num_classes) {
-    throw std::runtime_error((model_dir / "classes.json").string() + ": lists " + std::to_string(state->names.size()) +
+    throw std::runtime_error((model_dir / "classes.json").string() + ": lists " +
+                             std::to_string(state->names.size()) +
                              " classes but config.yaml MODEL.ROI_HEADS.NUM_CLASSES is " +
                              std::to_string(config.num_classes));
   }
-  if (options.num_threads > 0) torch::set_num_threads(options.num_threads);
+  if (options.num_threads > 0)
+    torch::set_num_threads(options.num_threads);
   try {
     state->device = torch::Device(options.device);
   } catch (const std::exception&) {
-    throw std::runtime_error("inference option device: '" + options.device + "' is not cpu, cuda or cuda:N");
+    throw std::runtime_error("inference option device: '" + options.device +
+                             "' is not cpu, cuda or cuda:N");
   }
   if (state->device.is_cuda() && !torch::cuda::is_available()) {
-    throw std::runtime_error("inference option device: '" + options.device + "' requested but no CUDA device is available");
+    throw std::runtime_error("inference option device: '" + options.device +
+                             "' requested but no CUDA device is available");
   }
-  if (options.precision == "fp16" || options.precision == "bf16") {
-    if (!state->device.is_cuda()) {
-      throw std::runtime_error("inference option precision: " + options.precision + " needs a CUDA device");
-    }
-    state->autocast_dtype = options.precision == "fp16" ? at::kHalf : at::kBFloat16;
-  } else if (options.precision != "fp32") {
-    throw std::runtime_error("inference option precision: '" + options.precision + "' is not fp32, fp16 or bf16");
-  }
+  state->precision = ResolvePrecision(options.precision, state->device.is_cuda());
+  if (state->device.is_cuda() && state->precision != "fp32")
+    state->autocast_dtype = state->precision == "fp16" ? at::kHalf : at::kBFloat16;
+  state->cpu_bf16 = !state->device.is_cuda() && state->precision == "bf16";
   state->model = MaskRcnn(config);
   LoadStateDict(*state->model, ReadSafetensors(model_dir / "model.safetensors"),
                 (model_dir / "model.safetensors").string());
@@ -116,13 +135,24 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   return std::unique_ptr<InferenceModel>(new InferenceModel(std::move(state)));
 }
 
-const std::vector<std::string>& InferenceModel::ClassNames() const { return state_->names; }
-const std::vector<int64_t>& InferenceModel::CategoryIds() const { return state_->category_ids; }
+const std::vector<std::string>& InferenceModel::ClassNames() const {
+  return state_->names;
+}
+const std::string& InferenceModel::Precision() const {
+  return state_->precision;
+}
+void InferenceModel::SetPhaseHook(std::function<void(const char*)> hook) {
+  state_->model->set_phase_hook(std::move(hook));
+}
+const std::vector<int64_t>& InferenceModel::CategoryIds() const {
+  return state_->category_ids;
+}
 
 std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView>& images,
                                                      const PredictOptions& options) {
   std::vector<ImageDetections> results(images.size());
-  if (images.empty()) return results;
+  if (images.empty())
+    return results;
   CheckTileOptions(options.tiles.size, options.tiles.overlap);
   if (options.tiles.batch < 1) {
     throw std::invalid_argument("tile batch " + std::to_string(options.tiles.batch) +
@@ -160,7 +190,8 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
   std::vector<at::Tensor> inputs;
   for (size_t i : whole) {
     const ImageView& v = images[i];
-    at::Tensor hwc = torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
+    at::Tensor hwc =
+        torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
     inputs.push_back(ModelInput(hwc, state_->device));
     results[i].height = v.height;
     results[i].width = v.width;
@@ -180,7 +211,8 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
     at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
     at::Tensor masks;
-    if (s.masks && r.masks.defined()) masks = r.masks.to(torch::kCPU).contiguous();  // uint8 0/1
+    if (s.masks && r.masks.defined())
+      masks = r.masks.to(torch::kCPU).contiguous();  // uint8 0/1
     const int64_t n = boxes.size(0);
     const float* b = boxes.data_ptr<float>();
     for (int64_t k = 0; k < n; ++k) {

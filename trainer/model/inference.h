@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,9 +36,12 @@ struct ImageDetections {
 };
 
 struct InferenceOptions {
-  std::string device = "cpu";      // "cpu", "cuda", "cuda:N"
-  std::string precision = "fp32";  // "fp32"; "fp16" / "bf16" only on CUDA
-  int num_threads = 0;             // 0 keeps torch's default intra-op thread count
+  std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
+  // "fp32"; "bf16" (CUDA: autocast; CPU: the dense layers in bf16, see fast_conv.h
+  // CpuBf16Scope); "fp16" on CUDA only; "auto": bf16 on a CPU with AVX512_BF16 or AMX-BF16,
+  // otherwise fp32.
+  std::string precision = "fp32";
+  int num_threads = 0;  // 0 keeps torch's default intra-op thread count
 };
 
 // Tiled inference for images much larger than the model's test size (aerial and drone
@@ -91,6 +95,11 @@ class InferenceModel {
   const std::vector<std::string>& ClassNames() const;
   // Dataset category ids in the same order as ClassNames().
   const std::vector<int64_t>& CategoryIds() const;
+  // The precision the options' one resolved to: fp32, fp16 or bf16.
+  const std::string& Precision() const;
+  // Benchmarks: called with nullptr as each forward pass starts and with each stage's name
+  // as it ends (MaskRcnnImpl::set_phase_hook).
+  void SetPhaseHook(std::function<void(const char*)> hook);
 
   ~InferenceModel();
   InferenceModel(const InferenceModel&) = delete;

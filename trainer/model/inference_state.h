@@ -14,7 +14,9 @@ namespace mrcnn::model {
 struct InferenceModel::State {
   MaskRcnn model{nullptr};
   torch::Device device{torch::kCPU};
-  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast
+  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast (CUDA fp16/bf16)
+  bool cpu_bf16 = false;                       // CPU dense layers in bf16 (CpuBf16Scope)
+  std::string precision = "fp32";              // resolved: fp32, fp16 or bf16
   std::vector<std::string> names;
   std::vector<int64_t> category_ids;
 
@@ -25,6 +27,11 @@ struct InferenceModel::State {
   // A Detection with everything but the mask filled from label (1..K), box and score.
   Detection Describe(int64_t label, const std::array<float, 4>& box, float score) const;
 };
+
+// The precision a requested one ("auto", "fp32", "fp16", "bf16") resolves to on a CPU or CUDA
+// device: auto is bf16 on a CPU with native bf16 dot products, fp32 elsewhere. Throws
+// std::runtime_error naming the option for an unknown name or fp16 on CPU.
+std::string ResolvePrecision(const std::string& requested, bool cuda);
 
 // RGB bytes (H x W x 3, any row stride through `hwc`) as the model's 3 x H x W float input
 // in [0, 1] on `device`.

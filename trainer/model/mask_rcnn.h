@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,8 +41,8 @@ struct ImageBatch {
 };
 
 struct RpnOutput {
-  std::vector<at::Tensor> proposals;  // per image, K x 4 in resized-image pixels
-  std::vector<at::Tensor> scores;     // per image, K (sigmoid objectness)
+  std::vector<at::Tensor> proposals;         // per image, K x 4 in resized-image pixels
+  std::vector<at::Tensor> scores;            // per image, K (sigmoid objectness)
   std::map<std::string, at::Tensor> losses;  // loss_objectness, loss_rpn_box_reg (train only)
 };
 
@@ -97,7 +98,17 @@ class MaskRcnnImpl : public torch::nn::Module {
     sampling_generators_ = std::move(generators);
   }
 
+  // Called with nullptr when forward() starts and then at the end of each of its stages with
+  // the stage's name (transform, backbone, fpn, rpn, roi_maps, box_pool, box_head,
+  // box_select, mask_pool, mask_head, paste); benchmarks time the gaps between calls.
+  void set_phase_hook(std::function<void(const char*)> hook) { phase_hook_ = std::move(hook); }
+
  private:
+  void Phase(const char* name) const {
+    if (phase_hook_)
+      phase_hook_(name);
+  }
+  std::function<void(const char*)> phase_hook_;
   ModelConfig config_;
   BoxRegLoss rpn_box_loss_ = BoxRegLoss::kSmoothL1;
   BoxRegLoss box_loss_ = BoxRegLoss::kSmoothL1;
@@ -110,7 +121,8 @@ class MaskRcnnImpl : public torch::nn::Module {
   struct RoiSamples {
     std::vector<at::Tensor> labels, matched_idxs, regression_targets, matched_boxes;
   };
-  RoiSamples SampleRoiTargets(const std::vector<ImageTarget>& targets, std::vector<at::Tensor>& proposals) const;
+  RoiSamples SampleRoiTargets(const std::vector<ImageTarget>& targets,
+                              std::vector<at::Tensor>& proposals) const;
   // One image's detections from its clipped per-class boxes (R×K×4) and softmax scores (R×K):
   // background dropped, score threshold, tiny boxes dropped, per-class NMS, top N.
   ImageResult SelectDetections(at::Tensor boxes, at::Tensor scores) const;
@@ -119,7 +131,8 @@ class MaskRcnnImpl : public torch::nn::Module {
   void AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const;
   // The mask loss over the positive RoIs (`mask_boxes`, matched to gt `mask_matched`).
   at::Tensor MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,
-                      const std::vector<at::Tensor>& mask_boxes, const std::vector<at::Tensor>& mask_matched) const;
+                      const std::vector<at::Tensor>& mask_boxes,
+                      const std::vector<at::Tensor>& mask_matched) const;
   std::shared_ptr<BackboneBody> body_;
   std::shared_ptr<Neck> neck_;
   std::shared_ptr<RpnHead> rpn_head_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "trainer/model/config.h"
+#include "trainer/model/fast_conv.h"
 
 namespace mrcnn::model {
 
@@ -103,12 +104,14 @@ class MaskRcnnPredictor : public torch::nn::Module {
   // N×2R×2R logits of class labels[i] for RoI i only (inference). On CPU in float32
   // without gradients the deconvolution runs as one GEMM per RoI whose output feeds the
   // label's 1×1 logits directly, skipping the interleaved 2R×2R feature map and the
-  // logits of the other classes; elsewhere it is Forward(x) indexed by labels.
+  // logits of the other classes; elsewhere it is Forward(x) indexed by labels. Under a
+  // CpuBf16Scope the same GEMMs run in bf16 and the logits come back bf16.
   at::Tensor LabelLogits(const at::Tensor& x, const at::Tensor& labels);
 
  private:
   torch::nn::ConvTranspose2d conv5_mask_{nullptr};
   torch::nn::Conv2d mask_fcn_logits_{nullptr};
+  Bf16Copies bf16_;
 };
 
 // Freezes backbone parameters as torchvision's _resnet_fpn_extractor does for

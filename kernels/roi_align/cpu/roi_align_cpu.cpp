@@ -309,6 +309,59 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
   });
 }
 
+// Forward over channels-last maps (N×H×W×C in memory, as the reduced-precision inference path
+// hands over its FPN maps): a tap's four corners are each C contiguous values, so every
+// sample is one multiply-add over the channel vector instead of four gathers per channel.
+// Same arithmetic per channel, in the same order, as ForwardKernel: the results are
+// bit-identical. Only for a fixed sampling grid (sampling_ratio > 0), whose taps are stored.
+template <typename scalar_t>
+void ForwardKernelChannelsLast(const std::vector<LevelView<scalar_t>>& levels_view,
+                               const int64_t* levels, const scalar_t* rois, int64_t num_rois,
+                               int64_t batch, int64_t channels, int64_t pooled_h, int64_t pooled_w,
+                               int64_t sampling_ratio, bool aligned, scalar_t* out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t bins = pooled_h * pooled_w;
+  const int64_t num_levels = static_cast<int64_t>(levels_view.size());
+  at::parallel_for(0, num_rois, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Sample<acc_t>> samples;
+    std::vector<acc_t> acc(static_cast<size_t>(channels));
+    for (int64_t n = begin; n < end; ++n) {
+      const int64_t l = LevelOf(levels, n, num_levels);
+      const LevelView<scalar_t>* lv = l < 0 ? nullptr : &levels_view[l];
+      if (lv == nullptr || lv->height * lv->width == 0) {
+        std::fill_n(out + n * channels * bins, channels * bins, scalar_t(0));
+        continue;
+      }
+      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv->scale),
+                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n, " has batch index ",
+                  static_cast<double>(rois[n * 5]), " outside [0, ", batch, ")");
+      ComputeSamples(g, lv->height, lv->width, pooled_h, pooled_w, samples);
+      const scalar_t* base = lv->data + g.batch * lv->height * lv->width * channels;
+      const int64_t per_bin = g.grid_h * g.grid_w;
+      const Sample<acc_t>* s = samples.data();
+      scalar_t* o = out + n * channels * bins;
+      acc_t* a = acc.data();
+      for (int64_t b = 0; b < bins; ++b) {
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t k = 0; k < per_bin; ++k, ++s) {
+          const Sample<acc_t> t = *s;
+          const scalar_t* c1 = base + t.p1 * channels;
+          const scalar_t* c2 = base + t.p2 * channels;
+          const scalar_t* c3 = base + t.p3 * channels;
+          const scalar_t* c4 = base + t.p4 * channels;
+          for (int64_t c = 0; c < channels; ++c) {
+            a[c] += t.w1 * static_cast<acc_t>(c1[c]) + t.w2 * static_cast<acc_t>(c2[c]) +
+                    t.w3 * static_cast<acc_t>(c3[c]) + t.w4 * static_cast<acc_t>(c4[c]);
+          }
+        }
+        for (int64_t c = 0; c < channels; ++c)
+          o[c * bins + b] = static_cast<scalar_t>(a[c] / g.count);
+      }
+    }
+  });
+}
+
 // Backward of one roi for channels [c_begin, c_end) with taps computed on the fly: the
 // same arithmetic, in the same order, as the stored-taps loop of BackwardKernel.
 template <typename scalar_t, typename acc_t>
@@ -435,9 +488,16 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
   CheckLevelFeatures(features_in, rois_in, op);
   TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(), " scales for ",
               features_in.size(), " feature levels");
+  // Channels-last maps (every level) are read in place by the channel-vector kernel.
+  const bool channels_last =
+      sampling_ratio > 0 && StoreSamples(pooled_h, pooled_w, sampling_ratio, sampling_ratio) &&
+      std::all_of(features_in.begin(), features_in.end(), [](const at::Tensor& f) {
+        return f.size(1) > 1 && f.is_contiguous(at::MemoryFormat::ChannelsLast) &&
+               !f.is_contiguous();
+      });
   std::vector<at::Tensor> features;
   for (const auto& f : features_in) {
-    features.push_back(f.contiguous());
+    features.push_back(channels_last ? f : f.contiguous());
   }
   const at::Tensor rois = rois_in.contiguous();
   const int64_t num_rois = rois.size(0);
@@ -460,9 +520,16 @@ at::Tensor MultiLevelForwardCpu(const std::vector<at::Tensor>& features_in,
           views.push_back({features[l].data_ptr<scalar_t>(), features[l].size(2),
                            features[l].size(3), scales[l]});
         }
-        ForwardKernel<scalar_t>(views, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-                                rois.data_ptr<scalar_t>(), num_rois, batch, channels, pooled_h,
-                                pooled_w, sampling_ratio, aligned, out.data_ptr<scalar_t>());
+        const int64_t* level_of = levels.defined() ? levels.data_ptr<int64_t>() : nullptr;
+        if (channels_last) {
+          ForwardKernelChannelsLast<scalar_t>(views, level_of, rois.data_ptr<scalar_t>(), num_rois,
+                                              batch, channels, pooled_h, pooled_w, sampling_ratio,
+                                              aligned, out.data_ptr<scalar_t>());
+        } else {
+          ForwardKernel<scalar_t>(views, level_of, rois.data_ptr<scalar_t>(), num_rois, batch,
+                                  channels, pooled_h, pooled_w, sampling_ratio, aligned,
+                                  out.data_ptr<scalar_t>());
+        }
       });
   return out;
 }

@@ -137,6 +137,10 @@ void AddDataAndSolverDefaults(Values& v) {
   // inference"): tile side in pixels (0: whole images) and the fraction neighbours share.
   v["TEST.TILE.SIZE"] = int64_t{0};
   v["TEST.TILE.OVERLAP"] = 0.2;
+  // Evaluation's precision, as the server's MRCNN_SERVING_PRECISION: fp32 (the default, so AP
+  // does not depend on the machine), bf16 (CPU: the dense layers in bf16; CUDA: autocast),
+  // fp16 (CUDA), or auto (bf16 on a CPU with native bf16 dot products, else fp32).
+  v["TEST.PRECISION"] = S("fp32");
 
   v["OUTPUT_DIR"] = S("");  // "" = SM_OUTPUT_DATA_DIR (or ./output outside SageMaker)
   v["SEED"] = int64_t{-1};  // < 0: drawn from the clock (and logged)

@@ -1,0 +1,120 @@
+// The CPU reduced-precision path (issue 25): FastConv under a CpuBf16Scope runs in bf16 (maps
+// past the Winograd cut-over) and stays within bf16's rounding of the float32 result, the scope
+// nests and restores, the bf16 weight copies follow in-place weight updates, the model's dense
+// stages really run in bf16 while its outputs stay float32, and precision names resolve per device.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "trainer/model/fast_conv.h"
+#include "trainer/model/inference_state.h"
+#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/parts.h"
+
+using namespace mrcnn::model;
+
+namespace {
+
+// Largest difference relative to the reference's largest magnitude.
+double RelativeError(const at::Tensor& got, const at::Tensor& want) {
+  return (got.to(at::kFloat) - want).abs().max().item<double>() / want.abs().max().item<double>();
+}
+
+ModelConfig TinyReducedPrecisionConfig() {
+  ModelConfig c;
+  c.backbone = "resnet18";
+  c.num_classes = 3;
+  c.min_size_test = 480;  // P2 of 120×160 is past the Winograd cut-over: bf16
+  c.max_size_test = 640;
+  c.fpn_out_channels = 32;
+  c.box_fc_dim = 64;
+  c.mask_conv_dim = 32;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("FastConv in a CpuBf16Scope runs in bf16 within bf16 rounding of float32", "[bf16]") {
+  torch::manual_seed(3);
+  torch::NoGradGuard no_grad;
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 3).padding(1).bias(false));
+  auto norm = std::make_shared<FrozenBatchNorm2d>(48, 1e-5);
+  norm->Buffers()[0].uniform_(0.5, 1.5);   // weight
+  norm->Buffers()[1].uniform_(-0.2, 0.2);  // bias
+  FastConv fast(conv, norm);
+  // 2×80×100 positions: above the size up to which 3×3 layers keep fp32 Winograd.
+  const at::Tensor x = torch::randn({2, 32, 80, 100});
+  const at::Tensor reference = torch::relu(norm->forward(conv->forward(x)));
+
+  const at::Tensor fp32 = fast.Forward(x, /*relu=*/true);
+  CHECK(fp32.scalar_type() == at::kFloat);
+  CHECK(RelativeError(fp32, reference) < 1e-4);
+  {
+    const CpuBf16Scope scope(true);
+    const at::Tensor bf16 = fast.Forward(x, /*relu=*/true);
+    CHECK(bf16.scalar_type() == at::kBFloat16);
+    CHECK(bf16.is_contiguous(at::MemoryFormat::ChannelsLast));
+    const double error = RelativeError(bf16, reference);
+    CHECK(error > 0.0);   // it did round: not the float32 path
+    CHECK(error < 2e-2);  // 8-bit mantissa on inputs and weights, float accumulation
+    {
+      const CpuBf16Scope inner(false);
+      CHECK(fast.Forward(x).scalar_type() == at::kFloat);
+    }
+    CHECK(fast.Forward(x).scalar_type() == at::kBFloat16);  // the outer scope is back
+  }
+  CHECK(fast.Forward(x).scalar_type() == at::kFloat);
+}
+
+TEST_CASE("bf16 weight copies follow in-place weight updates", "[bf16]") {
+  torch::manual_seed(4);
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 1).bias(true));
+  FastConv fast(conv);
+  const at::Tensor x = torch::randn({1, 8, 6, 6});
+  torch::NoGradGuard no_grad;
+  const CpuBf16Scope scope(true);
+  const at::Tensor before = fast.Forward(x).to(at::kFloat);
+  conv->weight.mul_(2.0);  // as an optimizer step does between two evaluations
+  conv->bias.mul_(2.0);
+  const at::Tensor after = fast.Forward(x).to(at::kFloat);
+  CHECK(RelativeError(after, before * 2.0) < 2e-2);
+
+  Bf16Copies copies;
+  const at::Tensor w = torch::ones({4});
+  CHECK(copies.Of({w})[0].scalar_type() == at::kBFloat16);
+  w.add_(1.0);
+  CHECK(copies.Of({w})[0][0].item<float>() == 2.0f);
+}
+
+TEST_CASE("the model's dense stages run in bf16 and its detections stay float32", "[bf16]") {
+  torch::manual_seed(5);
+  MaskRcnn model(TinyReducedPrecisionConfig());
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const at::Tensor image = torch::rand({3, 480, 640});
+  const CpuBf16Scope scope(true);
+  const ImageBatch batch = model->Transform({image}, nullptr);
+  const std::vector<at::Tensor> features = model->Features(batch.tensors);
+  CHECK(features.front().scalar_type() == at::kBFloat16);  // P2: oneDNN bf16
+  CHECK(features[3].scalar_type() == at::kFloat);          // P5 (15×20): fp32 Winograd
+  model->detection_settings().score_thresh = 0.0;
+  const auto out = model->forward({image});
+  REQUIRE(out.detections.size() == 1);
+  const ImageResult& r = out.detections[0];
+  CHECK(r.boxes.scalar_type() == at::kFloat);
+  CHECK(r.scores.scalar_type() == at::kFloat);
+  CHECK(r.boxes.size(0) > 0);
+  REQUIRE(r.masks.defined());
+  CHECK(r.masks.scalar_type() == at::kFloat);
+  CHECK(r.masks.size(2) == 480);
+  CHECK(r.masks.size(3) == 640);
+}
+
+TEST_CASE("precision names resolve per device", "[bf16]") {
+  CHECK(ResolvePrecision("auto", /*cuda=*/true) == "fp32");
+  CHECK(ResolvePrecision("auto", false) == (CpuHasFastBf16() ? "bf16" : "fp32"));
+  CHECK(ResolvePrecision("bf16", false) == "bf16");
+  CHECK(ResolvePrecision("fp16", true) == "fp16");
+  CHECK_THROWS_WITH(ResolvePrecision("fp16", false), Catch::Contains("CUDA"));
+  CHECK_THROWS_WITH(ResolvePrecision("fp8", false), Catch::Contains("auto, fp32, fp16 or bf16"));
+}

@@ -1,0 +1,65 @@
+"""TEST.PRECISION bf16 keeps the shapes model's accuracy (issue 25): an eval-only job with the
+shapes model of shapes_model.py (the demo config, 150 iterations) on 200 held-out shapes images,
+once in fp32 and once in bf16 (the CPU fast path's dense layers in bfloat16). Box and mask AP
+must agree within 0.5 AP points (0.005), and bf16 must really have run: the job log names the
+precision. An unknown TEST.PRECISION stops the job before anything runs, naming the key."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import shapes_model  # noqa: E402
+
+REPO = shapes_model.REPO
+
+
+def eval_only(tmp: pathlib.Path, data: pathlib.Path, model: pathlib.Path, precision: str):
+    root = tmp / precision
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "data").mkdir(parents=True)
+    for channel in ("train", "val"):
+        (root / "input" / "data" / channel).symlink_to(data)
+    (root / "input" / "data" / "weights").symlink_to(model)
+    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
+        "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "eval-only": "true",
+        "opts": f"TEST.PRECISION {precision}"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
+    env.update(MRCNN_TRAINER=str(shapes_model.TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
+    done = subprocess.run([str(shapes_model.ENTRYPOINT), "train", "--base-dir", str(root)], env=env,
+                          capture_output=True, text=True, timeout=900)
+    metrics = root / "output" / "data" / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    found = {k: v for r in records for k, v in r.items() if k.startswith(("bbox/", "segm/"))}
+    return done.returncode, done.stdout + done.stderr, found
+
+
+def held_out_shapes(root: pathlib.Path) -> pathlib.Path:
+    subprocess.run([str(shapes_model.TRAINER), "make-shapes", "--output", str(root), "--train", "1",
+                    "--val", "200", "--size", "128", "--seed", "25"], check=True, capture_output=True)
+    return root
+
+
+def test_bf16_evaluation_keeps_box_and_mask_ap_within_half_a_point(tmp_path):
+    model = shapes_model.trained_shapes_model(iterations=150)
+    data = held_out_shapes(tmp_path / "shapes")
+    results = {}
+    for precision in ("fp32", "bf16"):
+        code, out, found = eval_only(tmp_path, data, model, precision)
+        assert code == 0, out[-3000:]
+        assert found, (precision, out[-2000:])
+        assert f"precision {precision}" in out, out[-3000:]
+        results[precision] = found
+    print(json.dumps(results))
+    assert results["fp32"]["bbox/AP"] > 0.2, results  # a model that detects, or the check says little
+    for key in ("bbox/AP", "bbox/AP50", "segm/AP", "segm/AP50"):
+        assert abs(results["bf16"][key] - results["fp32"][key]) <= 0.005, (key, results)
+
+
+def test_an_unknown_test_precision_stops_the_job_naming_the_key(tmp_path):
+    model = shapes_model.trained_shapes_model(iterations=150)
+    data = held_out_shapes(tmp_path / "shapes")
+    code, out, _ = eval_only(tmp_path, data, model, "fp8")
+    assert code != 0
+    assert "TEST.PRECISION" in out, out[-3000:]
