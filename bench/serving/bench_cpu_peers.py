@@ -9,7 +9,8 @@
   on a CPU that has it) and with INFERENCE_PRECISION_HINT f32.
 
 Every engine uses 2 threads; each round runs every engine once, the order rotated round by
-round; medians over the rounds. The weights are torchvision's seeded random ones with the
+round, with `--pause` idle seconds before each request (thread pools that spin after their work
+would otherwise charge it to the next engine); medians over the rounds. The weights are torchvision's seeded random ones with the
 class scores scaled by 3 (larger scales make hundreds of candidates score exactly 1.0, which
 every engine breaks differently). The detections of every engine are checked against
 torchvision's: a torchvision detection counts when the engine has one of the same label with
@@ -233,6 +234,7 @@ def main():
     parser.add_argument("--size", default="640x480", help="WxH of the JPEG")
     parser.add_argument("--class-scale", type=float, default=3.0)
     parser.add_argument("--margin", type=float, default=0.01)
+    parser.add_argument("--pause", type=float, default=1.0, help="idle seconds before each timed request")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "cpu_peers"))
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
@@ -273,6 +275,9 @@ def main():
         for r in range(args.rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
+                # Thread pools spin a while after their work (OpenMP, ONNX Runtime, oneTBB):
+                # on 2 cores the previous engine's spinning would be charged to the next one.
+                time.sleep(args.pause)
                 elapsed, found = engine.run(jpeg, rgb)
                 times[engine.name].append(elapsed)
                 detections[engine.name] = found
