@@ -413,12 +413,28 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageT
   return s;
 }
 
-std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
-    const std::vector<at::Tensor>& features, const std::vector<at::Tensor>& proposals_in,
-    const std::vector<std::array<int64_t, 2>>& image_sizes, const std::vector<ImageTarget>* targets,
-    std::vector<ImageResult>* detections) {
-  const bool training = is_training();
-  const size_t num_images = proposals_in.size();
+std::vector<ImageResult> MaskRcnnImpl::SelectAllDetections(
+    const at::Tensor& class_logits, const at::Tensor& box_regression,
+    const std::vector<at::Tensor>& proposals,
+    const std::vector<std::array<int64_t, 2>>& image_sizes) const {
+  std::vector<ImageResult> detections;
+  std::vector<int64_t> per_image;
+  for (const auto& p : proposals)
+    per_image.push_back(p.size(0));
+  at::Tensor all_props = torch::cat(proposals);
+  at::Tensor pred_boxes = kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
+                              .reshape({all_props.size(0), -1, 4});
+  at::Tensor pred_scores = torch::softmax(class_logits, -1);
+  auto boxes_split = pred_boxes.split_with_sizes(per_image, 0);
+  auto scores_split = pred_scores.split_with_sizes(per_image, 0);
+  for (size_t i = 0; i < proposals.size(); ++i) {
+    detections.push_back(SelectDetections(
+        ClipBoxes(boxes_split[i], image_sizes[i][0], image_sizes[i][1]), scores_split[i]));
+  }
+  return detections;
+}
+
+std::vector<at::Tensor> MaskRcnnImpl::PooledMaps(const std::vector<at::Tensor>& features) const {
   const size_t pooled_levels = features.size() - static_cast<size_t>(neck_->NumRpnOnlyLevels());
   std::vector<at::Tensor> maps(features.begin(),
                                features.begin() + static_cast<std::ptrdiff_t>(pooled_levels));
@@ -430,6 +446,16 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     if (CpuInferenceFastPath(map) || CpuBf16Path(map))
       map = map.to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast);
   }
+  return maps;
+}
+
+std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
+    const std::vector<at::Tensor>& features, const std::vector<at::Tensor>& proposals_in,
+    const std::vector<std::array<int64_t, 2>>& image_sizes, const std::vector<ImageTarget>* targets,
+    std::vector<ImageResult>* detections) {
+  const bool training = is_training();
+  const size_t num_images = proposals_in.size();
+  const std::vector<at::Tensor> maps = PooledMaps(features);
   const std::vector<double> scales = PoolerScales(maps, image_sizes);
   std::vector<at::Tensor> proposals = proposals_in;
   RoiSamples samples;
@@ -477,23 +503,9 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     }
   } else {
     TORCH_CHECK(detections != nullptr, "MaskRcnn: RoiHeads in eval mode needs a detections output");
-    detections->clear();
-    std::vector<int64_t> per_image;
-    for (const auto& p : proposals)
-      per_image.push_back(p.size(0));
-    at::Tensor all_props = torch::cat(proposals);
-    at::Tensor pred_boxes =
-        kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
-            .reshape({all_props.size(0), -1, 4});
-    at::Tensor pred_scores = torch::softmax(class_logits, -1);
-    auto boxes_split = pred_boxes.split_with_sizes(per_image, 0);
-    auto scores_split = pred_scores.split_with_sizes(per_image, 0);
-    for (size_t i = 0; i < num_images; ++i) {
-      ImageResult r = SelectDetections(
-          ClipBoxes(boxes_split[i], image_sizes[i][0], image_sizes[i][1]), scores_split[i]);
+    *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
+    for (const ImageResult& r : *detections)
       mask_boxes.push_back(r.boxes);
-      detections->push_back(std::move(r));
-    }
   }
 
   Phase("box_select");

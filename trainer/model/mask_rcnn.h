@@ -126,6 +126,13 @@ class MaskRcnnImpl : public torch::nn::Module {
   // One image's detections from its clipped per-class boxes (R×K×4) and softmax scores (R×K):
   // background dropped, score threshold, tiny boxes dropped, per-class NMS, top N.
   ImageResult SelectDetections(at::Tensor boxes, at::Tensor scores) const;
+  // Every image's detections from the box head's outputs over the concatenated proposals.
+  std::vector<ImageResult> SelectAllDetections(
+      const at::Tensor& class_logits, const at::Tensor& box_regression,
+      const std::vector<at::Tensor>& proposals,
+      const std::vector<std::array<int64_t, 2>>& image_sizes) const;
+  // The pyramid levels RoIAlign pools from (channels-last float32 in CPU inference).
+  std::vector<at::Tensor> PooledMaps(const std::vector<at::Tensor>& features) const;
   // Each detection's mask probabilities (N×1×M×M) from the detections' class mask logits, in
   // detection order across images.
   void AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const;
