@@ -393,7 +393,11 @@ step "serving: $run_serving"
 failure_log=$work/serve.log
 podman network create "$net" >/dev/null
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" \
+# fp32 here and in `trainer predict` below: the check compares the two pipelines bit for bit,
+# and bf16 (MRCNN_SERVING_PRECISION=auto on a CPU with AVX512_BF16) rounds differently at
+# different thread counts (the server's lone request uses every core, predict one thread),
+# enough to move a detection across the score threshold. The SDK steps run the default.
+podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" -e MRCNN_SERVING_PRECISION=fp32 \
   -v "$tree/model":/opt/ml/model mrcnn-serving serve >/dev/null || fail "podman run failed"
 serve_logs() { podman logs "$serve_ctr" >"$failure_log" 2>&1 || true; }
 ping_code=
@@ -416,7 +420,7 @@ curl -sS -o "$work/detections.json" -w '%{http_code}\n' -H 'Content-Type: image/
 failure_log=$work/predict.log
 podman run --rm --name "$tool_ctr" --network none -v "$tree/model:/model:ro" -v "$jpeg:/image.jpg:ro" \
   -v "$work:/out" --entrypoint trainer mrcnn-training predict --model-dir /model --images /image.jpg \
-  --output /out/predicted.json --score-threshold 0.05 --max-detections 100 --threads 1 >"$failure_log" 2>&1 ||
+  --output /out/predicted.json --score-threshold 0.05 --max-detections 100 --threads 1 --precision fp32 >"$failure_log" 2>&1 ||
   fail "trainer predict failed"
 same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections.json" "$work/predicted.json") ||
   fail "the served detections differ from trainer predict's"
@@ -442,6 +446,7 @@ serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first
   started=$(date +%s.%N)
   podman run -d --name "$serve_ctr" --network "$net" -p "127.0.0.1:$port:8080" \
     --read-only --read-only-tmpfs=false --tmpfs /tmp --user 65534:65534 --memory 6g \
+    -e MRCNN_SERVING_PRECISION=fp32 \
     -v "$tree/model":/opt/ml/model:ro "$image" serve >/dev/null || fail "podman run $image failed"
   while awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 180) }'; do
     code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/ping" || true)

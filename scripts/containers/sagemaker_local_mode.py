@@ -131,21 +131,26 @@ def jpeg_size(jpeg):
         stream.seek(length - 2, io.SEEK_CUR)
 
 
-def predict_by_tiles(predictor, jpeg):
+def predict_by_tiles(predictor, jpeg, untiled):
     """Tiled inference asked per request through SageMaker's CustomAttributes passthrough
-    (issue 26), the way boto3's invoke_endpoint(CustomAttributes=...) sends it: tiles of 64 px
-    answer with detections inside the image, and a bad tile attribute is refused naming it."""
+    (issue 26), the way boto3's invoke_endpoint(CustomAttributes=...) sends it: tiles of half
+    the image's shorter side answer with detections inside the image that differ from the
+    untiled answer (each tile is resized to the model's test size), and a bad tile attribute is
+    refused naming it."""
     width, height = jpeg_size(jpeg)
+    tile = min(width, height) // 2
     tiled = predictor.predict(jpeg, initial_args={
-        "CustomAttributes": "score_threshold=0.0,tile_size=64,tile_overlap=0.25"})
+        "CustomAttributes": f"score_threshold=0.0,tile_size={tile},tile_overlap=0.25"})
     assert isinstance(tiled, dict) and tiled.get("detections"), tiled
+    assert [d["box"] for d in tiled["detections"]] != [d["box"] for d in untiled["detections"]], \
+        "the tiled answer equals the untiled one: tile_size was not honoured"
     for d in tiled["detections"]:
         x1, y1, x2, y2 = d["box"]
         assert -0.5 <= x1 <= x2 <= width + 0.5 and -0.5 <= y1 <= y2 <= height + 0.5, (d, width, height)
-    refused = predictor.predict(jpeg, initial_args={"CustomAttributes": "tile_size=64,tile_overlap=2"})
+    refused = predictor.predict(jpeg, initial_args={"CustomAttributes": f"tile_size={tile},tile_overlap=2"})
     assert refused.get("error") == "bad_custom_attributes" and "tile_overlap" in refused.get("detail", ""), refused
-    check(f"Predictor.predict with initial_args CustomAttributes tile_size=64: {len(tiled['detections'])} "
-          f"detections on {width}x{height} by tiles; tile_overlap=2 refused naming it")
+    check(f"Predictor.predict with initial_args CustomAttributes tile_size={tile}: {len(tiled['detections'])} "
+          f"detections on {width}x{height} by tiles, not the untiled ones; tile_overlap=2 refused naming it")
 
 
 def main():
@@ -212,7 +217,7 @@ def main():
             assert len(d["box"]) == 4 and d["label"] and 0.0 <= d["score"] <= 1.0, d
         assert answer["detections"], "no detections at score_threshold=0.0"
         check(f"Predictor.predict (image/jpeg): {len(answer['detections'])} detections with box, label, score")
-        predict_by_tiles(predictor, pathlib.Path(args.jpeg).read_bytes())
+        predict_by_tiles(predictor, pathlib.Path(args.jpeg).read_bytes(), answer)
     finally:
         predictor.delete_endpoint()
 
