@@ -201,6 +201,51 @@ std::vector<at::Tensor> MaskRcnnImpl::Features(const at::Tensor& batch) {
   return pyramid;
 }
 
+// torchvision's RPN filter_proposals: per image, the top pre-NMS-N anchors of each level by
+// objectness, clipped, small and low-scoring boxes dropped, NMS per level, the best post-NMS-N.
+void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& proposals,
+                                   const at::Tensor& objectness,
+                                   const std::vector<int64_t>& per_level, RpnOutput& out) const {
+  const bool training = is_training();
+  const int64_t pre_nms =
+      training ? config_.rpn_pre_nms_top_n_train : config_.rpn_pre_nms_top_n_test;
+  const int64_t post_nms =
+      training ? config_.rpn_post_nms_top_n_train : config_.rpn_post_nms_top_n_test;
+  const int64_t num_images = proposals.size(0);
+  at::Tensor scores_all = objectness.detach().reshape({num_images, -1});
+  std::vector<at::Tensor> top_idx, level_ids;
+  int64_t offset = 0;
+  for (size_t l = 0; l < per_level.size(); ++l) {
+    at::Tensor ob = scores_all.narrow(1, offset, per_level[l]);
+    const int64_t k = std::min(pre_nms, per_level[l]);
+    top_idx.push_back(std::get<1>(ob.topk(k, 1)) + offset);
+    level_ids.push_back(
+        torch::full({k}, static_cast<int64_t>(l), scores_all.options().dtype(torch::kLong)));
+    offset += per_level[l];
+  }
+  at::Tensor top = torch::cat(top_idx, 1);
+  at::Tensor levels = torch::cat(level_ids, 0);
+  for (int64_t i = 0; i < num_images; ++i) {
+    at::Tensor boxes = proposals[i].index_select(0, top[i]);
+    at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
+    at::Tensor lvl = levels;
+    boxes = ClipBoxes(boxes, batch.image_sizes[static_cast<size_t>(i)][0],
+                      batch.image_sizes[static_cast<size_t>(i)][1]);
+    at::Tensor keep = KeepNonSmall(boxes, config_.rpn_min_size);
+    boxes = boxes.index_select(0, keep);
+    scores = scores.index_select(0, keep);
+    lvl = lvl.index_select(0, keep);
+    keep = torch::where(scores.ge(config_.rpn_score_thresh))[0];
+    boxes = boxes.index_select(0, keep);
+    scores = scores.index_select(0, keep);
+    lvl = lvl.index_select(0, keep);
+    keep = kernels::BatchedNms(boxes, scores, lvl, config_.rpn_nms_thresh);
+    keep = keep.narrow(0, 0, std::min<int64_t>(post_nms, keep.size(0)));
+    out.proposals.push_back(boxes.index_select(0, keep));
+    out.scores.push_back(scores.index_select(0, keep));
+  }
+}
+
 RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
                             const std::vector<ImageTarget>* targets) {
   auto [logits, deltas] = rpn_head_->Forward(features);
@@ -229,45 +274,9 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
       kernels::DecodeBoxes(pred_deltas.detach(), all_anchors, {1.0, 1.0, 1.0, 1.0})
           .view({num_images, -1, 4});
 
-  // filter_proposals
-  const bool training = is_training();
-  const int64_t pre_nms =
-      training ? config_.rpn_pre_nms_top_n_train : config_.rpn_pre_nms_top_n_test;
-  const int64_t post_nms =
-      training ? config_.rpn_post_nms_top_n_train : config_.rpn_post_nms_top_n_test;
-  at::Tensor scores_all = objectness.detach().reshape({num_images, -1});
-  std::vector<at::Tensor> top_idx, level_ids;
-  int64_t offset = 0;
-  for (size_t l = 0; l < per_level.size(); ++l) {
-    at::Tensor ob = scores_all.narrow(1, offset, per_level[l]);
-    const int64_t k = std::min(pre_nms, per_level[l]);
-    top_idx.push_back(std::get<1>(ob.topk(k, 1)) + offset);
-    level_ids.push_back(
-        torch::full({k}, static_cast<int64_t>(l), scores_all.options().dtype(torch::kLong)));
-    offset += per_level[l];
-  }
-  at::Tensor top = torch::cat(top_idx, 1);
-  at::Tensor levels = torch::cat(level_ids, 0);
   RpnOutput out;
-  for (int64_t i = 0; i < num_images; ++i) {
-    at::Tensor boxes = proposals[i].index_select(0, top[i]);
-    at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
-    at::Tensor lvl = levels;
-    boxes = ClipBoxes(boxes, batch.image_sizes[static_cast<size_t>(i)][0],
-                      batch.image_sizes[static_cast<size_t>(i)][1]);
-    at::Tensor keep = KeepNonSmall(boxes, config_.rpn_min_size);
-    boxes = boxes.index_select(0, keep);
-    scores = scores.index_select(0, keep);
-    lvl = lvl.index_select(0, keep);
-    keep = torch::where(scores.ge(config_.rpn_score_thresh))[0];
-    boxes = boxes.index_select(0, keep);
-    scores = scores.index_select(0, keep);
-    lvl = lvl.index_select(0, keep);
-    keep = kernels::BatchedNms(boxes, scores, lvl, config_.rpn_nms_thresh);
-    keep = keep.narrow(0, 0, std::min<int64_t>(post_nms, keep.size(0)));
-    out.proposals.push_back(boxes.index_select(0, keep));
-    out.scores.push_back(scores.index_select(0, keep));
-  }
+  FilterProposals(batch, proposals, objectness, per_level, out);
+  const bool training = is_training();
 
   if (training) {
     TORCH_CHECK(targets != nullptr, "MaskRcnn: training mode needs targets");

@@ -126,6 +126,11 @@ class MaskRcnnImpl : public torch::nn::Module {
   // One image's detections from its clipped per-class boxes (R×K×4) and softmax scores (R×K):
   // background dropped, score threshold, tiny boxes dropped, per-class NMS, top N.
   ImageResult SelectDetections(at::Tensor boxes, at::Tensor scores) const;
+  // Rpn's proposals per image (out.proposals, out.scores) from the decoded anchors
+  // (N x A x 4), their objectness logits and the anchors per level.
+  void FilterProposals(const ImageBatch& batch, const at::Tensor& proposals,
+                       const at::Tensor& objectness, const std::vector<int64_t>& per_level,
+                       RpnOutput& out) const;
   // Every image's detections from the box head's outputs over the concatenated proposals.
   std::vector<ImageResult> SelectAllDetections(
       const at::Tensor& class_logits, const at::Tensor& box_regression,
