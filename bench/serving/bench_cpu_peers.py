@@ -90,7 +90,7 @@ class Ours:
                    "--model-dir", str(model_dir), "--predictor", "model", "--device", "cpu",
                    "--workers", "1", "--num-threads", str(THREADS), "--request-deadline-s", "600"]
         log = workdir / f"{self.name}.log"
-        self.process, self.port = start_server(command, port_file, log, env)
+        self.process, self.port = bench_serving.start(command, port_file, log, env=env)
         self.precision = precision_from_log(log) or precision
 
     def run(self, jpeg, rgb):
@@ -112,16 +112,6 @@ class Ours:
     def close(self):
         self.process.terminate()
         self.process.wait(timeout=30)
-
-
-def start_server(command, port_file, log_path, env):
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        return bench_serving.start(command, port_file, log_path)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
 
 
 def precision_from_log(log):

@@ -47,9 +47,10 @@ def make_images(count, width, height, seed=0):
     return images
 
 
-def start(command, port_file, log_path, timeout=600):
+def start(command, port_file, log_path, timeout=600, env=None):
+    """Starts `command` (environment `env`, else ours), waits for its port file and /ping 200."""
     log = open(log_path, "wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + timeout
     while not port_file.exists():
         if process.poll() is not None:

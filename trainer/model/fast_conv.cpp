@@ -151,12 +151,12 @@ at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
   // direct convolution (2× the fp32 rate) while the GEMMs have enough tiles, up to about
   // 100×136 positions on the 2-core AVX512_BF16 VM (layer2-4 and P3-P5 at 800×1066; P2, layer1
   // and the mask head's 100 RoIs of 14×14 run faster in bf16).
-  const bool bf16 = fast_ok_ && x.dim() == 4 && CpuBf16Path(x) &&
-                    !(winograd_ok_ && x.size(0) * x.size(2) * x.size(3) <= kWinogradOverBf16);
-  if (!bf16 && fast_ok_ && x.dim() == 4 && x.scalar_type() == at::kBFloat16 && CpuBf16Path(x))
-    return Forward(
-        x.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous),
-        relu);
+  const bool reduced = fast_ok_ && x.dim() == 4 && CpuBf16Path(x);
+  const bool bf16 =
+      reduced && !(winograd_ok_ && x.size(0) * x.size(2) * x.size(3) <= kWinogradOverBf16);
+  if (reduced && !bf16 && x.scalar_type() == at::kBFloat16)
+    // One pass to planar float32 for the fp32 Winograd below.
+    return Forward(x.to(at::kFloat, false, false, at::MemoryFormat::Contiguous), relu);
   if (!bf16 && (!fast_ok_ || conv_->weight.scalar_type() != at::kFloat || !CpuInferenceFastPath(x)))
     return Modules(x, relu);
   Refresh();

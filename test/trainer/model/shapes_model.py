@@ -35,10 +35,34 @@ def trained_shapes_model(iterations: int, timeout: float = 1200) -> pathlib.Path
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
         "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml",
         "opts": f"SOLVER.MAX_ITER {iterations} SOLVER.CHECKPOINT_PERIOD 100000"}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
-    env.update(MRCNN_TRAINER=str(TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
-    done = subprocess.run([str(ENTRYPOINT), "train", "--base-dir", str(base)], env=env, capture_output=True,
+    done = subprocess.run([str(ENTRYPOINT), "train", "--base-dir", str(base)], env=job_env(), capture_output=True,
                           text=True, timeout=timeout)
     if done.returncode != 0 or not (model / "model.safetensors").exists():
         raise RuntimeError("training the shapes model failed:\n" + (done.stdout + done.stderr)[-3000:])
     return model
+
+
+def job_env() -> dict:
+    """This process's environment without a launcher's or SageMaker's variables, plus the
+    build's trainer and the repository's configs, for `entrypoint train`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
+    env.update(MRCNN_TRAINER=str(TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
+    return env
+
+
+def eval_only(root: pathlib.Path, data: pathlib.Path, model: pathlib.Path, opts: str):
+    """An eval-only job of the shapes config under `root` (an /opt/ml tree whose train and val
+    channels are `data` and whose weights channel is `model`), with `opts` appended.
+    Returns (exit code, output, the metrics.jsonl records)."""
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "data").mkdir(parents=True)
+    for channel in ("train", "val"):
+        (root / "input" / "data" / channel).symlink_to(data)
+    (root / "input" / "data" / "weights").symlink_to(model)
+    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
+        "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "eval-only": "true", "opts": opts}))
+    done = subprocess.run([str(ENTRYPOINT), "train", "--base-dir", str(root)], env=job_env(),
+                          capture_output=True, text=True, timeout=900)
+    metrics = root / "output" / "data" / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    return done.returncode, done.stdout + done.stderr, records

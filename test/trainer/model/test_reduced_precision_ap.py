@@ -4,7 +4,6 @@ once in fp32 and once in bf16 (the CPU fast path's dense layers in bfloat16). Bo
 must agree within 0.5 AP points (0.005), and bf16 must really have run: the job log names the
 precision. An unknown TEST.PRECISION stops the job before anything runs, naming the key."""
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -12,27 +11,11 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import shapes_model  # noqa: E402
 
-REPO = shapes_model.REPO
 
 
 def eval_only(tmp: pathlib.Path, data: pathlib.Path, model: pathlib.Path, precision: str):
-    root = tmp / precision
-    (root / "input" / "config").mkdir(parents=True)
-    (root / "input" / "data").mkdir(parents=True)
-    for channel in ("train", "val"):
-        (root / "input" / "data" / channel).symlink_to(data)
-    (root / "input" / "data" / "weights").symlink_to(model)
-    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
-        "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "eval-only": "true",
-        "opts": f"TEST.PRECISION {precision}"}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
-    env.update(MRCNN_TRAINER=str(shapes_model.TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
-    done = subprocess.run([str(shapes_model.ENTRYPOINT), "train", "--base-dir", str(root)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    metrics = root / "output" / "data" / "metrics.jsonl"
-    records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-    found = {k: v for r in records for k, v in r.items() if k.startswith(("bbox/", "segm/"))}
-    return done.returncode, done.stdout + done.stderr, found
+    code, out, records = shapes_model.eval_only(tmp / precision, data, model, f"TEST.PRECISION {precision}")
+    return code, out, {k: v for r in records for k, v in r.items() if k.startswith(("bbox/", "segm/"))}
 
 
 def held_out_shapes(root: pathlib.Path) -> pathlib.Path:

@@ -4,10 +4,8 @@ shapes_model.py on a validation channel holding one 1024x768 canvas of 60 small 
 tiles at the model's scale its box AP50 is high, on the whole image shrunk to 128 px near 0.
 A tile overlap out of range stops the job before anything runs, naming the key."""
 import json
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -16,7 +14,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import shapes_canvas  # noqa: E402
 import shapes_model  # noqa: E402
 
-REPO = shapes_model.REPO
 
 
 def dataset(root: pathlib.Path) -> pathlib.Path:
@@ -33,22 +30,7 @@ def dataset(root: pathlib.Path) -> pathlib.Path:
 
 
 def eval_only(tmp: pathlib.Path, data: pathlib.Path, model: pathlib.Path, opts: str):
-    root = tmp / "job"
-    (root / "input" / "config").mkdir(parents=True)
-    (root / "input" / "data").mkdir(parents=True)
-    for channel in ("train", "val"):
-        (root / "input" / "data" / channel).symlink_to(data)
-    (root / "input" / "data" / "weights").symlink_to(model)
-    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
-        "config-file": "mask_rcnn_R_50_FPN_shapes_cpu.yaml", "eval-only": "true",
-        "opts": opts + " TEST.DETECTIONS_PER_IMAGE 300"}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "MASTER_", "RANK", "WORLD_", "LOCAL_"))}
-    env.update(MRCNN_TRAINER=str(shapes_model.TRAINER), MRCNN_CONFIG_DIR=str(REPO / "configs"))
-    done = subprocess.run([str(shapes_model.ENTRYPOINT), "train", "--base-dir", str(root)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    metrics = root / "output" / "data" / "metrics.jsonl"
-    records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-    return done.returncode, done.stdout + done.stderr, records
+    return shapes_model.eval_only(tmp / "job", data, model, opts + " TEST.DETECTIONS_PER_IMAGE 300")
 
 
 def test_evaluation_by_tiles_finds_the_small_shapes(tmp_path):
