@@ -6,7 +6,7 @@
 #
 # Usage: scripts/gpu-check.sh --out DIR [--deps DIR] [--build-dir DIR] [--jobs N]
 #                             [--targets "T1 T2 ..."|none] [--stop-before-gpu]
-#                             [--gpu-steps REGEX]
+#                             [--gpu-steps REGEX] [--budget-s SECONDS]
 #   --out DIR          report (DIR/gpu-check.md) and one combined log (DIR/gpu-check.log);
 #                      two files, since few files come back from the GPU machine
 #   --deps DIR         the carried .debs (default: .gpu-deps at the repo root)
@@ -17,6 +17,9 @@
 #   --stop-before-gpu  stop at the GPU gate even if a GPU is visible
 #   --gpu-steps REGEX  run only the GPU steps whose name matches (grep -E), e.g. to split
 #                      the check over two calls of the device tool (10 minutes each)
+#   --budget-s SECONDS the whole check's wall-clock budget from its start (default 600):
+#                      each GPU step runs under its own limit cut to what is left, and a
+#                      step with under 30 s left is skipped (recorded); 0: no budget
 #
 # Steps: environment, unpack, configure, build, smoke (--help of the programs), the GPU
 # gate, then the GPU steps of scripts/gpu-check/gpu-steps.sh (CUDA tests, oracle tests on
@@ -30,10 +33,11 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 
-out= deps=$top/.gpu-deps build=$top/build-gpu jobs=$(nproc) stop_before_gpu=0 gpu_steps_regex=
+out= deps=$top/.gpu-deps build=$top/build-gpu jobs=$(nproc) stop_before_gpu=0 gpu_steps_regex= budget_s=600
+check_start=$(date +%s)
 # mrcnn_kernels: the torch op library the oracle tests and the kernel bench load.
 targets="entrypoint trainer mrcnn_server mrcnn_kernels kernels_cuda_test model_bench train_step_bench"
-usage() { sed -n '7,19{s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
+usage() { sed -n '7,22{s/^# \{0,1\}//;p}' "$0" >&2; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --out) out=${2:?}; shift 2 ;;
@@ -43,11 +47,15 @@ while (($#)); do
     --targets) targets=${2?}; shift 2 ;;
     --stop-before-gpu) stop_before_gpu=1; shift ;;
     --gpu-steps) gpu_steps_regex=${2:?}; shift 2 ;;
+    --budget-s) budget_s=${2:?}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; usage ;;
   esac
 done
 [[ -n $out ]] || usage
+[[ $budget_s =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget-s must be whole seconds, got '$budget_s'" >&2; usage; }
+# Read by gpu_step (scripts/gpu-check/gpu-steps.sh); 0 means no budget.
+((budget_s > 0)) && export GPU_CHECK_DEADLINE=$((check_start + budget_s))
 [[ $targets == none ]] && targets=
 mkdir -p "$out" "$build"
 out=$(cd "$out" && pwd) build=$(cd "$build" && pwd)
@@ -102,7 +110,10 @@ run_step() {
     say "step $name: passed in $secs s"
   else
     any_failed=1
-    step_results+=("FAIL (exit $rc)") step_tails+=("$(tail -n 40 "$slog")")
+    # 124/137: `timeout` stopped a GPU step at its limit.
+    if ((rc == 124 || rc == 137)) && [[ $cmd == timeout* ]]; then step_results+=("FAIL (timed out, exit $rc)")
+    else step_results+=("FAIL (exit $rc)"); fi
+    step_tails+=("$(tail -n 40 "$slog")")
     say "step $name: FAILED (exit $rc) after $secs s; last lines:"
     tail -n 40 "$slog" | sed 's/^/    /'
   fi
@@ -110,18 +121,29 @@ run_step() {
   return "$rc"
 }
 
+# skip_step NAME WHY: records a step that did not run (the budget ran out) in the report.
+skip_step() {
+  say "step $1: $2"
+  printf '\n===== step %s: %s\n' "$1" "$2" >> "$log_file"
+  step_names+=("$1") step_cmds+=("") step_secs+=(0) step_results+=("$2") step_tails+=("")
+  write_report
+}
+
 write_report() {
-  local i overall
+  local i overall skipped
+  skipped=$(printf '%s\n' "${step_results[@]}" | grep -c '^skipped' || true)
   if ((any_failed)); then overall="FAILED (see the steps marked FAIL)"
   elif [[ -n $running ]]; then overall="unfinished: running step $running"
   elif [[ -n $gate_line ]]; then overall="every step passed; $gate_line"
   else overall="all steps passed"; fi
+  ((skipped > 0)) && overall+="; $skipped step(s) skipped for the budget"
   {
     echo "# gpu-check report"
     echo
     echo "- when: $(date -u +%FT%TZ); host: $(uname -n), $(nproc) cores; commit: ${MRCNN_COMMIT:-$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "unknown (no .git; set MRCNN_COMMIT)")}"
     echo "- $device_line"
     echo "- build dir: $build; targets: ${targets:-none (configure only)}"
+    echo "- budget: $( ((budget_s > 0)) && echo "${budget_s} s from the start, $(( $(date +%s) - check_start )) s used" || echo none)"
     echo "- result: $overall"
     echo
     echo "| step | result | seconds |"

@@ -11,41 +11,46 @@ gpu_steps() {
   gpu_step_regex=${4:-}
   export MRCNN_BUILD_DIR=$build PYTHONUNBUFFERED=1
   mkdir -p "$work"
+  local model=$work/train/opt_ml_bf16/model shapes=$work/train/shapes
 
+  # In order of value, each with its own limit (seconds): a run cut short by the device
+  # budget still brings back the most useful figures first.
   # CUDA kernels against their CPU twins (test/kernels, label gpu).
-  gpu_step "ctest -L gpu (CUDA kernels vs CPU twins)" \
+  gpu_step "ctest -L gpu (CUDA kernels vs CPU twins)" 90 \
     ctest --test-dir "$build" -L gpu --output-on-failure
-  # The kernel oracle tests, now with their cuda parameters, against torchvision.ops.
-  gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" \
-    python3 -m pytest -q -p no:cacheprovider "$repo/test/oracle/kernels"
-  gpu_step "kernel bench --device cuda" \
-    python3 "$repo/bench/kernels/bench_kernels.py" --device cuda
+  # Training step: ours vs torchvision's, 800x1333, batch 8.
+  gpu_step "training-step bench cuda --amp bf16 (800x1333, batch 8, vs torchvision)" 150 \
+    python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp bf16 \
+    --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
+  # A real job through the entrypoint at 800 px with AMP; its model feeds the comparison.
+  gpu_step "training through entrypoint train, cuda, bf16, 800 px" 150 \
+    python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
   # Inference: ours vs torchvision eager, same weights and images, 800x1333, batch 1 and 8.
+  gpu_step "inference bench cuda bf16 (800x1333, batch 1 and 8, vs torchvision)" 90 \
+    python3 "$repo/bench/model/bench_inference.py" --device cuda --precision bf16 \
+    --sizes 800x1333 --batches 1,8 --iters 5
+  # The kernel oracle tests, now with their cuda parameters, against torchvision.ops.
+  gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" 120 \
+    python3 -m pytest -q -p no:cacheprovider "$repo/test/oracle/kernels"
+  gpu_step "trainer predict --device cuda vs --device cpu (same detections)" 90 \
+    gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
+  # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
+  gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 120 \
+    python3 "$repo/bench/serving/bench_serving.py" --device cuda --build-dir "$build" \
+    --concurrency 8 --requests 96
+  gpu_step "training-step bench cuda --amp fp16 (800x1333, batch 8, vs torchvision)" 120 \
+    python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp fp16 \
+    --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
   local precision
-  for precision in fp32 fp16 bf16; do
-    gpu_step "inference bench cuda $precision (800x1333, batch 1 and 8, vs torchvision)" \
+  for precision in fp32 fp16; do
+    gpu_step "inference bench cuda $precision (800x1333, batch 1 and 8, vs torchvision)" 90 \
       python3 "$repo/bench/model/bench_inference.py" --device cuda --precision "$precision" \
       --sizes 800x1333 --batches 1,8 --iters 5
   done
-  # Training step: ours vs torchvision's, 800x1333, batch 8.
-  local amp
-  for amp in bf16 fp16; do
-    gpu_step "training-step bench cuda --amp $amp (800x1333, batch 8, vs torchvision)" \
-      python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp "$amp" \
-      --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
-  done
-  # A real job through the entrypoint at 800 px with AMP; its model feeds the comparison.
-  gpu_step "training through entrypoint train, cuda, bf16, 800 px" \
-    python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
-  gpu_step "training through entrypoint train, cuda, fp16, 800 px" \
+  gpu_step "training through entrypoint train, cuda, fp16, 800 px" 150 \
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp fp16
-  local model=$work/train/opt_ml_bf16/model shapes=$work/train/shapes
-  gpu_step "trainer predict --device cuda vs --device cpu (same detections)" \
-    gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
-  # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
-  gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" \
-    python3 "$repo/bench/serving/bench_serving.py" --device cuda --build-dir "$build" \
-    --concurrency 8 --requests 96
+  gpu_step "kernel bench --device cuda" 120 \
+    python3 "$repo/bench/kernels/bench_kernels.py" --device cuda
 }
 
 gpu_compare_predictions() {
@@ -59,12 +64,29 @@ gpu_compare_predictions() {
   python3 "$repo/scripts/gpu-check/compare_predictions.py" "$work/cpu.json" "$work/cuda.json"
 }
 
-# gpu_step NAME CMD...: run_step for the steps REGEX selects, keeping the output's last
-# lines in the report (the figures).
+# gpu_step NAME LIMIT CMD...: run_step for the steps REGEX selects, under `timeout` with
+# LIMIT seconds or what is left of the check's budget (GPU_CHECK_DEADLINE, epoch seconds),
+# whichever is less; skipped, and recorded as such, when less than 30 s is left. The
+# output's last lines (the figures) go into the report.
 gpu_step() {
-  if [[ -n $gpu_step_regex ]] && ! grep -Eq -- "$gpu_step_regex" <<<"$1"; then
-    say "step $1: not selected by --gpu-steps"
+  local name=$1 limit=$2 left
+  shift 2
+  if [[ -n $gpu_step_regex ]] && ! grep -Eq -- "$gpu_step_regex" <<<"$name"; then
+    say "step $name: not selected by --gpu-steps"
     return 0
   fi
-  REPORT_LINES=60 run_step "$@" || true  # a failed step is recorded; the others still run
+  if [[ -n ${GPU_CHECK_DEADLINE:-} ]]; then
+    left=$((GPU_CHECK_DEADLINE - $(date +%s)))
+    if ((left < 30)); then
+      skip_step "$name" "skipped: ${left} s of the budget left, under 30 s"
+      return 0
+    fi
+    ((left < limit)) && limit=$left
+  fi
+  # A shell function cannot be run by `timeout`: run it in a bash that has it.
+  if [[ $(type -t "$1") == function ]]; then
+    export -f "$1"
+    set -- bash -c '"$@"' _ "$@"
+  fi
+  REPORT_LINES=60 run_step "$name [limit ${limit} s]" timeout --kill-after=10 "$limit" "$@" || true  # a failed step is recorded; the others still run
 }
