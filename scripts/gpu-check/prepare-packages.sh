@@ -185,3 +185,13 @@ if ((total > max_mib * 1048576)); then
   sort -t$'\t' -k4,4nr "$dest/MANIFEST.tsv" | head -10 | awk -F'\t' '{ printf "  %8.1f KiB  %s\n", $4 / 1024, $1 }' >&2
   die "over the $max_mib MiB limit"
 fi
+
+# Python wheels the GPU machine's python3 (3.12) lacks: pycocotools, which the Python
+# reference server of the serving bench encodes its masks with. gpu-check.sh installs
+# them into its build dir when that python3 cannot import them.
+wheels=(pycocotools==2.0.11)
+mkdir -p "$dest/wheels"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d "$dest/wheels" "${wheels[@]}" || die "could not download the wheels ${wheels[*]} for Python 3.12"
+log "wheels in $dest/wheels: $(cd "$dest/wheels" && ls -- *.whl | tr '\n' ' ')"

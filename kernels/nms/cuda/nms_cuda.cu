@@ -225,11 +225,19 @@ at::Tensor BatchedNmsCuda(const at::Tensor& dets, const at::Tensor& scores, cons
     return NmsImpl(CoordinateTrickBoxes(dets, idxs), scores, nullptr, nullptr, iou_threshold, op);
   }
   const at::Tensor keys = ClassKeys(idxs);
+  at::Tensor keep;
   if (idxs.is_floating_point()) {
     const at::Tensor nan = at::isnan(idxs);
-    return NmsImpl(dets, scores, &keys, &nan, iou_threshold, op);
+    keep = NmsImpl(dets, scores, &keys, &nan, iou_threshold, op);
+  } else {
+    keep = NmsImpl(dets, scores, &keys, nullptr, iou_threshold, op);
   }
-  return NmsImpl(dets, scores, &keys, nullptr, iou_threshold, op);
+  // torchvision's per-class algorithm orders its survivors with ATen's default (unstable)
+  // descending sort of their scores taken in index order: the same two sorts here give
+  // torchvision's order on this device, equal scores included (the CPU twin does the same
+  // with the CPU sort, whose order among equal scores differs).
+  const at::Tensor by_index = std::get<0>(keep.sort(0, false));
+  return by_index.index_select(0, std::get<1>(scores.index_select(0, by_index).sort(0, true)));
 }
 
 }  // namespace
