@@ -19,9 +19,17 @@ threads before the step, so by default torchvision's in-model resize (a scale-1.
 interpolation of images and masks here) is switched off too (--tv-resize keeps it);
 normalisation and batching stay in its step.
 
+Operator counts: after the timed steps, --count-steps steps per side run under an ATen
+operator observer (ours: a RecordFunction callback in train_step_bench; torchvision: the
+profiler, which records through the same RecordFunction mechanism), counting per step every
+aten:: operator (a proxy for kernel launches) and the host-sync operators (.item()'s
+_local_scalar_dense, nonzero, masked_select, unique, equal): each one makes a CUDA device's
+launch queue wait for the host and keeps the step out of a CUDA graph. CPU and CUDA run the
+same operators, so the counts measured here hold there.
+
   .venv/bin/python bench/model/bench_train_step.py [--device cpu|cuda] [--amp off|fp16|bf16]
       [--size HxW] [--batch B] [--objects G] [--num-classes K] [--iters N] [--warmup W]
-      [--threads T] [--phases] [--tv-resize]
+      [--threads T] [--phases] [--tv-resize] [--optimizer sgd|novograd] [--count-steps N]
 Defaults: CPU 512x512 batch 2 fp32; CUDA 800x1333 batch 8 fp16 (the issue's GPU setting).
 """
 import argparse
@@ -95,6 +103,20 @@ def make_batch(batch, height, width, objects, num_classes, seed):
         tensors[f"labels.{i}"] = torch.randint(1, num_classes + 1, (objects,), dtype=torch.int64, generator=g)
         tensors[f"masks.{i}"] = torch.stack(masks)
     return tensors
+
+
+SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique",
+            "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::equal"}
+
+
+def count_ops(names):
+    """{"aten_ops", "sync_ops", "sync_by_op"} of the operator names one step dispatched."""
+    aten = [n for n in names if n.startswith("aten::")]
+    by_op = {}
+    for n in aten:
+        if n in SYNC_OPS:
+            by_op[n] = by_op.get(n, 0) + 1
+    return {"aten_ops": len(aten), "sync_ops": sum(by_op.values()), "sync_by_op": by_op}
 
 
 def sync(device):
@@ -175,14 +197,20 @@ class OursStep:
         if self.proc.stdout.readline().strip() != "ready":
             raise SystemExit(f"train_step_bench did not start (exit {self.proc.wait()})")
 
-    def __call__(self):
-        self.proc.stdin.write("step\n")
+    def request(self, what):
+        self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             raise SystemExit(f"train_step_bench failed (exit {self.proc.wait()})")
-        r = json.loads(line)
+        return json.loads(line)
+
+    def __call__(self, logging=False):
+        r = self.request("log-step" if logging else "step")
         return r["ms"], r["losses"], r["phases_ms"]
+
+    def count(self, logging):
+        return self.request("count-log" if logging else "count")["ops"]
 
     def close(self):
         self.proc.stdin.close()
@@ -206,6 +234,10 @@ def main():
     p.add_argument("--phases", action="store_true", help="time each part of the step on both sides")
     p.add_argument("--tv-resize", action="store_true", help="keep torchvision's in-step resize (scale 1.0)")
     p.add_argument("--build", default=os.environ.get("MRCNN_BUILD_DIR", str(REPO / "build")))
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "novograd"],
+                   help="our side's optimizer (SageMakerCV's recipe uses NovoGrad); torchvision's stays SGD")
+    p.add_argument("--count-steps", type=int, default=2, help="untimed steps per side with operator counts (0: none)")
+    p.add_argument("--trace-op", default="", help="print the C++ stack of each call of this operator in our counted steps")
     args = p.parse_args()
     cuda = args.device == "cuda"
     args.amp = args.amp or ("fp16" if cuda else "off")
@@ -230,7 +262,7 @@ def main():
           f"SGD lr {args.lr} momentum 0.9 wd 1e-4; {args.warmup} warm-up + {args.iters} measured steps "
           f"per side, interleaved; torchvision resize in step: {args.tv_resize}", flush=True)
 
-    ours_ms, tv_ms, ours_phases, tv_phases = [], [], [], []
+    ours_ms, tv_ms, ours_phases, tv_phases, ours_counts, ours_log_counts, tv_counts = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = pathlib.Path(tmp) / "model"
         config = convert_weights.torchvision_config(
@@ -243,9 +275,11 @@ def main():
         save_file(data, str(batch_file))
         cmd = [str(binary), "--model-dir", str(model_dir), "--input", str(batch_file), "--batch", str(args.batch),
                "--threads", str(args.threads), "--device", args.device, "--amp", args.amp, "--lr", str(args.lr),
-               "--seed", str(args.seed)]
+               "--seed", str(args.seed), "--optimizer", args.optimizer]
         if args.phases:
             cmd.append("--phases")
+        if args.trace_op:
+            cmd += ["--trace-op", args.trace_op]
         ours = OursStep(cmd)
         theirs = TorchvisionStep(model, data, args)
         try:
@@ -255,7 +289,9 @@ def main():
                 sides = [("ours", ours), ("torchvision", theirs)]
                 if it % 2:
                     sides.reverse()
-                result = {name: side() for name, side in sides}
+                # Ours reads its losses on the first step only, as the trainer reads them at
+                # logging iterations only; torchvision's reference loop reads them every step.
+                result = {name: side(it == 0) if name == "ours" else side() for name, side in sides}
                 (o_ms, o_loss, o_ph), (t_ms, t_loss, t_ph) = result["ours"], result["torchvision"]
                 if it == 0:
                     keys = sorted(set(o_loss) | set(t_loss))
@@ -269,6 +305,12 @@ def main():
                     tv_phases.append(t_ph)
                 print(f"step {it + 1}{'' if measured else ' (warm-up)'}: ours {o_ms:.0f} ms, torchvision "
                       f"{t_ms:.0f} ms; load average {os.getloadavg()[0]:.2f}", flush=True)
+            for _ in range(args.count_steps):
+                ours_counts.append(ours.count(logging=False))
+                ours_log_counts.append(ours.count(logging=True))
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    theirs()
+                tv_counts.append(count_ops([e.name for e in prof.events()]))
         finally:
             ours.close()
 
@@ -292,9 +334,32 @@ def main():
             o = [ph.get(n, 0.0) for ph in ours_phases]
             t = [ph.get(n, 0.0) for ph in tv_phases]
             print(f"| {n} | {statistics.fmean(o):.1f} | {statistics.fmean(t):.1f} |")
+    if ours_counts:
+        def span(counts, get):
+            v = [get(c) for c in counts]
+            return f"{min(v)}" if min(v) == max(v) else f"{min(v)}-{max(v)}"
+
+        print(f"| operators per step ({len(ours_counts)} counted steps of each kind) | ours ({args.optimizer}), "
+              f"non-logging step | ours, logging step (+ one read of its losses) | torchvision (sgd), every step "
+              f"(reads its losses) |")
+        print("|---|---|---|---|")
+        for key, what in (("sync_ops", "host-sync operators"), ("aten_ops", "aten operators (launch proxy)")):
+            print(f"| {what} | {span(ours_counts, lambda c: c[key])} | {span(ours_log_counts, lambda c: c[key])} | "
+                  f"{span(tv_counts, lambda c: c[key])} |")
+        for op in sorted(SYNC_OPS):
+            def get(c, op=op):
+                return c["sync_by_op"].get(op, 0)
+            if any(get(c) for c in ours_counts + ours_log_counts + tv_counts):
+                print(f"| of which {op} | {span(ours_counts, get)} | {span(ours_log_counts, get)} | "
+                      f"{span(tv_counts, get)} |")
+        print("(on a GPU, copies from the device to the host wait too: ours counts them as \"device-to-host "
+              "copy_\"; on CPU there are none to see, so a logging step's read of its losses shows there only "
+              "on a GPU; torchvision's side is counted by the profiler, which has no such row)")
     print(json.dumps({"ours_ms": ours_ms, "torchvision_ms": tv_ms, "ours_images_per_s": o_ips,
                       "torchvision_images_per_s": t_ips, "ratio": o_ips / t_ips,
-                      "ours_phases_ms": ours_phases, "torchvision_phases_ms": tv_phases}))
+                      "ours_phases_ms": ours_phases, "torchvision_phases_ms": tv_phases,
+                      "ours_op_counts": ours_counts, "ours_logging_op_counts": ours_log_counts,
+                      "torchvision_op_counts": tv_counts}))
 
 
 if __name__ == "__main__":

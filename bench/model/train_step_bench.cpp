@@ -7,14 +7,20 @@
 //   train_step_bench --model-dir DIR --input BATCH.safetensors [--batch B] [--iters N]
 //                    [--warmup W] [--threads T] [--device cpu|cuda] [--amp off|fp16|bf16]
 //                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
-//                    [--steps-from-stdin]
+//                    [--optimizer sgd|novograd] [--steps-from-stdin] [--trace-op NAME]
 // BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
 // labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
 // their size (the loader's resize happens before the step, on its worker threads).
 // Prints one JSON line: per-iteration milliseconds, images/s, the first step's losses and,
 // with --phases, the mean time of each part of the step (synchronised on CUDA, which
 // slows the step a little there). With --steps-from-stdin it prints "ready" once loaded,
-// then runs one step per line read and prints that step's time, losses and phases.
+// then runs one step per line read and prints that step's time, losses and phases: "step"
+// a step that reads nothing back (the trainer's non-logging iterations), "log-step" one
+// that reads its losses (a logging iteration); "count" and "count-log" run those under an
+// ATen operator observer (aten_op_counter.h) and add the operator and host-sync counts
+// ("ops") to the line. Counted steps are not timed steps: the observer slows every
+// operator a little. --trace-op NAME prints the C++ stack
+// of every call of that operator in a counted step (where a host sync comes from).
 //
 // The step is RunTrainJob's own (engine::TrainStep, trainer/engine/train_step.h) with
 // accumulation 1, one process, no clipping and a constant learning rate. --phases times
@@ -27,14 +33,17 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/model/aten_op_counter.h"
 #include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
 #include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/engine/train_step.h"
 #include "trainer/model/config.h"
@@ -151,12 +160,22 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, at::Tensor>> named;
     for (const auto& p : net->named_parameters())
       named.emplace_back(p.key(), p.value());
-    engine::Sgd sgd(named, so);
+    const std::string optimizer_name = Arg(argc, argv, "--optimizer", "sgd");
+    std::unique_ptr<engine::Optimizer> optimizer;
+    if (optimizer_name == "sgd") {
+      optimizer = std::make_unique<engine::Sgd>(named, so);
+    } else if (optimizer_name == "novograd") {
+      engine::NovoGradOptions no;  // SageMakerCV's betas and eps, the engine's defaults
+      no.groups = so.groups();
+      optimizer = std::make_unique<engine::NovoGrad>(named, no);
+    } else {
+      throw std::runtime_error("--optimizer must be sgd or novograd, got '" + optimizer_name + "'");
+    }
     engine::TrainStepOptions step_options;
     if (amp)
       step_options.amp_dtype = amp_dtype;
     step_options.nonfinite_advice = "lower --lr";
-    engine::TrainStep train_step(*net, sgd, scaler, /*dp=*/nullptr, device,
+    engine::TrainStep train_step(*net, *optimizer, scaler, /*dp=*/nullptr, device,
                                  std::move(step_options));
 
     // The batch as the loader hands it over: CPU tensors, moved in the step.
@@ -179,9 +198,11 @@ int main(int argc, char** argv) {
     if (phases.enabled)
       train_step.set_phase_hook([&phases](const char* name) { phases.Mark(name); });
     int step_number = 0;
-    // One training step; returns its wall time in ms and leaves its losses in `loss_values`.
+    // One training step; returns its wall time in ms. A logging step (`read_losses`) reads
+    // its losses to the host into `loss_values` (one sync, as the trainer reads a window at
+    // every logging iteration); other steps leave them on the device, as the trainer does.
     std::map<std::string, double> loss_values;
-    auto step = [&]() -> double {
+    auto step = [&](bool read_losses) -> double {
       ++step_number;
       if (cuda)
         torch::cuda::synchronize();
@@ -201,10 +222,15 @@ int main(int argc, char** argv) {
       // --seed), as they did before the step was shared.
       const engine::MicroBatchLosses losses =
           train_step.ForwardBackward(ib, targets, {}, /*accumulation=*/1, step_number);
-      sgd.set_lr(lr);
+      optimizer->set_lr(lr);
       train_step.Finish();
-      loss_values = losses.losses;
-      loss_values["total"] = losses.total;
+      loss_values.clear();
+      if (read_losses) {
+        double total = 0;
+        loss_values = losses.Read(&total);
+        loss_values["total"] = total;
+        train_step.CheckFinite(total, step_number);
+      }
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
 
@@ -218,7 +244,18 @@ int main(int argc, char** argv) {
       while (std::getline(std::cin, line)) {
         phases.ms.clear();
         nlohmann::json out;
-        out["ms"] = step();
+        const bool logging = line == "log-step" || line == "count-log";
+        if (line == "count" || line == "count-log") {
+          mrcnn::bench::AtenOpCounter counter(Arg(argc, argv, "--trace-op", ""));
+          out["ms"] = step(logging);
+          const mrcnn::bench::AtenOpCounts counts = counter.Take();
+          out["ops"] = {{"aten_ops", counts.all_ops},
+                        {"sync_ops", counts.sync_ops},
+                        {"sync_by_op", counts.sync_by_op},
+                        {"other_namespaces", counts.other_namespaces}};
+        } else {
+          out["ms"] = step(logging);
+        }
         out["losses"] = loss_values;
         out["phases_ms"] = phases.ms;
         std::printf("%s\n", out.dump().c_str());
@@ -232,7 +269,7 @@ int main(int argc, char** argv) {
     for (int it = 0; it < warmup + iters; ++it) {
       if (it == warmup)
         phases.ms.clear();
-      const double elapsed = step();
+      const double elapsed = step(/*read_losses=*/it == 0);
       if (it == 0)
         first_losses = loss_values;
       if (it >= warmup)
