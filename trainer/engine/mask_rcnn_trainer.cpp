@@ -74,10 +74,8 @@ MaskRcnnTrainer::MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::Da
 
 void MaskRcnnTrainer::RunStep() {
   using Clock = std::chrono::steady_clock;
-  const double parts = static_cast<double>(accumulation_);
   double data_time = 0;
-  std::map<std::string, double> losses;
-  double total = 0;
+  PendingLosses pending{iter(), {}};
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto d0 = Clock::now();
     std::optional<data::Batch> batch = loader_.Next();
@@ -90,21 +88,48 @@ void MaskRcnnTrainer::RunStep() {
       generators.push_back(
           ImageSamplingGenerator(device_, static_cast<uint64_t>(state_.seed), iter(), micro, id));
     }
-    const MicroBatchLosses step_losses =
-        step_.ForwardBackward(ib, targets, std::move(generators), accumulation_, iter() + 1);
-    for (const auto& [k, v] : step_losses.losses)
-      losses[k] += v / parts;
-    total += step_losses.total / parts;
+    pending.micro.push_back(
+        step_.ForwardBackward(ib, targets, std::move(generators), accumulation_, iter() + 1));
   }
   step_.Finish();
+  pending_.push_back(std::move(pending));
   EventStorage& s = storage();
-  for (const auto& [k, v] : losses)
-    s.PutScalar(k, v, RankReduce::kMean);
-  s.PutScalar("total_loss", total, RankReduce::kMean);
   s.PutScalar("data_time", data_time);
   s.PutScalar("max_mem_mb", PeakMemoryMb(device_));
   if (state_.scaler.enabled())  // fp16: the dynamic loss scale (halves on overflow)
     s.PutScalar("amp/loss_scale", state_.scaler.scale());
+}
+
+void MaskRcnnTrainer::FlushDeferred() {
+  if (pending_.empty())
+    return;
+  // Every micro-batch's values end to end: one copy to the host for the whole window.
+  std::vector<at::Tensor> all;
+  for (const PendingLosses& p : pending_)
+    for (const MicroBatchLosses& m : p.micro)
+      all.push_back(m.values);
+  const at::Tensor host = torch::cat(all).to(torch::kCPU).contiguous();
+  const float* r = host.data_ptr<float>();
+  const double parts = static_cast<double>(accumulation_);
+  std::vector<PendingLosses> window = std::move(pending_);
+  pending_.clear();
+  EventStorage& s = storage();
+  for (const PendingLosses& p : window) {
+    // The same sums in the same order as when each micro-batch was read on its own.
+    std::map<std::string, double> losses;
+    double total = 0;
+    for (const MicroBatchLosses& m : p.micro) {
+      step_.CheckFinite(r[m.names.size()], p.iteration + 1);
+      for (size_t k = 0; k < m.names.size(); ++k)
+        losses[m.names[k]] += static_cast<double>(r[k]) / parts;
+      total += static_cast<double>(r[m.names.size()]) / parts;
+      r += m.names.size() + 1;
+    }
+    for (const auto& [k, value] : losses)
+      s.PutScalarAt(k, p.iteration, value, RankReduce::kMean);
+    s.PutScalarAt("total_loss", p.iteration, total, RankReduce::kMean);
+  }
+  s.SyncMeans();
 }
 
 }  // namespace mrcnn::engine

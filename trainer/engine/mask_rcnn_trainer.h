@@ -5,7 +5,14 @@
 // store: every loss and "total_loss" (means over the micro-batches, then over the ranks),
 // "data_time" (seconds waiting for the loader), "max_mem_mb" (peak memory, see
 // PeakMemoryMb) and, with fp16 loss scaling, "amp/loss_scale".
+//
+// The losses stay on the device until FlushDeferred (the writers call it at every logging
+// iteration, the checkpointer before each save): then one copy brings the whole window to
+// the host, each iteration's values are put at their own iteration, and a non-finite loss
+// stops the job with TrainStep::CheckFinite's message naming the iteration it appeared at.
+// Iterations in between read nothing from the device.
 #include <cstdint>
+#include <vector>
 
 #include "trainer/engine/checkpoint/training_checkpointer.h"
 #include "trainer/engine/train_step.h"
@@ -31,10 +38,18 @@ class MaskRcnnTrainer : public TrainerBase {
   MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::DataLoader& loader,
                   TrainingState& state, const c10::Device& device, int64_t accumulation);
 
+  void FlushDeferred() override;
+
  protected:
   void RunStep() override;
 
  private:
+  // One iteration's losses, one entry per micro-batch, not yet read.
+  struct PendingLosses {
+    int64_t iteration;
+    std::vector<MicroBatchLosses> micro;
+  };
+  std::vector<PendingLosses> pending_;
   TrainStep& step_;
   data::DataLoader& loader_;
   TrainingState& state_;

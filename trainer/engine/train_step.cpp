@@ -25,10 +25,21 @@ TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler&
   trainable_ = optimizer_.Parameters();
 }
 
+std::map<std::string, double> MicroBatchLosses::Read(double* total) const {
+  const at::Tensor host = values.to(at::kCPU);
+  const float* v = host.data_ptr<float>();
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out[names[i]] = v[i];
+  if (total != nullptr)
+    *total = v[names.size()];
+  return out;
+}
+
 MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
                                             const std::vector<model::ImageTarget>& targets,
                                             std::vector<at::Generator> generators,
-                                            int64_t accumulation, int64_t iteration) {
+                                            int64_t accumulation, int64_t /*iteration*/) {
   if (++micro_batches_ > accumulation) {
     throw std::logic_error("TrainStep: " + std::to_string(micro_batches_) +
                            " micro-batches of an iteration with accumulation " +
@@ -54,23 +65,30 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
   Phase("roi_heads");
   MicroBatchLosses out;
   // Summed in float32 in the map's (name) order: the resume tests compare loss sequences
-  // bit for bit, so this order is part of the step's behaviour.
+  // bit for bit, so this order is part of the step's behaviour. Kept on the device, with
+  // the values in one tensor so that a window of steps is read in one copy.
   at::Tensor total = torch::zeros({}, batch.tensors.options().dtype(torch::kFloat));
+  std::vector<at::Tensor> parts;
   for (auto& [k, v] : losses) {
     total = total + v.to(torch::kFloat);
-    out.losses[k] = v.item<double>();
+    out.names.push_back(k);
+    parts.push_back(v.detach().to(torch::kFloat).reshape({1}));
   }
-  out.total = total.item<double>();
-  if (!std::isfinite(out.total) && !scaler_.enabled()) {
-    throw std::runtime_error("loss became " + std::to_string(out.total) + " at iteration " +
-                             std::to_string(iteration) + ": " + options_.nonfinite_advice);
-  }
+  parts.push_back(total.detach().reshape({1}));
+  out.values = torch::cat(parts);
   Phase("loss_sum_item");
   if (dp_ != nullptr && micro_batches_ == accumulation)
     dp_->ExpectFinalBackward(trainable_);
   scaler_.Scale(total / static_cast<double>(accumulation)).backward();
   Phase("backward");
   return out;
+}
+
+void TrainStep::CheckFinite(double total, int64_t iteration) const {
+  if (!std::isfinite(total) && !scaler_.enabled()) {
+    throw std::runtime_error("loss became " + std::to_string(total) + " at iteration " +
+                             std::to_string(iteration) + ": " + options_.nonfinite_advice);
+  }
 }
 
 bool TrainStep::Finish() {

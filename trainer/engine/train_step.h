@@ -44,10 +44,15 @@ struct TrainStepOptions {
   std::string nonfinite_advice;
 };
 
-// The loss values of one micro-batch, as computed (not divided by the accumulation).
+// The losses of one micro-batch, as computed (not divided by the accumulation), left on the
+// step's device: reading them makes the host wait for the device, so the trainer reads a
+// whole logging window at once (Read below).
 struct MicroBatchLosses {
-  std::map<std::string, double> losses;
-  double total = 0.0;
+  std::vector<std::string> names;  // in std::map (name) order
+  at::Tensor values;               // float32 [names.size() + 1]: the losses, then their sum
+
+  // The values on the host: {name: value} and the sum. One device sync.
+  std::map<std::string, double> Read(double* total) const;
 };
 
 class TrainStep {
@@ -60,8 +65,8 @@ class TrainStep {
   // Forward and backward of one of the iteration's `accumulation` micro-batches: adds the
   // gradients of (sum of losses) / accumulation to the parameters' .grad(). `generators`
   // are the per-image sampling generators (see MaskRcnnImpl::set_sampling_generators;
-  // empty: the global generator). Throws when the loss is not finite and there is no loss
-  // scaling to skip the step; `iteration` (1-based) only names the step in that message.
+  // empty: the global generator). Reads nothing back from the device: a non-finite loss
+  // is found when the losses are read (CheckFinite). `iteration` is unused.
   // The `accumulation`-th call since the last Finish is the iteration's last micro-batch:
   // with DIST.OVERLAP_BACKWARD its backward starts the gradient all-reduce (one more call
   // before Finish throws std::logic_error).
@@ -70,13 +75,19 @@ class TrainStep {
                                    std::vector<at::Generator> generators, int64_t accumulation,
                                    int64_t iteration);
 
+  // Throws std::runtime_error ("loss became nan at iteration N: <advice>") when `total`
+  // (a micro-batch's read sum of losses) is not finite and there is no loss scaling to
+  // skip such steps; `iteration` (1-based) names the step in the message.
+  void CheckFinite(double total, int64_t iteration) const;
+
   // Ends the iteration: averages gradients across processes, unscales (AMP), clips, steps
   // the optimizer at its lr() unless a gradient overflowed, updates the loss scale, zeroes
   // the gradients and waits for the device. Returns whether the update was applied.
   bool Finish();
 
   // Called with a phase name as each part of the step ends ("backbone_fpn", "rpn",
-  // "roi_heads", "loss_sum_item", "backward", "optimizer"), for the benchmark's per-phase
+  // "roi_heads", "loss_sum_item" (the sum, no longer read), "backward", "optimizer"), for
+  // the benchmark's per-phase
   // timing; empty (the default) in training.
   using PhaseHook = std::function<void(const char* phase)>;
   void set_phase_hook(PhaseHook hook) { phase_hook_ = std::move(hook); }

@@ -28,6 +28,7 @@ void TrainerBase::Train(int64_t start_iter, int64_t max_iter) {
     for (auto& h : hooks_)
       h->AfterStep(*this);
   }
+  FlushDeferred();
   for (auto& h : hooks_)
     h->AfterTrain(*this);
 }

@@ -10,7 +10,14 @@
 //                                numbers (losses, data time, ...) into the storage
 //     storage.SyncRanks()        cross-rank means and votes, one collective
 //     hooks: AfterStep
+//   FlushDeferred()
 //   hooks: AfterTrain            (also after a stop: hooks check stopping())
+//
+// A step may keep numbers on its device instead of reading them every iteration (a read
+// makes the host wait for the device): FlushDeferred() puts them into the storage. Hooks
+// that read the step's numbers or save its state (the writers, the checkpointer) call it
+// first, and Train() calls it before AfterTrain; every rank reaches those calls at the same
+// iterations, so a flush may run a collective.
 //
 // An exception from the step or a hook ends Train() at once (no AfterTrain): the job
 // fails with that error, and what was checkpointed before stays valid. Torch-free.
@@ -60,6 +67,10 @@ class TrainerBase {
 
   EventStorage& storage() { return storage_; }
   const EventStorage& storage() const { return storage_; }
+
+  // Puts the numbers the step kept back into the storage (see above); may throw what the
+  // step would have thrown had it read them at once (a non-finite loss). Default: none kept.
+  virtual void FlushDeferred() {}
 
   // From a hook's AfterStep: the loop ends after this iteration's AfterStep hooks.
   void RequestStop() { stopping_ = true; }

@@ -77,8 +77,10 @@ Assignment Assign(const at::Tensor& gt_boxes, const at::Tensor& gt_labels,
   at::Tensor matched = kernels::MatchProposals(iou, high, low, allow_low_quality);
   at::Tensor clamped = matched.clamp_min(0);
   at::Tensor labels = gt_labels.index({clamped}).to(torch::kLong);
-  labels.index_put_({matched.eq(-1)}, 0);
-  labels.index_put_({matched.eq(-2)}, -1);
+  // masked_fill_ with a number: index_put_ with a boolean mask reads its value tensor to the
+  // host (an .item() per call).
+  labels.masked_fill_(matched.eq(-1), 0);
+  labels.masked_fill_(matched.eq(-2), -1);
   return {clamped, labels};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
+#include <string>
 
 namespace mrcnn::engine {
 
@@ -16,6 +17,24 @@ void ScalarHistory::ReplaceLatest(double value) {
   if (values_.empty())
     throw std::logic_error("ScalarHistory::ReplaceLatest: no value was put");
   values_.back().second = value;
+}
+
+double ScalarHistory::At(int64_t iteration) const {
+  for (auto it = values_.rbegin(); it != values_.rend(); ++it)
+    if (it->first == iteration)
+      return it->second;
+  throw std::logic_error("ScalarHistory::At: no value at iteration " + std::to_string(iteration));
+}
+
+void ScalarHistory::ReplaceAt(int64_t iteration, double value) {
+  for (auto it = values_.rbegin(); it != values_.rend(); ++it) {
+    if (it->first == iteration) {
+      it->second = value;
+      return;
+    }
+  }
+  throw std::logic_error("ScalarHistory::ReplaceAt: no value at iteration " +
+                         std::to_string(iteration));
 }
 
 double ScalarHistory::Latest() const {
@@ -70,9 +89,20 @@ EventStorage::EventStorage(int64_t world_size, RankSum rank_sum)
 }
 
 void EventStorage::PutScalar(const std::string& name, double value, RankReduce reduce) {
-  scalars_[name].Put(iteration_, value);
+  PutScalarAt(name, iteration_, value, reduce);
+}
+
+void EventStorage::PutScalarAt(const std::string& name, int64_t iteration, double value,
+                               RankReduce reduce) {
+  ScalarHistory& h = scalars_[name];
+  if (!h.empty() && h.LatestIteration() > iteration) {
+    throw std::logic_error("EventStorage::PutScalarAt: \"" + name + "\" at iteration " +
+                           std::to_string(iteration) + " after iteration " +
+                           std::to_string(h.LatestIteration()));
+  }
+  h.Put(iteration, value);
   if (reduce == RankReduce::kMean && world_size_ > 1)
-    pending_means_.push_back(name);
+    pending_means_.emplace_back(name, iteration);
 }
 
 void EventStorage::AddRankVote(const std::string& name, std::function<bool()> local_vote) {
@@ -80,31 +110,35 @@ void EventStorage::AddRankVote(const std::string& name, std::function<bool()> lo
 }
 
 void EventStorage::SyncRanks() {
-  // Name order, so that every rank packs the same vector whatever order the values were
-  // put in.
+  SyncPending(/*with_votes=*/true);
+}
+
+void EventStorage::SyncMeans() {
+  SyncPending(/*with_votes=*/false);
+}
+
+void EventStorage::SyncPending(bool with_votes) {
+  // (name, iteration) order, so that every rank packs the same vector whatever order the
+  // values were put in.
   std::sort(pending_means_.begin(), pending_means_.end());
   pending_means_.erase(std::unique(pending_means_.begin(), pending_means_.end()),
                        pending_means_.end());
   std::vector<double> packed;
-  packed.reserve(pending_means_.size() + votes_.size());
-  for (const auto& name : pending_means_) {
-    const auto& h = scalars_.at(name);
-    if (h.LatestIteration() != iteration_) {
-      throw std::logic_error("EventStorage::SyncRanks: \"" + name +
-                             "\" was put at another iteration");
-    }
-    packed.push_back(h.Latest());
-  }
-  for (const auto& vote : votes_)
-    packed.push_back(vote.second() ? 1.0 : 0.0);
+  packed.reserve(pending_means_.size() + (with_votes ? votes_.size() : 0));
+  for (const auto& [name, iteration] : pending_means_)
+    packed.push_back(scalars_.at(name).At(iteration));
+  if (with_votes)
+    for (const auto& vote : votes_)
+      packed.push_back(vote.second() ? 1.0 : 0.0);
   if (world_size_ > 1 && !packed.empty())
     rank_sum_(packed);
   size_t i = 0;
   const double w = static_cast<double>(world_size_);
-  for (const auto& name : pending_means_)
-    scalars_[name].ReplaceLatest(packed[i++] / w);
-  for (const auto& vote : votes_)
-    scalars_[vote.first].Put(iteration_, packed[i++] > 0 ? 1.0 : 0.0);
+  for (const auto& [name, iteration] : pending_means_)
+    scalars_[name].ReplaceAt(iteration, packed[i++] / w);
+  if (with_votes)
+    for (const auto& vote : votes_)
+      scalars_[vote.first].Put(iteration_, packed[i++] > 0 ? 1.0 : 0.0);
   pending_means_.clear();
 }
 

@@ -5,11 +5,13 @@
 // storage knows the iteration being run (set by TrainerBase before each step).
 //
 // Cross-rank values: a scalar put with RankReduce::kMean is pending until SyncRanks(),
-// which TrainerBase calls once after every step: all pending means of the iteration and
-// every registered vote travel in one sum over the ranks (the caller's collective), so a
-// data-parallel job pays one small all-reduce per iteration for its log and its stop
-// agreement. Every rank must put the same kMean names in the same iteration (they run the
-// same step), or the collective's size check fails. Torch-free.
+// which TrainerBase calls once after every step: all pending means and every registered
+// vote travel in one sum over the ranks (the caller's collective), so a data-parallel job
+// pays one small all-reduce per iteration for its log and its stop agreement. Every rank
+// must put the same kMean names at the same iterations in the same call (they run the
+// same step), or the collective's size check fails. Values can arrive late: the training
+// step keeps its losses on the device and puts a whole logging window at once
+// (PutScalarAt, then SyncMeans). Torch-free.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +38,10 @@ class ScalarHistory {
   void Put(int64_t iteration, double value);
   // Overwrites the newest value (a cross-rank mean replacing the local one).
   void ReplaceLatest(double value);
+  // The value put at `iteration`, and overwriting it; searched from the newest end (the
+  // values of a late window are the newest). Throw std::logic_error when there is none.
+  double At(int64_t iteration) const;
+  void ReplaceAt(int64_t iteration, double value);
   bool empty() const { return values_.empty(); }
   // The newest value and its iteration; throw std::logic_error when empty.
   double Latest() const;
@@ -97,13 +103,20 @@ class EventStorage {
   int64_t iteration() const { return iteration_; }
 
   void PutScalar(const std::string& name, double value, RankReduce reduce = RankReduce::kLocal);
+  // A value of an earlier iteration (or this one), put late. Iterations of one scalar must
+  // be put in order: throws std::logic_error for one before the newest.
+  void PutScalarAt(const std::string& name, int64_t iteration, double value,
+                   RankReduce reduce = RankReduce::kLocal);
   // `local_vote` is asked at every SyncRanks(); the scalar `name` then holds 1 when any
   // rank voted yes, else 0 (e.g. "stop_requested": SIGTERM reaches ranks at different
   // moments, the vote makes them act at the same iteration).
   void AddRankVote(const std::string& name, std::function<bool()> local_vote);
-  // Replaces this iteration's pending kMean values by their cross-rank means and records
-  // the votes; one collective when world_size > 1.
+  // Replaces the pending kMean values by their cross-rank means and records the votes;
+  // one collective when world_size > 1.
   void SyncRanks();
+  // SyncRanks without the votes: for values put late (PutScalarAt), at a point every rank
+  // reaches in the same iteration; no collective when nothing is pending.
+  void SyncMeans();
 
   bool Has(const std::string& name) const { return scalars_.count(name) != 0; }
   // Throws std::out_of_range naming the scalar when it was never put.
@@ -126,7 +139,8 @@ class EventStorage {
   int64_t world_size_ = 1;
   RankSum rank_sum_;
   std::map<std::string, ScalarHistory> scalars_;
-  std::vector<std::string> pending_means_;
+  void SyncPending(bool with_votes);
+  std::vector<std::pair<std::string, int64_t>> pending_means_;  // name, iteration
   std::vector<std::pair<std::string, std::function<bool()>>> votes_;
   std::vector<EvaluationEvent> evaluations_;
   std::vector<ImageEvent> images_;

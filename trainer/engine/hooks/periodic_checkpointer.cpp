@@ -9,6 +9,8 @@ PeriodicCheckpointerHook::PeriodicCheckpointerHook(CheckpointSaver& saver, int64
 void PeriodicCheckpointerHook::SaveNow(TrainerBase& trainer, int64_t completed) {
   if (completed == last_saved_)
     return;
+  // A kept-back non-finite loss must stop the job before its weights are saved.
+  trainer.FlushDeferred();
   saver_.Save(completed);
   last_saved_ = completed;
   trainer.storage().PutScalar(kCheckpointSaved, static_cast<double>(completed));

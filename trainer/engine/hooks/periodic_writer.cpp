@@ -25,6 +25,7 @@ void PeriodicWriterHook::AfterStep(TrainerBase& trainer) {
       s.Has(kCheckpointSaved) && s.History(kCheckpointSaved).LatestIteration() == s.iteration();
   if (trainer.done() % period_ == 0 || trainer.is_last_iteration() || trainer.stopping() ||
       checkpointed) {
+    trainer.FlushDeferred();
     for (auto& w : writers_)
       w->WriteTraining(trainer.storage());
   }

@@ -41,13 +41,8 @@ NovoGrad::NovoGrad(const NamedParameters& named_parameters, NovoGradOptions opti
     if (!p.requires_grad())
       continue;
     const ParamKind kind = kinds.at(name);
-    entries_.push_back({name,
-                        p,
-                        options_.groups.WeightDecay(kind),
-                        options_.groups.LrFactor(kind),
-                        {},
-                        0.0,
-                        false});
+    entries_.push_back(
+        {name, p, options_.groups.WeightDecay(kind), options_.groups.LrFactor(kind), {}, {}});
   }
 }
 
@@ -57,11 +52,13 @@ void NovoGrad::Step() {
     const at::Tensor& grad = e.param.grad();
     if (!grad.defined())
       continue;
-    // The norm in float64 on the host: one number per layer, read once per step.
-    const double norm_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
-    e.v = e.started ? options_.beta2 * e.v + (1 - options_.beta2) * norm_sq : norm_sq;
-    e.started = true;
-    at::Tensor u = grad / (std::sqrt(e.v) + options_.eps);
+    // The norm in float64, kept on the device: the same arithmetic as reading it to the
+    // host each step (v and sqrt(v) + eps in double, the division in the gradient's dtype),
+    // without the wait.
+    const at::Tensor norm_sq = grad.to(at::kDouble).pow(2).sum();
+    // Two products and a sum, each rounded, as the host did (add_ with alpha may fuse).
+    e.v = e.v.defined() ? e.v * options_.beta2 + norm_sq * (1 - options_.beta2) : norm_sq;
+    at::Tensor u = grad / (e.v.sqrt() + options_.eps).to(grad.scalar_type());
     if (e.weight_decay != 0)
       u = u.add(e.param, e.weight_decay);
     if (options_.grad_averaging)
@@ -91,10 +88,10 @@ std::vector<at::Tensor> NovoGrad::Parameters() const {
 std::map<std::string, at::Tensor> NovoGrad::State() const {
   std::map<std::string, at::Tensor> state;
   for (const auto& e : entries_) {
-    if (!e.started)
+    if (!e.v.defined())
       continue;
     state[kMoment + e.name] = e.m;
-    state[kSecond + e.name] = at::scalar_tensor(e.v, at::kDouble);
+    state[kSecond + e.name] = e.v.to(at::kCPU);
   }
   return state;
 }
@@ -119,8 +116,10 @@ void NovoGrad::LoadState(const std::map<std::string, at::Tensor>& state) {
                                  "' has another shape than its parameter");
       e.m = tensor.to(e.param.device(), e.param.scalar_type()).clone();
     } else {
-      e.v = tensor.item<double>();
-      e.started = true;
+      if (tensor.numel() != 1)
+        throw std::runtime_error("checkpoint: NovoGrad second moment '" + key +
+                                 "' must hold one number, got " + std::to_string(tensor.numel()));
+      e.v = tensor.to(e.param.device(), at::kDouble).reshape({}).clone();
     }
   }
 }

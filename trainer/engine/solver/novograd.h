@@ -48,8 +48,9 @@ class NovoGrad : public Optimizer {
     double weight_decay;
     double lr_factor;
     at::Tensor m;  // undefined until the first step
-    double v = 0;  // the layer's second moment
-    bool started = false;
+    // The layer's second moment: a 0-d float64 tensor on the parameter's device, so a step
+    // never waits for the device to hand a norm to the host. Undefined until the first step.
+    at::Tensor v;
   };
   NovoGradOptions options_;
   std::vector<Entry> entries_;
