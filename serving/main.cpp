@@ -12,14 +12,14 @@
 #include "common/allocator_tuning.h"
 #include "common/config_error.h"
 #include "common/env_map.h"
-#include "serving/core_share.h"
-#include "serving/http_server.h"
+#include "serving/http/http_server.h"
+#include "serving/http/server_lifecycle.h"
 #include "serving/log_line.h"
+#include "serving/models/core_share.h"
 #include "serving/multi_model_loading.h"
-#include "serving/multi_model_routes.h"
 #include "serving/predictor_loading.h"
-#include "serving/sagemaker_routes.h"
-#include "serving/server_lifecycle.h"
+#include "serving/routes/multi_model_routes.h"
+#include "serving/routes/sagemaker_routes.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 
 #include <optional>
 
-#include "serving/core_share.h"
 #include "serving/log_line.h"
-#include "serving/memory_limit.h"
+#include "serving/models/core_share.h"
+#include "serving/models/memory_limit.h"
 #include "serving/predictor_loading.h"
 
 namespace mrcnn::serving {

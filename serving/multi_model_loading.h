@@ -6,7 +6,7 @@
 // request as the single-model server does. The budget is MRCNN_MME_MEMORY_BUDGET_MB, else
 // 3/4 of the container's memory limit (memory_limit.h), the rest being the server itself and
 // the requests' images.
-#include "serving/hosted_models.h"
+#include "serving/models/hosted_models.h"
 #include "serving/server_config.h"
 
 namespace mrcnn::serving {

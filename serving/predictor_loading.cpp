@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "serving/image_statistics_predictor.h"
 #include "serving/log_line.h"
+#include "serving/models/image_statistics_predictor.h"
 #ifdef MRCNN_SERVING_WITH_MODEL
-#include "serving/model_predictor.h"
+#include "serving/models/model_predictor.h"
 #endif
 
 namespace mrcnn::serving {

@@ -2,7 +2,7 @@
 // Which predictor the server runs, and how it is made ready: load, then one warm-up
 // inference (so the first caller does not pay for lazy initialisation, and /ping only turns
 // 200 once inference has actually worked).
-#include "serving/inference_executor.h"
+#include "serving/models/inference_executor.h"
 #include "serving/server_config.h"
 
 namespace mrcnn::serving {

@@ -10,8 +10,8 @@
 
 #include "common/config_error.h"
 #include "common/job_paths.h"
-#include "serving/core_share.h"
-#include "serving/request_decoding.h"
+#include "serving/codec/request_decoding.h"
+#include "serving/models/core_share.h"
 
 namespace mrcnn::serving {
 namespace {

@@ -33,9 +33,9 @@
 #include <string>
 
 #include "common/env_map.h"
-#include "serving/image_decoding.h"
-#include "serving/inference_executor.h"
-#include "serving/predictor.h"
+#include "serving/codec/image_decoding.h"
+#include "serving/models/inference_executor.h"
+#include "serving/models/predictor.h"
 
 namespace mrcnn::serving {
 

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <span>
 
+#include "serving/codec/image_decoding.h"
+#include "serving/codec/json_lines_decoding.h"
+#include "serving/codec/request_decoding.h"
 #include "serving/http_error.h"
-#include "serving/image_decoding.h"
-#include "serving/json_lines_decoding.h"
-#include "serving/request_decoding.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <opencv2/core.hpp>
 #include <span>
 
+#include "serving/codec/image_decoding.h"
 #include "serving/http_error.h"
-#include "serving/image_decoding.h"
 #include "trainer/data/strict_image_codec.h"
 
 namespace {

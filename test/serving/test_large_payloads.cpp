@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "serving/base64.h"
+#include "serving/codec/base64.h"
 #include "test/serving/server_process.h"
 #include "test/serving/test_images.h"
 

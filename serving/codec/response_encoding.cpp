@@ -1,0 +1,110 @@
+#include "serving/codec/response_encoding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "trainer/data/mask_rle.h"
+
+namespace mrcnn::serving {
+namespace {
+// Class names and details may carry arbitrary bytes; never let them make dump() throw.
+constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+}  // namespace
+
+ImageDetections FilterDetections(ImageDetections detections, const PredictOptions& options) {
+  std::vector<Detection> kept;
+  kept.reserve(std::min<size_t>(detections.detections.size(),
+                                static_cast<size_t>(std::max(options.max_detections, 0))));
+  for (Detection& detection : detections.detections) {
+    if (static_cast<int>(kept.size()) >= options.max_detections) {
+      break;
+    }
+    if (!(detection.score > options.score_threshold)) {
+      continue;
+    }
+    if (!options.masks) {
+      detection.mask.clear();
+      detection.mask.shrink_to_fit();
+      detection.mask_region = {};
+    }
+    kept.push_back(std::move(detection));
+  }
+  detections.detections = std::move(kept);
+  return detections;
+}
+
+namespace {
+
+nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
+  nlohmann::json detections = nlohmann::json::array();
+  for (const Detection& detection : image.detections) {
+    nlohmann::json item = {
+        {"box", {detection.box[0], detection.box[1], detection.box[2], detection.box[3]}},
+        {"label", detection.label},
+        {"category_id", detection.category_id},
+        {"score", detection.score},
+    };
+    if (masks) {
+      const data::MaskRegion whole{0, 0, image.width, image.height};
+      const data::MaskRegion region =
+          detection.mask_region == data::MaskRegion{} ? whole : detection.mask_region;
+      if (detection.mask.size() != static_cast<size_t>(region.height * region.width)) {
+        throw std::runtime_error(fmt::format(
+            "the predictor returned a mask of {} values for a {}x{} region (expected {})",
+            detection.mask.size(), region.width, region.height, region.height * region.width));
+      }
+      const data::Rle rle =
+          data::EncodeMaskRegion(detection.mask.data(), region, image.height, image.width);
+      item["mask"] = {{"size", {image.height, image.width}},
+                      {"counts", data::RleCountsToString(rle)}};
+    }
+    detections.push_back(std::move(item));
+  }
+  return {{"height", image.height}, {"width", image.width}, {"detections", std::move(detections)}};
+}
+
+}  // namespace
+
+std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
+                                 bool masks) {
+  if (!list_form) {
+    return EncodeImage(images.at(0), masks).dump(-1, ' ', false, kReplaceInvalidUtf8);
+  }
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const ImageDetections& image : images) {
+    predictions.push_back(EncodeImage(image, masks));
+  }
+  return nlohmann::json{{"predictions", std::move(predictions)}}.dump(-1, ' ', false,
+                                                                      kReplaceInvalidUtf8);
+}
+
+std::string EncodeErrorJson(const std::string& code, const std::string& detail) {
+  return nlohmann::json{{"error", code}, {"detail", detail}}.dump(-1, ' ', false,
+                                                                  kReplaceInvalidUtf8);
+}
+
+}  // namespace mrcnn::serving
+
+namespace mrcnn::serving {
+
+std::string EncodeRecordJson(const ImageDetections& image, bool masks,
+                             const std::optional<nlohmann::json>& id) {
+  nlohmann::json record = EncodeImage(image, masks);
+  if (id) {
+    record["id"] = *id;
+  }
+  return record.dump(-1, ' ', false, kReplaceInvalidUtf8);
+}
+
+std::string EncodeRecordErrorJson(const std::string& code, const std::string& detail,
+                                  const std::optional<nlohmann::json>& id) {
+  nlohmann::json record = {{"error", code}, {"detail", detail}};
+  if (id) {
+    record["id"] = *id;
+  }
+  return record.dump(-1, ' ', false, kReplaceInvalidUtf8);
+}
+
+}  // namespace mrcnn::serving

@@ -1,0 +1,40 @@
+#pragma once
+// Detections -> the /invocations JSON body, and the JSON body of every error.
+//
+// One image:   {"height": H, "width": W, "detections": [DETECTION, ...]}
+// List forms:  {"predictions": [{"height": ..., "width": ..., "detections": [...]}, ...]}
+// DETECTION:   {"box": [x1, y1, x2, y2], "label": "person", "category_id": 1, "score": 0.98,
+//               "mask": {"size": [H, W], "counts": "<pycocotools compressed RLE>"}}
+// "mask" is left out when the request asked for masks=none.
+//
+// JSON Lines (one line per record of an application/jsonlines request, json_lines_decoding.h):
+//   an image:  {"height": H, "width": W, "detections": [...], "id": <the record's id>}
+//   an error:  {"error": code, "detail": why, "id": <the record's id>}
+// "id" only when the record had one.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serving/models/predictor.h"
+
+namespace mrcnn::serving {
+
+// Applies one request's options to detections computed with looser batch options:
+// keeps scores strictly above the threshold (torchvision's rule), at most max_detections,
+// and drops masks when they were not asked for. Input must be sorted by descending score.
+ImageDetections FilterDetections(ImageDetections detections, const PredictOptions& options);
+
+std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
+                                 bool masks);
+
+std::string EncodeErrorJson(const std::string& code, const std::string& detail);
+
+// One line of a JSON Lines answer, without its newline. Never contains a raw newline (JSON
+// escapes them in strings), so the answer stays one line per record.
+std::string EncodeRecordJson(const ImageDetections& image, bool masks,
+                             const std::optional<nlohmann::json>& id);
+std::string EncodeRecordErrorJson(const std::string& code, const std::string& detail,
+                                  const std::optional<nlohmann::json>& id);
+
+}  // namespace mrcnn::serving
