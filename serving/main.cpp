@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   if (hosted) {
     multi_model_routes.emplace(routes.table(), config, *hosted, lifecycle, routes.cpu_pool());
   }
-  HttpServer server(config, routes.table(), lifecycle);
+  HttpServer server(HttpOptionsOf(config), routes.table(), lifecycle);
   uint16_t port = 0;
   try {
     port = server.Listen();

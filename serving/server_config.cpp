@@ -149,7 +149,9 @@ void AddModelOptions(CLI::App& app, ServerConfig& config) {
                  "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
       ->check(CLI::IsMember({"auto", "model", "statistics"}));
   app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
-  app.add_option("--precision", config.precision, "auto, fp32, bf16, or fp16 on CUDA (MRCNN_SERVING_PRECISION); auto is bf16 on a CPU with AVX512_BF16 or AMX, else fp32")
+  app.add_option("--precision", config.precision,
+                 "auto, fp32, bf16, or fp16 on CUDA (MRCNN_SERVING_PRECISION); auto is bf16 on a "
+                 "CPU with AVX512_BF16 or AMX, else fp32")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
   app.add_option("--num-threads", config.num_threads,
                  "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "
@@ -196,6 +198,22 @@ void AddRequestOptions(CLI::App& app, ServerConfig& config) {
 }
 
 }  // namespace
+
+HttpOptions HttpOptionsOf(const ServerConfig& config) {
+  HttpOptions options;
+  options.host = config.host;
+  options.port = config.port;
+  options.io_threads = config.io_threads;
+  options.max_payload_bytes = config.max_payload_bytes;
+  options.min_transfer_bytes_per_s = config.min_transfer_bytes_per_s;
+  options.idle_timeout = config.idle_timeout;
+  options.header_timeout = config.header_timeout;
+  options.body_timeout = config.body_timeout;
+  options.write_timeout = config.write_timeout;
+  options.drain_timeout = config.drain_timeout;
+  options.access_log = config.access_log;
+  return options;
+}
 
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env) {
   // Environment first; flags given on the command line override it below.

@@ -34,6 +34,7 @@
 
 #include "common/env_map.h"
 #include "serving/codec/image_decoding.h"
+#include "serving/http/http_options.h"
 #include "serving/models/inference_executor.h"
 #include "serving/models/predictor.h"
 
@@ -88,6 +89,9 @@ struct ServerConfig {
 struct CommandLineExit {
   int code = 0;
 };
+
+// The HTTP side's part of the config.
+HttpOptions HttpOptionsOf(const ServerConfig& config);
 
 // Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);

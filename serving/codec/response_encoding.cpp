@@ -11,31 +11,6 @@ namespace mrcnn::serving {
 namespace {
 // Class names and details may carry arbitrary bytes; never let them make dump() throw.
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
-}  // namespace
-
-ImageDetections FilterDetections(ImageDetections detections, const PredictOptions& options) {
-  std::vector<Detection> kept;
-  kept.reserve(std::min<size_t>(detections.detections.size(),
-                                static_cast<size_t>(std::max(options.max_detections, 0))));
-  for (Detection& detection : detections.detections) {
-    if (static_cast<int>(kept.size()) >= options.max_detections) {
-      break;
-    }
-    if (!(detection.score > options.score_threshold)) {
-      continue;
-    }
-    if (!options.masks) {
-      detection.mask.clear();
-      detection.mask.shrink_to_fit();
-      detection.mask_region = {};
-    }
-    kept.push_back(std::move(detection));
-  }
-  detections.detections = std::move(kept);
-  return detections;
-}
-
-namespace {
 
 nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
   nlohmann::json detections = nlohmann::json::array();
@@ -78,11 +53,6 @@ std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, boo
   }
   return nlohmann::json{{"predictions", std::move(predictions)}}.dump(-1, ' ', false,
                                                                       kReplaceInvalidUtf8);
-}
-
-std::string EncodeErrorJson(const std::string& code, const std::string& detail) {
-  return nlohmann::json{{"error", code}, {"detail", detail}}.dump(-1, ' ', false,
-                                                                  kReplaceInvalidUtf8);
 }
 
 }  // namespace mrcnn::serving

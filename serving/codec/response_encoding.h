@@ -1,5 +1,5 @@
 #pragma once
-// Detections -> the /invocations JSON body, and the JSON body of every error.
+// Detections -> the /invocations JSON body (error bodies: http/route.h, EncodeErrorJson).
 //
 // One image:   {"height": H, "width": W, "detections": [DETECTION, ...]}
 // List forms:  {"predictions": [{"height": ..., "width": ..., "detections": [...]}, ...]}
@@ -20,15 +20,8 @@
 
 namespace mrcnn::serving {
 
-// Applies one request's options to detections computed with looser batch options:
-// keeps scores strictly above the threshold (torchvision's rule), at most max_detections,
-// and drops masks when they were not asked for. Input must be sorted by descending score.
-ImageDetections FilterDetections(ImageDetections detections, const PredictOptions& options);
-
 std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
                                  bool masks);
-
-std::string EncodeErrorJson(const std::string& code, const std::string& detail);
 
 // One line of a JSON Lines answer, without its newline. Never contains a raw newline (JSON
 // escapes them in strings), so the answer stays one line per record.

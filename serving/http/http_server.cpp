@@ -35,9 +35,9 @@ class Session;
 }  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
-  State(const ServerConfig& server_config, const RouteTable& route_table,
+  State(const HttpOptions& options, const RouteTable& route_table,
         ServerLifecycle& server_lifecycle)
-      : config(server_config),
+      : config(options),
         routes(route_table),
         lifecycle(server_lifecycle),
         ioc(config.io_threads),
@@ -64,7 +64,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
     return sessions.size();
   }
 
-  const ServerConfig config;
+  const HttpOptions config;
   const RouteTable& routes;
   ServerLifecycle& lifecycle;
   net::io_context ioc;
@@ -117,7 +117,7 @@ class Session : public std::enable_shared_from_this<Session> {
   enum class Phase { kIdle, kReadingHeader, kReadingBody, kProcessing, kWriting, kClosed };
   using Parser = http::request_parser<http::vector_body<uint8_t>>;
 
-  const ServerConfig& config() const { return state_->config; }
+  const HttpOptions& config() const { return state_->config; }
 
   void WaitForRequest() {
     phase_ = Phase::kIdle;
@@ -514,9 +514,9 @@ void HttpServer::State::PollDrain() {
   });
 }
 
-HttpServer::HttpServer(const ServerConfig& config, const RouteTable& routes,
+HttpServer::HttpServer(const HttpOptions& options, const RouteTable& routes,
                        ServerLifecycle& lifecycle)
-    : state_(std::make_shared<State>(config, routes, lifecycle)) {}
+    : state_(std::make_shared<State>(options, routes, lifecycle)) {}
 
 HttpServer::~HttpServer() {
   state_->ioc.stop();

@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "serving/http/http_options.h"
 #include "serving/http/route_table.h"
 #include "serving/http/server_lifecycle.h"
-#include "serving/server_config.h"
 
 namespace mrcnn::serving {
 
@@ -32,7 +32,7 @@ class HttpServer {
  public:
   // routes and lifecycle must outlive the server; lifecycle's in-flight count is what the
   // drain waits for, besides open connections.
-  HttpServer(const ServerConfig& config, const RouteTable& routes, ServerLifecycle& lifecycle);
+  HttpServer(const HttpOptions& options, const RouteTable& routes, ServerLifecycle& lifecycle);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -33,7 +33,11 @@ struct RouteAnswer {
   HttpHeaders headers;
 };
 
-// {"error": code, "detail": ...} as application/json, with the error's headers.
+// {"error": code, "detail": ...}, the body of every error answer (arbitrary bytes in code or
+// detail are replaced, never thrown).
+std::string EncodeErrorJson(const std::string& code, const std::string& detail);
+
+// That body as application/json, with the error's headers.
 RouteAnswer ErrorAnswer(const HttpError& error);
 RouteAnswer ErrorAnswer(unsigned status, const std::string& code, const std::string& detail);
 

@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
-
-#include "serving/codec/response_encoding.h"
 
 namespace mrcnn::serving {
 namespace {
@@ -30,6 +29,12 @@ bool IsParameter(std::string_view segment) {
 }
 
 }  // namespace
+
+std::string EncodeErrorJson(const std::string& code, const std::string& detail) {
+  // Codes and details may carry arbitrary bytes; never let them make dump() throw.
+  return nlohmann::json{{"error", code}, {"detail", detail}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 RouteAnswer ErrorAnswer(const HttpError& error) {
   return RouteAnswer{error.status(), EncodeErrorJson(error.code(), error.detail()),

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "serving/codec/response_encoding.h"
+#include "serving/models/detection_filter.h"
 
 namespace mrcnn::serving {
 

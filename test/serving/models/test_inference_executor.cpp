@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "serving/codec/response_encoding.h"
+#include "serving/models/detection_filter.h"
 #include "serving/models/image_statistics_predictor.h"
 #include "serving/models/inference_executor.h"
 #include "trainer/data/mask_rle.h"
