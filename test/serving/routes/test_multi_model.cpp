@@ -211,8 +211,9 @@ TEST_CASE("multi-model: 5 models under a budget for 2, round robin, LRU eviction
   CHECK(json::parse(Request(port, "GET", "/models").body)["models"].size() == 2);  // kept
 }
 
-TEST_CASE("multi-model: different models run in parallel, and unloading waits for in-flight requests",
-          "[serving][http][mme]") {
+TEST_CASE(
+    "multi-model: different models run in parallel, and unloading waits for in-flight requests",
+    "[serving][http][mme]") {
   ModelDirs dirs;
   ServerProcess server({}, json::object(), MultiModelEnv());
   server.WaitUntilReady();
