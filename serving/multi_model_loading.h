@@ -4,7 +4,7 @@
 // model unless SAGEMAKER_MODEL_SERVER_WORKERS says otherwise (every worker holds a copy of
 // the weights, and an endpoint hosts many models), that worker using every core for a lone
 // request as the single-model server does. The budget is MRCNN_MME_MEMORY_BUDGET_MB, else
-// 3/4 of the container's memory limit (memory_limit.h), the rest being the server itself and
+// 3/4 of the container's memory limit (models/memory_limit.h), the rest being the server itself and
 // the requests' images.
 #include "serving/models/hosted_models.h"
 #include "serving/server_config.h"

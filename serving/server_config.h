@@ -14,9 +14,9 @@
 //                                       60; 600 in a batch job, the platform's default there)
 //   MRCNN_MAX_IMAGE_PIXELS              decoded height*width limit (default 64 000 000)
 //   SAGEMAKER_MULTI_MODEL               "true" in any case: a multi-model endpoint (starts with
-//                                       no model; multi_model_routes.h)
+//                                       no model; routes/multi_model_routes.h)
 //   MRCNN_MME_MEMORY_BUDGET_MB          the models' memory budget there (default: 3/4 of the
-//                                       container's memory limit, memory_limit.h)
+//                                       container's memory limit, models/memory_limit.h)
 //   MRCNN_MME_WORKSPACE_MB              activations charged per worker of a model (default 1024)
 //   SAGEMAKER_MODEL_SERVER_WORKERS      model instances serving concurrently (default: see
 //                                       ResolveWorkers below)
@@ -53,7 +53,7 @@ struct ServerConfig {
   int num_threads = 0;  // torch intra-op threads per worker; 0: ResolveWorkers decides
   int workers = 0;      // model instances; 0: ResolveWorkers decides
   // Set by ResolveWorkers for the model on a CPU without --num-threads: the busy workers split
-  // `cores` between them (core_share.h); num_threads then only sizes loading and warm-up.
+  // `cores` between them (models/core_share.h); num_threads then only sizes loading and warm-up.
   bool share_cores = false;
   int cores = 0;
 
@@ -100,7 +100,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
 // config.num_threads, the batch size and max_concurrent_transforms (workers × batch size:
 // what keeps every worker busy). The model on a CPU gets min(cores, 4) workers (four bounds
 // the memory, ~1 GB each at 640x480) that share the cores by how many are busy
-// (share_cores, core_share.h: a lone request uses every core, W concurrent ones cores / W
+// (share_cores, models/core_share.h: a lone request uses every core, W concurrent ones cores / W
 // each, since one forward's threads meet at a barrier after every op and W narrow workers
 // beat one wide one on throughput), unless --num-threads fixes each worker's threads; and
 // batches of one image: a batch costs the same per image as single images there, and a

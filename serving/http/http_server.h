@@ -1,10 +1,10 @@
 #pragma once
 // The HTTP/1.1 side of the server (Boost.Beast, keep-alive): connections only. I/O threads
 // read a request's headers, look its route up in a RouteTable (route_table.h; the SageMaker
-// routes are in sagemaker_routes.h), read the body, hand it to the route (route.h) and write
-// whatever the route answers. Routes hand heavy work to other threads, so /ping is answered
-// in milliseconds whatever the model does. Every error has a JSON body {"error": code,
-// "detail": why}.
+// routes are in routes/sagemaker_routes.h), read the body, hand it to the route (route.h) and
+// write whatever the route answers (session.h, by duty). Routes hand heavy work to other threads,
+// so /ping is answered in milliseconds whatever the model does. Every error has a JSON body
+// {"error": code, "detail": why}.
 //
 // Per connection: idle keep-alive time, header time and body time are limited separately
 // (a slow client holds one socket, never a worker thread). A body over the payload limit is

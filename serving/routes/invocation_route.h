@@ -1,5 +1,5 @@
 #pragma once
-// POST /invocations (route.h). From the headers, on the I/O thread: the custom attributes
+// POST /invocations (http/route.h). From the headers, on the I/O thread: the custom attributes
 // (X-Amzn-SageMaker-Custom-Attributes, echoed on every answer once valid), the body kind
 // from Content-Type, Accept against the answer's type, readiness. Then, on the CPU pool:
 //   image/*, application/json   one request: split, decode every image, one InferenceJob,

@@ -1,6 +1,6 @@
 #pragma once
 // The multi-model endpoint's routes (SAGEMAKER_MULTI_MODEL=true), SageMaker's contract for
-// CPU multi-model containers, over HostedModels (hosted_models.h):
+// CPU multi-model containers, over HostedModels (models/hosted_models.h):
 //   POST   /models                 {"model_name", "url"} -> 200 once loaded and warmed up;
 //                                  409 model_already_loaded; 404 model_dir_not_found;
 //                                  400 bad_model (loading failed) or bad_json_body;

@@ -1,5 +1,5 @@
 #pragma once
-// One application/jsonlines /invocations request (json_lines_decoding.h) on its way through
+// One application/jsonlines /invocations request (codec/json_lines_decoding.h) on its way through
 // the model. Its records are decoded and submitted one image per InferenceJob, at most
 // `window` at a time (2 x workers x batch size): the executor spreads them over its workers
 // and batches them with other requests' images, while the decoded pixels this request holds
