@@ -4,7 +4,7 @@
 // warning; libpng only warns about a CRC mismatch in an ancillary chunk. OpenCV's imdecode
 // ignores those warnings, so a cut-off upload or a damaged training file decoded "fine".
 // Here every libjpeg warning is an error, and a PNG's chunk structure and CRCs are checked
-// before it is decoded. Used by the server (serving/image_decoding) and the training data
+// before it is decoded. Used by the server (serving/codec/image_decoding) and the training data
 // loader (image_decode.h); Torch-free so the server and its fuzz target link it alone.
 #include <cstdint>
 #include <opencv2/core.hpp>

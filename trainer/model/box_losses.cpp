@@ -27,7 +27,10 @@ at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target) {
                            F::SmoothL1LossFuncOptions().reduction(torch::kSum).beta(1.0 / 9));
 }
 
-at::Tensor GiouLossSum(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
+namespace {
+
+// 1 - GIoU per row.
+at::Tensor GiouLossRows(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
   // As torchvision: half precision is upcast, the eps keeps degenerate boxes finite.
   constexpr double kEps = 1e-7;
   const auto dtype = at::promote_types(
@@ -48,7 +51,13 @@ at::Tensor GiouLossSum(const at::Tensor& pred_boxes, const at::Tensor& target_bo
   const at::Tensor xc2 = at::max(x2, x2g), yc2 = at::max(y2, y2g);
   const at::Tensor enclosing = (xc2 - xc1) * (yc2 - yc1);
   const at::Tensor giou = iou - (enclosing - union_area) / (enclosing + kEps);
-  return (1 - giou).sum();
+  return 1 - giou;
+}
+
+}  // namespace
+
+at::Tensor GiouLossSum(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
+  return GiouLossRows(pred_boxes, target_boxes).sum();
 }
 
 at::Tensor BoxRegressionLossSum(BoxRegLoss loss, const at::Tensor& pred_deltas,
@@ -62,6 +71,26 @@ at::Tensor BoxRegressionLossSum(BoxRegLoss loss, const at::Tensor& pred_deltas,
   const at::Tensor pred_boxes = kernels::TorchvisionDecodeBoxes(
       pred_deltas.to(at::kFloat), reference_boxes, weights, std::log(1000.0 / 16));
   return GiouLossSum(pred_boxes, target_boxes);
+}
+
+at::Tensor BoxRegressionLossSumWhere(BoxRegLoss loss, const at::Tensor& pred_deltas,
+                                     const at::Tensor& target_deltas,
+                                     const at::Tensor& reference_boxes,
+                                     const at::Tensor& target_boxes,
+                                     const std::array<double, 4>& weights, const at::Tensor& rows) {
+  at::Tensor per_row;
+  if (loss == BoxRegLoss::kSmoothL1) {
+    namespace F = torch::nn::functional;
+    per_row = F::smooth_l1_loss(pred_deltas, target_deltas,
+                                F::SmoothL1LossFuncOptions().reduction(torch::kNone).beta(1.0 / 9))
+                  .sum(1);
+  } else {
+    const at::Tensor pred_boxes = kernels::TorchvisionDecodeBoxes(
+        pred_deltas.to(at::kFloat), reference_boxes, weights, std::log(1000.0 / 16));
+    per_row = GiouLossRows(pred_boxes, target_boxes);
+  }
+  // where, not a product: 0 * inf would be NaN.
+  return at::where(rows, per_row, at::zeros({}, per_row.options())).sum();
 }
 
 }  // namespace mrcnn::model

@@ -34,4 +34,15 @@ at::Tensor BoxRegressionLossSum(BoxRegLoss loss, const at::Tensor& pred_deltas,
                                 const at::Tensor& target_boxes,
                                 const std::array<double, 4>& weights);
 
+// BoxRegressionLossSum over the rows where `rows` (bool, N) is true, with every row's
+// inputs given: a fixed-size computation (no data-dependent shapes, so no host sync), equal
+// to selecting the rows first up to the order of the sum. Rows outside `rows` add exactly
+// 0 and send no gradient, whatever their values (a target of an image without ground
+// truth may be infinite).
+at::Tensor BoxRegressionLossSumWhere(BoxRegLoss loss, const at::Tensor& pred_deltas,
+                                     const at::Tensor& target_deltas,
+                                     const at::Tensor& reference_boxes,
+                                     const at::Tensor& target_boxes,
+                                     const std::array<double, 4>& weights, const at::Tensor& rows);
+
 }  // namespace mrcnn::model

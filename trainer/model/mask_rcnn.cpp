@@ -299,19 +299,20 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tenso
       pos_masks.push_back(pos);
       neg_masks.push_back(neg);
     }
-    at::Tensor pos_inds = torch::where(torch::cat(pos_masks))[0];
-    at::Tensor neg_inds = torch::where(torch::cat(neg_masks))[0];
-    at::Tensor sampled = torch::cat({pos_inds, neg_inds});
-    at::Tensor all_labels = torch::cat(labels);
-    at::Tensor all_targets = torch::cat(regression_targets);
-    const at::Tensor pos_anchors = all_anchors.index_select(0, pos_inds);
-    at::Tensor box_loss = BoxRegressionLossSum(rpn_box_loss_, pred_deltas.index_select(0, pos_inds),
-                                               all_targets.index_select(0, pos_inds), pos_anchors,
-                                               torch::cat(matched_boxes).index_select(0, pos_inds),
-                                               {1.0, 1.0, 1.0, 1.0}) *
-                          config_.rpn_bbox_reg_loss_weight / static_cast<double>(sampled.numel());
-    at::Tensor obj_loss = F::binary_cross_entropy_with_logits(
-        objectness.flatten().index_select(0, sampled), all_labels.index_select(0, sampled));
+    // Over every anchor, the unsampled ones masked out: the sampled set's size is only known
+    // on the device, and selecting it (nonzero) would make the host wait. Same sums as over
+    // the selected anchors, in another order.
+    const at::Tensor pos = torch::cat(pos_masks);
+    const at::Tensor sampled = pos.logical_or(torch::cat(neg_masks));
+    const at::Tensor num_sampled = sampled.sum().to(torch::kFloat);
+    at::Tensor box_loss = BoxRegressionLossSumWhere(
+                              rpn_box_loss_, pred_deltas, torch::cat(regression_targets),
+                              all_anchors, torch::cat(matched_boxes), {1.0, 1.0, 1.0, 1.0}, pos) *
+                          config_.rpn_bbox_reg_loss_weight / num_sampled;
+    const at::Tensor bce = F::binary_cross_entropy_with_logits(
+        objectness.flatten(), torch::cat(labels).clamp_min(0),
+        F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
+    at::Tensor obj_loss = at::where(sampled, bce, at::zeros({}, bce.options())).sum() / num_sampled;
     out.losses["loss_objectness"] = obj_loss;
     out.losses["loss_rpn_box_reg"] = box_loss;
   }
@@ -355,7 +356,8 @@ ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) 
 at::Tensor MaskRcnnImpl::MaskLoss(const at::Tensor& mask_logits,
                                   const std::vector<ImageTarget>& targets,
                                   const std::vector<at::Tensor>& mask_boxes,
-                                  const std::vector<at::Tensor>& mask_matched) const {
+                                  const std::vector<at::Tensor>& mask_matched,
+                                  const at::Tensor& valid) const {
   std::vector<at::Tensor> mask_labels, mask_targets;
   const int64_t m = mask_logits.size(-1);
   for (size_t i = 0; i < mask_boxes.size(); ++i) {
@@ -378,7 +380,13 @@ at::Tensor MaskRcnnImpl::MaskLoss(const at::Tensor& mask_logits,
     return mask_logits.sum() * 0;
   }
   at::Tensor idx = torch::arange(all_labels.size(0), all_labels.options());
-  return F::binary_cross_entropy_with_logits(mask_logits.index({idx, all_labels}), all_targets);
+  // The mean over the valid rows' pixels (torchvision's mean over the positives); none: 0.
+  const at::Tensor bce = F::binary_cross_entropy_with_logits(
+      mask_logits.index({idx, all_labels}), all_targets,
+      F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
+  const at::Tensor per_row = bce.flatten(1).sum(1);
+  const at::Tensor count = (valid.sum() * m * m).to(torch::kFloat).clamp_min(1);
+  return at::where(valid, per_row, at::zeros({}, per_row.options())).sum() / count;
 }
 
 void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits,
@@ -404,6 +412,7 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageT
   s.matched_idxs.resize(num_images);
   s.regression_targets.resize(num_images);
   s.matched_boxes.resize(num_images);
+  s.valid.resize(num_images);
   for (size_t i = 0; i < num_images; ++i) {
     const ImageTarget& t = targets[i];
     at::Tensor gt = t.boxes.to(proposals[i].dtype());
@@ -412,9 +421,18 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageT
                           config_.box_bg_iou_thresh, false);
     auto [pos, neg] = kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image,
                                               config_.box_positive_fraction, SamplingGenerator(i));
-    at::Tensor sampled = torch::where(pos.logical_or(neg))[0];
+    // A fixed number of rows, known on the host: the sampler takes at most
+    // box_batch_size_per_image. A stable sort puts the sampled candidates first, in index
+    // order (nonzero's order); rows past their count are padding, marked invalid, with label
+    // 0 so that every row indexes a class.
+    const at::Tensor chosen = pos.logical_or(neg);
+    const int64_t rows = std::min<int64_t>(config_.box_batch_size_per_image, chosen.size(0));
+    const at::Tensor sampled =
+        std::get<1>(chosen.to(torch::kByte).sort(/*stable=*/true, 0, /*descending=*/true))
+            .narrow(0, 0, rows);
+    s.valid[i] = torch::arange(rows, chosen.options().dtype(torch::kLong)) < chosen.sum();
     proposals[i] = proposals[i].index_select(0, sampled);
-    s.labels[i] = a.labels.index_select(0, sampled);
+    s.labels[i] = a.labels.index_select(0, sampled).masked_fill_(s.valid[i].logical_not(), 0);
     s.matched_idxs[i] = a.matched.index_select(0, sampled);
     at::Tensor gt_or_zero = gt.numel() == 0 ? torch::zeros({1, 4}, gt.options()) : gt;
     s.matched_boxes[i] = gt_or_zero.index_select(0, s.matched_idxs[i]);
@@ -494,24 +512,41 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
 
   std::vector<at::Tensor> mask_boxes;
   std::vector<at::Tensor> mask_matched;
+  at::Tensor mask_valid;
   if (training) {
-    at::Tensor all_labels = torch::cat(labels);
-    at::Tensor all_targets = torch::cat(regression_targets);
-    losses["loss_classifier"] = F::cross_entropy(class_logits, all_labels);
-    at::Tensor pos = torch::where(all_labels.gt(0))[0];
-    at::Tensor labels_pos = all_labels.index_select(0, pos);
+    // Padding rows (SampleRoiTargets) add nothing; the means are over the sampled rows.
+    const at::Tensor all_labels = torch::cat(labels);
+    const at::Tensor valid = torch::cat(samples.valid);
+    const at::Tensor num_sampled = valid.sum().to(torch::kFloat);
+    const at::Tensor ce = F::cross_entropy(class_logits, all_labels,
+                                           F::CrossEntropyFuncOptions().reduction(torch::kNone));
+    losses["loss_classifier"] =
+        at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_sampled;
+    const at::Tensor positive = valid.logical_and(all_labels.gt(0));
+    const at::Tensor row = torch::arange(all_labels.size(0), all_labels.options());
     at::Tensor reg = box_regression.reshape({box_regression.size(0), num_classes, 4});
-    losses["loss_box_reg"] = BoxRegressionLossSum(box_loss_, reg.index({pos, labels_pos}),
-                                                  all_targets.index_select(0, pos),
-                                                  torch::cat(proposals).index_select(0, pos),
-                                                  torch::cat(matched_boxes).index_select(0, pos),
-                                                  config_.bbox_reg_weights) *
-                             config_.bbox_reg_loss_weight / static_cast<double>(all_labels.numel());
+    losses["loss_box_reg"] =
+        BoxRegressionLossSumWhere(box_loss_, reg.index({row, all_labels}),
+                                  torch::cat(regression_targets), torch::cat(proposals),
+                                  torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
+        config_.bbox_reg_loss_weight / num_sampled;
+    // The mask head sees every image's positives first (stable sort, row order), as many
+    // rows as the sampler can make positive: a fixed count, the rest padding.
+    const auto max_positives = static_cast<int64_t>(
+        static_cast<double>(config_.box_batch_size_per_image) * config_.box_positive_fraction);
+    std::vector<at::Tensor> valid_rows;
     for (size_t i = 0; i < num_images; ++i) {
-      at::Tensor p = torch::where(labels[i].gt(0))[0];
+      const at::Tensor pos_i = samples.valid[i].logical_and(labels[i].gt(0));
+      const int64_t rows_i =
+          (*targets)[i].boxes.size(0) == 0 ? 0 : std::min<int64_t>(max_positives, pos_i.size(0));
+      const at::Tensor p =
+          std::get<1>(pos_i.to(torch::kByte).sort(/*stable=*/true, 0, /*descending=*/true))
+              .narrow(0, 0, rows_i);
       mask_boxes.push_back(proposals[i].index_select(0, p));
       mask_matched.push_back(matched_idxs[i].index_select(0, p));
+      valid_rows.push_back(torch::arange(rows_i, p.options()) < pos_i.sum());
     }
+    mask_valid = torch::cat(valid_rows);
   } else {
     TORCH_CHECK(detections != nullptr, "MaskRcnn: RoiHeads in eval mode needs a detections output");
     *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
@@ -543,7 +578,7 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     }
     Phase("mask_head");
     if (training) {
-      losses["loss_mask"] = MaskLoss(mask_logits, *targets, mask_boxes, mask_matched);
+      losses["loss_mask"] = MaskLoss(mask_logits, *targets, mask_boxes, mask_matched, mask_valid);
     } else {
       AttachMasks(mask_logits, *detections);
     }

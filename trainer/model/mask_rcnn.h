@@ -118,8 +118,10 @@ class MaskRcnnImpl : public torch::nn::Module {
   // The ROI heads' training samples per image: ground truth appended to the proposals,
   // proposals matched and sampled (`proposals` is replaced by the sampled ones), with the
   // sampled labels, matched gt indices, matched gt boxes and their encoded box targets.
+  // Per image, a fixed number of rows (min(box_batch_size_per_image, candidates)): the
+  // sampled proposals first, then padding rows that `valid` (bool) marks false.
   struct RoiSamples {
-    std::vector<at::Tensor> labels, matched_idxs, regression_targets, matched_boxes;
+    std::vector<at::Tensor> labels, matched_idxs, regression_targets, matched_boxes, valid;
   };
   RoiSamples SampleRoiTargets(const std::vector<ImageTarget>& targets,
                               std::vector<at::Tensor>& proposals) const;
@@ -142,9 +144,10 @@ class MaskRcnnImpl : public torch::nn::Module {
   // detection order across images.
   void AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const;
   // The mask loss over the positive RoIs (`mask_boxes`, matched to gt `mask_matched`).
+  // `valid` (bool, one per mask row): the rows that are positives, not padding.
   at::Tensor MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,
                       const std::vector<at::Tensor>& mask_boxes,
-                      const std::vector<at::Tensor>& mask_matched) const;
+                      const std::vector<at::Tensor>& mask_matched, const at::Tensor& valid) const;
   std::shared_ptr<BackboneBody> body_;
   std::shared_ptr<Neck> neck_;
   std::shared_ptr<RpnHead> rpn_head_;

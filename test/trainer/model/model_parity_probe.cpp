@@ -8,7 +8,8 @@
 // target.<i>.labels, target.<i>.masks.
 // Output (eval): batch, image_size.<i>, feature.<l>, proposals.<i>, proposal_scores.<i>,
 // boxes.<i>, scores.<i>, labels.<i>, masks.<i> (pasted probabilities).
-// Output (train): loss.<name> for the five torchvision losses.
+// Output (train): loss.<name> for the five torchvision losses, and grad.<parameter> of
+// their sum for the RPN head, the box and mask predictors and FPN's last layer block.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -51,6 +52,18 @@ int Run(int argc, char** argv) {
     }
     MaskRcnnOutput result = model->forward(images, targets);
     for (auto& [name, value] : result.losses) out["loss." + name] = value.detach().reshape({1});
+    // Gradients of the summed losses for the heads and one FPN block (every loss reaches
+    // them): grad.<parameter name>, torchvision's names.
+    at::Tensor total = torch::zeros({});
+    for (auto& [name, value] : result.losses) total = total + value;
+    total.backward();
+    for (const auto& p : model->named_parameters()) {
+      const std::string& name = p.key();
+      for (const char* prefix :
+           {"rpn.head.", "roi_heads.box_predictor.", "roi_heads.mask_predictor.", "backbone.fpn.layer_blocks.3."}) {
+        if (name.rfind(prefix, 0) == 0 && p.value().grad().defined()) out["grad." + name] = p.value().grad();
+      }
+    }
   } else {
     model->eval();
     c10::InferenceMode guard;
