@@ -29,6 +29,14 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
   return op.call(boxes, scores, idxs, iou_threshold);
 }
 
+at::Tensor BatchedNmsKeepMask(const at::Tensor& boxes, const at::Tensor& scores,
+                              const at::Tensor& idxs, double iou_threshold) {
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>(
+          "mrcnn::batched_nms_keep_mask");
+  return op.call(boxes, scores, idxs, iou_threshold);
+}
+
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned) {
@@ -123,22 +131,20 @@ at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
 }
 
 at::Tensor WinogradConv3x3Weight(const at::Tensor& weight, int64_t tile) {
-  static auto op =
-      FindOp<at::Tensor(const at::Tensor&, int64_t)>("mrcnn::conv3x3_winograd_weight");
+  static auto op = FindOp<at::Tensor(const at::Tensor&, int64_t)>("mrcnn::conv3x3_winograd_weight");
   return op.call(weight, tile);
 }
 
 at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& transformed_weight,
                            const std::optional<at::Tensor>& bias, bool relu, int64_t tile) {
-  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                     const std::optional<at::Tensor>&, bool, int64_t)>(
-      "mrcnn::conv3x3_winograd");
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                        bool, int64_t)>("mrcnn::conv3x3_winograd");
   return op.call(input, transformed_weight, bias, relu, tile);
 }
 
-at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes,
-                            int64_t image_height, int64_t image_width, int64_t padding,
-                            double threshold) {
+at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
+                            int64_t image_width, int64_t padding, double threshold) {
   static auto op =
       FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, int64_t, double)>(
           "mrcnn::paste_masks_binary");

@@ -8,7 +8,8 @@
 // them against torchvision on randomised inputs).
 //
 // Host-device synchronisation on CUDA: Nms and BatchedNms synchronise once, to
-// learn how many boxes are kept (the output size depends on it). GenerateAnchors
+// learn how many boxes are kept (the output size depends on it); BatchedNmsKeepMask
+// gives the same answer as a mask and does not. GenerateAnchors
 // copies its few sizes/ratios from host memory to the device (as torchvision does;
 // cache anchors per feature-map size). RoiAlign, MultiLevelRoiAlign, BoxIou,
 // EncodeBoxes, DecodeBoxes, MatchProposals, SampleBalanced and PasteMasks never
@@ -46,6 +47,12 @@ at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
 // equal scores ordered by ATen's default descending sort (on CUDA: lower index first).
 at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                       double iou_threshold);
+
+// BatchedNms's kept boxes as a bool mask over the N boxes (true: kept), in their own
+// order: a size known without the device, so a training step can select its proposals
+// without waiting for the GPU.
+at::Tensor BatchedNmsKeepMask(const at::Tensor& boxes, const at::Tensor& scores,
+                              const at::Tensor& idxs, double iou_threshold);
 
 // ROIAlign (torchvision.ops.roi_align semantics). input: B×C×H×W, rois: K×5
 // (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.

@@ -248,6 +248,9 @@ TORCH_LIBRARY(mrcnn, m) {
   m.def("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
   m.def("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor");
   m.def(
+      "batched_nms_keep_mask(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> "
+      "Tensor");
+  m.def(
       "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, "
       "int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
   m.def(

@@ -59,7 +59,7 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
 }  // namespace
 
 TEST_CASE("library registers every mrcnn op", "[kernels]") {
-  CHECK(mk::RegisteredOpCount() == 18);
+  CHECK(mk::RegisteredOpCount() == 19);
 }
 
 TEST_CASE("nms edge cases", "[kernels][nms]") {
@@ -143,6 +143,24 @@ TEST_CASE("batched nms keeps classes apart", "[kernels][nms]") {
       CHECK(ToVector(mk::BatchedNms(boxes, scores, idxs, 0.625)) ==
             ReferenceNms(boxes, scores, idxs, 0.625));
     }
+  }
+}
+
+TEST_CASE("batched nms keep mask marks exactly batched nms's boxes", "[kernels][nms]") {
+  at::manual_seed(5);
+  // Both of batched NMS's algorithms (up to 1000 boxes and above), plus no boxes.
+  for (int64_t n : {0, 1, 300, 1000, 1001, 3000}) {
+    CAPTURE(n);
+    const at::Tensor xy = at::rand({n, 2}) * 200;
+    const at::Tensor boxes = at::cat({xy, xy + at::rand({n, 2}) * 60 + 1}, 1);
+    const at::Tensor scores = at::rand({n});
+    const at::Tensor idxs = at::randint(0, 6, {n}, at::kLong);
+    const at::Tensor mask = mk::BatchedNmsKeepMask(boxes, scores, idxs, 0.5);
+    REQUIRE(mask.scalar_type() == at::kBool);
+    REQUIRE(mask.size(0) == n);
+    const at::Tensor keep = mk::BatchedNms(boxes, scores, idxs, 0.5);
+    CHECK(mask.sum().item<int64_t>() == keep.numel());
+    CHECK(at::equal(std::get<0>(keep.sort()), mask.nonzero().squeeze(1)));
   }
 }
 

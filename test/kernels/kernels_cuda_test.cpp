@@ -97,6 +97,21 @@ TEST_CASE("batched nms cuda equals cpu", "[cuda]") {
   }
 }
 
+TEST_CASE("batched nms keep mask cuda equals cpu", "[cuda]") {
+  at::manual_seed(16);
+  for (int64_t n : {0, 1, 100, 1000, 1001, 4000, 20000}) {
+    CAPTURE(n);
+    const at::Tensor boxes = RandomBoxes(n, 800, 150);
+    const at::Tensor scores = at::randint(0, 64, {n}).to(at::kFloat) / 64;  // many ties
+    const at::Tensor idxs = at::randint(0, 6, {n}, at::kLong);
+    const at::Tensor cpu = mk::BatchedNmsKeepMask(boxes, scores, idxs, 0.7);
+    const at::Tensor gpu =
+        mk::BatchedNmsKeepMask(boxes.to(kCuda), scores.to(kCuda), idxs.to(kCuda), 0.7);
+    CHECK(gpu.is_cuda());
+    CHECK(at::equal(gpu.cpu(), cpu));
+  }
+}
+
 TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
   at::manual_seed(13);
   const at::Tensor x = at::rand({2, 16, 50, 60});

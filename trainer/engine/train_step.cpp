@@ -55,7 +55,8 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
   Phase("backbone_fpn");
   auto rpn = net_.Rpn(batch, features, &targets);
   Phase("rpn");
-  auto losses = net_.RoiHeads(features, rpn.proposals, batch.image_sizes, &targets, nullptr);
+  auto losses =
+      net_.RoiHeads(features, rpn.proposals, batch.image_sizes, &targets, nullptr, &rpn.valid);
   for (auto& [k, v] : rpn.losses)
     losses[k] = v;
   if (amp) {

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kernels/ops.h"
 #include "trainer/model/registry.h"
@@ -227,6 +228,39 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   }
   at::Tensor top = torch::cat(top_idx, 1);
   at::Tensor levels = torch::cat(level_ids, 0);
+  if (training) {
+    // The same proposals without data-dependent sizes: small or low-scoring boxes get a
+    // level of their own, so they suppress no real box (batched NMS keeps levels apart,
+    // as it kept them out when they were dropped first); the kept ones, by score, fill a
+    // fixed number of rows, the rest is padding (out.valid false).
+    const int64_t dropped_level = static_cast<int64_t>(per_level.size());
+    for (int64_t i = 0; i < num_images; ++i) {
+      at::Tensor boxes = ClipBoxes(proposals[i].index_select(0, top[i]),
+                                   batch.image_sizes[static_cast<size_t>(i)][0],
+                                   batch.image_sizes[static_cast<size_t>(i)][1]);
+      at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
+      const at::Tensor ws = boxes.select(1, 2) - boxes.select(1, 0);
+      const at::Tensor hs = boxes.select(1, 3) - boxes.select(1, 1);
+      const at::Tensor usable = ws.ge(config_.rpn_min_size)
+                                    .logical_and(hs.ge(config_.rpn_min_size))
+                                    .logical_and(scores.ge(config_.rpn_score_thresh));
+      const at::Tensor lvl = at::where(usable, levels, dropped_level);
+      const at::Tensor kept =
+          kernels::BatchedNmsKeepMask(boxes, scores, lvl, config_.rpn_nms_thresh)
+              .logical_and(usable);
+      const at::Tensor ranked = at::where(
+          kept, scores, at::full({}, -std::numeric_limits<float>::infinity(), scores.options()));
+      const int64_t rows = std::min<int64_t>(post_nms, boxes.size(0));
+      // A stable sort rather than topk: equal scores keep their order (lower index first),
+      // whatever the device.
+      auto [sorted, order_all] = ranked.sort(/*stable=*/true, 0, /*descending=*/true);
+      const at::Tensor best = sorted.narrow(0, 0, rows), order = order_all.narrow(0, 0, rows);
+      out.proposals.push_back(boxes.index_select(0, order));
+      out.scores.push_back(scores.index_select(0, order));
+      out.valid.push_back(best.isfinite());
+    }
+    return;
+  }
   for (int64_t i = 0; i < num_images; ++i) {
     at::Tensor boxes = proposals[i].index_select(0, top[i]);
     at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
@@ -404,8 +438,9 @@ void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits,
   }
 }
 
-MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageTarget>& targets,
-                                                        std::vector<at::Tensor>& proposals) const {
+MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(
+    const std::vector<ImageTarget>& targets, std::vector<at::Tensor>& proposals,
+    const std::vector<at::Tensor>* proposal_valid) const {
   const size_t num_images = proposals.size();
   RoiSamples s;
   s.labels.resize(num_images);
@@ -419,6 +454,13 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(const std::vector<ImageT
     proposals[i] = torch::cat({proposals[i], gt});
     Assignment a = Assign(gt, t.labels, proposals[i], config_.box_fg_iou_thresh,
                           config_.box_bg_iou_thresh, false);
+    if (proposal_valid != nullptr && !proposal_valid->empty()) {
+      // Padding proposals are ignored (label -1): the sampler never takes them. The gt
+      // boxes appended above are always candidates.
+      const at::Tensor valid = torch::cat(
+          {(*proposal_valid)[i], torch::ones({gt.size(0)}, (*proposal_valid)[i].options())});
+      a.labels.masked_fill_(valid.logical_not(), -1);
+    }
     auto [pos, neg] = kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image,
                                               config_.box_positive_fraction, SamplingGenerator(i));
     // A fixed number of rows, known on the host: the sampler takes at most
@@ -481,7 +523,7 @@ std::vector<at::Tensor> MaskRcnnImpl::PooledMaps(const std::vector<at::Tensor>& 
 std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     const std::vector<at::Tensor>& features, const std::vector<at::Tensor>& proposals_in,
     const std::vector<std::array<int64_t, 2>>& image_sizes, const std::vector<ImageTarget>* targets,
-    std::vector<ImageResult>* detections) {
+    std::vector<ImageResult>* detections, const std::vector<at::Tensor>* proposal_valid) {
   const bool training = is_training();
   const size_t num_images = proposals_in.size();
   const std::vector<at::Tensor> maps = PooledMaps(features);
@@ -492,7 +534,7 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
 
   if (training) {
     TORCH_CHECK(targets != nullptr, "MaskRcnn: training mode needs targets");
-    samples = SampleRoiTargets(*targets, proposals);
+    samples = SampleRoiTargets(*targets, proposals, proposal_valid);
   }
   const std::vector<at::Tensor>& labels = samples.labels;
   const std::vector<at::Tensor>& matched_idxs = samples.matched_idxs;
@@ -530,15 +572,19 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
                                   torch::cat(regression_targets), torch::cat(proposals),
                                   torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
         config_.bbox_reg_loss_weight / num_sampled;
-    // The mask head sees every image's positives first (stable sort, row order), as many
-    // rows as the sampler can make positive: a fixed count, the rest padding.
+    // The mask head sees every image's positives first (stable sort, row order): with
+    // fixed rows as many as the sampler can make positive, the rest padding; else exactly
+    // the positives, counted on the host (set_fixed_mask_rows).
+    const bool fixed_rows = fixed_mask_rows_.value_or(all_labels.is_cuda());
     const auto max_positives = static_cast<int64_t>(
         static_cast<double>(config_.box_batch_size_per_image) * config_.box_positive_fraction);
     std::vector<at::Tensor> valid_rows;
     for (size_t i = 0; i < num_images; ++i) {
       const at::Tensor pos_i = samples.valid[i].logical_and(labels[i].gt(0));
-      const int64_t rows_i =
-          (*targets)[i].boxes.size(0) == 0 ? 0 : std::min<int64_t>(max_positives, pos_i.size(0));
+      int64_t rows_i = 0;
+      if ((*targets)[i].boxes.size(0) > 0)
+        rows_i = fixed_rows ? std::min<int64_t>(max_positives, pos_i.size(0))
+                            : pos_i.sum().item<int64_t>();
       const at::Tensor p =
           std::get<1>(pos_i.to(torch::kByte).sort(/*stable=*/true, 0, /*descending=*/true))
               .narrow(0, 0, rows_i);
@@ -625,7 +671,7 @@ MaskRcnnOutput MaskRcnnImpl::forward(const std::vector<at::Tensor>& images,
   RpnOutput rpn = Rpn(batch, features, is_training() ? &scaled : nullptr);
   Phase("rpn");
   if (is_training()) {
-    out.losses = RoiHeads(features, rpn.proposals, batch.image_sizes, &scaled, nullptr);
+    out.losses = RoiHeads(features, rpn.proposals, batch.image_sizes, &scaled, nullptr, &rpn.valid);
     for (auto& [k, v] : rpn.losses)
       out.losses[k] = v;
   } else {

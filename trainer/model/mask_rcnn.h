@@ -44,6 +44,10 @@ struct RpnOutput {
   std::vector<at::Tensor> proposals;         // per image, K x 4 in resized-image pixels
   std::vector<at::Tensor> scores;            // per image, K (sigmoid objectness)
   std::map<std::string, at::Tensor> losses;  // loss_objectness, loss_rpn_box_reg (train only)
+  // Training: per image, bool K, false for padding rows. The training step selects a fixed
+  // number of proposals (a size known on the host, so no wait for the device): the kept
+  // ones first, by score, then padding. Empty in eval mode, where every row is a proposal.
+  std::vector<at::Tensor> valid;
 };
 
 struct MaskRcnnOutput {
@@ -80,11 +84,12 @@ class MaskRcnnImpl : public torch::nn::Module {
   RpnOutput Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
                 const std::vector<ImageTarget>* targets);
   // Returns losses in train mode, otherwise fills `detections` (resized-image coordinates).
-  std::map<std::string, at::Tensor> RoiHeads(const std::vector<at::Tensor>& features,
-                                             const std::vector<at::Tensor>& proposals,
-                                             const std::vector<std::array<int64_t, 2>>& image_sizes,
-                                             const std::vector<ImageTarget>* targets,
-                                             std::vector<ImageResult>* detections);
+  // `proposal_valid` (Rpn's `valid`, train mode): padding proposals are never sampled.
+  std::map<std::string, at::Tensor> RoiHeads(
+      const std::vector<at::Tensor>& features, const std::vector<at::Tensor>& proposals,
+      const std::vector<std::array<int64_t, 2>>& image_sizes,
+      const std::vector<ImageTarget>* targets, std::vector<ImageResult>* detections,
+      const std::vector<at::Tensor>* proposal_valid = nullptr);
   // Boxes back to original coordinates and masks pasted into the original image.
   void Postprocess(const ImageBatch& batch, std::vector<ImageResult>& detections) const;
 
@@ -94,6 +99,14 @@ class MaskRcnnImpl : public torch::nn::Module {
   // (image i draws from [i]); empty: the global generator. The trainer seeds them per
   // image so the sampled anchors and RoIs of an image do not depend on which other images
   // share its batch, which makes W processes with batch B/W match one with batch B.
+  // How many RoIs the mask head trains on per image. Fixed (true): as many as the sampler
+  // can make positive, padding included, so no size depends on the device's values and
+  // the step never waits for the GPU; exact (false): the image's positives, found with a
+  // host read, which costs nothing on a CPU, where the padded rows would be real work
+  // (several times the mask head's compute early in training). Default (nullopt): fixed
+  // on CUDA, exact elsewhere. Same losses and gradients either way.
+  void set_fixed_mask_rows(std::optional<bool> fixed) { fixed_mask_rows_ = fixed; }
+
   void set_sampling_generators(std::vector<at::Generator> generators) {
     sampling_generators_ = std::move(generators);
   }
@@ -114,6 +127,7 @@ class MaskRcnnImpl : public torch::nn::Module {
   BoxRegLoss box_loss_ = BoxRegLoss::kSmoothL1;
   DetectionSettings settings_;
   std::vector<at::Generator> sampling_generators_;
+  std::optional<bool> fixed_mask_rows_;
   std::optional<at::Generator> SamplingGenerator(size_t image) const;
   // The ROI heads' training samples per image: ground truth appended to the proposals,
   // proposals matched and sampled (`proposals` is replaced by the sampled ones), with the
@@ -124,7 +138,8 @@ class MaskRcnnImpl : public torch::nn::Module {
     std::vector<at::Tensor> labels, matched_idxs, regression_targets, matched_boxes, valid;
   };
   RoiSamples SampleRoiTargets(const std::vector<ImageTarget>& targets,
-                              std::vector<at::Tensor>& proposals) const;
+                              std::vector<at::Tensor>& proposals,
+                              const std::vector<at::Tensor>* proposal_valid) const;
   // One image's detections from its clipped per-class boxes (R×K×4) and softmax scores (R×K):
   // background dropped, score threshold, tiny boxes dropped, per-class NMS, top N.
   ImageResult SelectDetections(at::Tensor boxes, at::Tensor scores) const;

@@ -217,11 +217,18 @@ at::Tensor BatchedNmsCpu(const at::Tensor& dets, const at::Tensor& scores, const
   return keep;
 }
 
+at::Tensor BatchedNmsKeepMaskCpu(const at::Tensor& dets, const at::Tensor& scores,
+                                 const at::Tensor& idxs, double iou_threshold) {
+  const at::Tensor keep = BatchedNmsCpu(dets, scores, idxs, iou_threshold);
+  return at::zeros({dets.size(0)}, dets.options().dtype(at::kBool)).index_fill_(0, keep, true);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
   m.impl("nms", &NmsCpu);
   m.impl("batched_nms", &BatchedNmsCpu);
+  m.impl("batched_nms_keep_mask", &BatchedNmsKeepMaskCpu);
 }
 
 }  // namespace mrcnn::kernels

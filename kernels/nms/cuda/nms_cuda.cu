@@ -1,7 +1,8 @@
 // CUDA NMS and batched NMS. A 64×64-tile kernel builds the suppression bitmask
 // (batched: boxes of different classes never suppress each other, so one launch
 // covers all classes), then a single-block kernel walks the mask 64 boxes at a
-// time on the device. The only host sync is reading the number of kept boxes.
+// time on the device. The only host sync is reading the number of kept boxes, and
+// batched_nms_keep_mask, which returns a mask, has none.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -9,6 +10,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "kernels/nms/nms_args.h"
 #include "kernels/nms/nms_threshold.h"
@@ -154,9 +156,12 @@ __global__ void ReduceMaskKernel(int64_t n, const uint64_t* __restrict__ mask,
 }
 
 // NMS of dets in score order; with class_keys, boxes of different keys never suppress
-// each other, and boxes flagged in `dropped` (original order) are not returned.
-at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor* class_keys,
-                   const at::Tensor* dropped, double iou_threshold, const char* op) {
+// each other, and boxes flagged in `dropped` (original order) are not kept. Returns the
+// score order and, in that order, 1 for each kept box: no host sync.
+std::pair<at::Tensor, at::Tensor> NmsKeepSorted(const at::Tensor& dets, const at::Tensor& scores,
+                                                const at::Tensor* class_keys,
+                                                const at::Tensor* dropped, double iou_threshold,
+                                                const char* op) {
   const int64_t n = dets.size(0);
   const at::Tensor order = std::get<1>(scores.sort(/*stable=*/true, 0, /*descending=*/true));
   // Half/bfloat16 boxes are compared in float (their values are exact in float).
@@ -192,8 +197,21 @@ at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::T
   if (dropped) {
     keep.masked_fill_(dropped->index_select(0, order), 0);
   }
+  return {order, keep};
+}
+
+at::Tensor NmsImpl(const at::Tensor& dets, const at::Tensor& scores, const at::Tensor* class_keys,
+                   const at::Tensor* dropped, double iou_threshold, const char* op) {
+  const auto [order, keep] = NmsKeepSorted(dets, scores, class_keys, dropped, iou_threshold, op);
   // nonzero synchronises once: the number of kept boxes sizes the output.
   return order.index_select(0, keep.nonzero().squeeze(1));
+}
+
+// The kept boxes as a mask in the boxes' own order.
+at::Tensor KeepMask(const std::pair<at::Tensor, at::Tensor>& sorted) {
+  const auto& [order, keep] = sorted;
+  return at::zeros({order.size(0)}, keep.options().dtype(at::kBool))
+      .scatter_(0, order, keep.to(at::kBool));
 }
 
 at::Tensor NmsCuda(const at::Tensor& dets, const at::Tensor& scores, double iou_threshold) {
@@ -240,11 +258,36 @@ at::Tensor BatchedNmsCuda(const at::Tensor& dets, const at::Tensor& scores, cons
   return by_index.index_select(0, std::get<1>(scores.index_select(0, by_index).sort(0, true)));
 }
 
+// BatchedNmsCuda's kept set as a mask, with the same two algorithms: sizes known on the
+// host only, so the call never waits for the device.
+at::Tensor BatchedNmsKeepMaskCuda(const at::Tensor& dets, const at::Tensor& scores,
+                                  const at::Tensor& idxs, double iou_threshold) {
+  const char* op = "mrcnn::batched_nms_keep_mask";
+  CheckNmsInputs(dets, scores, op);
+  CheckIdxs(idxs, dets, op);
+  TORCH_CHECK(dets.is_cuda(), op, ": boxes, scores and idxs must be CUDA tensors");
+  const c10::cuda::CUDAGuard guard(dets.device());
+  if (dets.size(0) == 0) {
+    return at::zeros({0}, dets.options().dtype(at::kBool));
+  }
+  if (dets.size(0) <= kBatchedNmsPerClassAbove) {
+    return KeepMask(NmsKeepSorted(CoordinateTrickBoxes(dets, idxs), scores, nullptr, nullptr,
+                                  iou_threshold, op));
+  }
+  const at::Tensor keys = ClassKeys(idxs);
+  if (idxs.is_floating_point()) {
+    const at::Tensor nan = at::isnan(idxs);
+    return KeepMask(NmsKeepSorted(dets, scores, &keys, &nan, iou_threshold, op));
+  }
+  return KeepMask(NmsKeepSorted(dets, scores, &keys, nullptr, iou_threshold, op));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
   m.impl("nms", &NmsCuda);
   m.impl("batched_nms", &BatchedNmsCuda);
+  m.impl("batched_nms_keep_mask", &BatchedNmsKeepMaskCuda);
 }
 
 }  // namespace mrcnn::kernels

@@ -45,6 +45,9 @@ int Run(int argc, char** argv) {
   TensorMap out;
   if (mode == "train") {
     model->train();
+    // --fixed-mask-rows 1|0: the mask head's padded (GPU) or exact (CPU) rows.
+    if (const std::string fixed = Arg(argc, argv, "--fixed-mask-rows", ""); !fixed.empty())
+      model->set_fixed_mask_rows(fixed == "1");
     std::vector<ImageTarget> targets;
     for (size_t i = 0; i < images.size(); ++i) {
       const std::string p = "target." + std::to_string(i) + ".";
