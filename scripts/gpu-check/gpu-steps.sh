@@ -29,11 +29,15 @@ gpu_steps() {
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
   gpu_step "trainer predict --device cuda vs --device cpu (same detections)" 90 \
     gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
-  # The kernel oracle tests, now with their cuda parameters, against torchvision.ops.
+  # The kernel oracle tests, now with their cuda parameters, against torchvision.ops. In
+  # worker processes (pytest-xdist, there on the GPU machine): on the H100 the process
+  # crashed at the first case where our op raises (session 11, twice; not reproducible on
+  # the dev VM), and a crashed worker is reported with the test's name while the rest run.
   gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" 150 \
-    python3 -m pytest -q -rf -p no:cacheprovider "$repo/test/oracle/kernels"
+    python3 -m pytest -q -rf -n 4 -p no:cacheprovider "$repo/test/oracle/kernels"
   # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
-  gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 120 \
+  # Session 11: ours measured in 14 s, then its Python peer did not finish within 120 s.
+  gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 180 \
     python3 "$repo/bench/serving/bench_serving.py" --device cuda --build-dir "$build" \
     --concurrency 8 --requests 96
   # SageMakerCV's optimizer: its operator and sync counts on the GPU.
