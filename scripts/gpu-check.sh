@@ -272,11 +272,11 @@ fi
 python_wheels() {
   local site=$build/py-site
   if python3 -c 'import pycocotools.mask' 2>/dev/null; then echo "pycocotools: already importable"; return 0; fi
-  compgen -G "$deps/wheels/*.whl" >/dev/null || { echo "no wheels in $deps/wheels (run prepare-packages.sh)"; return 1; }
   if ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
     echo "the carried wheels are for Python 3.12 (the GPU machine's); this python3 is $(python3 -V 2>&1): not installed"
     return 0
   fi
+  compgen -G "$deps/wheels/*.whl" >/dev/null || { echo "no wheels in $deps/wheels (run prepare-packages.sh)"; return 1; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$deps"/wheels/*.whl
   PYTHONPATH=$site python3 -c 'import pycocotools.mask; print("pycocotools: from", pycocotools.__file__)'
 }
