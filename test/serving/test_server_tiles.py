@@ -87,8 +87,12 @@ class Server:
         assert self.proc.wait(timeout=60) == 0
 
 
-def same_detections(served, predicted):
-    assert len(served["detections"]) == len(predicted) > 0
+def same_detections(served, predicted, may_be_empty=False):
+    """may_be_empty: for the untiled canvas, whose 16-48 px shapes shrink to a few pixels at
+    the model's 128 px input; a 150-iteration model finds none or a few at scores near the
+    threshold, so only the tiled comparisons are sure to compare detections."""
+    assert len(served["detections"]) == len(predicted)
+    assert may_be_empty or len(predicted) > 0
     for got, want in zip(served["detections"], predicted):
         assert got["category_id"] == want["category_id"]
         assert got["score"] == pytest.approx(want["score"], abs=1e-6)
@@ -115,7 +119,7 @@ def test_custom_attributes_choose_tiling_per_request(workdir):
         same_detections(served, tiled_full)
         status, served = server.invoke(body)  # off by default
         assert status == 200
-        same_detections(served, untiled)
+        same_detections(served, untiled, may_be_empty=True)
         for attributes, key in (("tile_size=abc", "tile_size"), ("tile_size=-128", "tile_size"),
                                 ("tile_size=128,tile_overlap=0.95", "tile_overlap"),
                                 ("tile_overlap=x", "tile_overlap"), ("tile_full_image=yes", "tile_full_image")):
@@ -139,7 +143,7 @@ def test_environment_sets_the_default_and_a_request_can_turn_it_off(workdir):
         same_detections(served, tiled)
         status, served = server.invoke(body, "tile_size=0")
         assert status == 200
-        same_detections(served, untiled)
+        same_detections(served, untiled, may_be_empty=True)
     finally:
         server.stop()
 
