@@ -96,6 +96,13 @@ TEST_CASE("_BASE_ inheritance: base first, child wins, relative to the file, cyc
   CHECK_THROWS_AS(TrainConfig::Defaults().MergeFile(too_long), mrcnn::common::ConfigError);
   CHECK_THAT(ErrorOf([&] { TrainConfig::Defaults().MergeFile(too_long); }),
              Catch::Contains("cannot be read: File name too long"));
+
+  // Two _BASE_ keys, the second the file itself (found by fuzzing: the second was followed
+  // without the cycle check, recursing until the stack overflowed).
+  dir.Write("b2/base.yaml", "SEED: 4\n");
+  auto twice = dir.Write("b2/config.yaml", "_BASE_: base.yaml\nSEED: 5\n_BASE_: config.yaml\n");
+  const std::string twice_err = ErrorOf([&] { TrainConfig::Defaults().MergeFile(twice); });
+  CHECK_THAT(twice_err, Catch::Contains("_BASE_") && Catch::Contains("appears 2 times"));
 }
 
 TEST_CASE("unknown keys name the source, the key and the closest valid key", "[config]") {

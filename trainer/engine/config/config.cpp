@@ -80,6 +80,25 @@ std::string ClosestKey(const std::string& key, const std::vector<std::string>& c
   return best;
 }
 
+namespace {
+
+// YAML lets a mapping repeat a key; yaml-cpp's lookup then sees the first and remove() drops
+// one. A second _BASE_ would be followed without the cycle check (found by fuzzing: a file
+// naming itself as its second _BASE_ recursed until the stack overflowed), so it is refused.
+void CheckOneBase(const YAML::Node& root, const std::string& source) {
+  if (!root.IsMap())
+    return;
+  int count = 0;
+  for (const auto& entry : root)
+    if (entry.first.IsScalar() && entry.first.Scalar() == "_BASE_")
+      ++count;
+  if (count > 1)
+    throw ConfigError(source, "_BASE_", "appears " + std::to_string(count) +
+                                            " times; a config file names one base file");
+}
+
+}  // namespace
+
 void TrainConfig::MergeFile(const std::filesystem::path& path) {
   std::vector<std::filesystem::path> chain;
   MergeFileChain(path, chain);
@@ -110,6 +129,7 @@ void TrainConfig::MergeFileChain(const std::filesystem::path& path,
   } catch (const YAML::Exception& e) {
     throw ConfigError(path.string(), "", std::string("is not valid YAML: ") + e.what());
   }
+  CheckOneBase(root, path.string());
   chain.push_back(canonical);
   if (root.IsMap() && root["_BASE_"]) {
     const YAML::Node base = root["_BASE_"];
@@ -131,6 +151,7 @@ void TrainConfig::MergeYaml(const YAML::Node& root, const std::string& source,
                             const std::filesystem::path& base_dir) {
   if (root.IsNull() || !root.IsDefined()) return;  // an empty file changes nothing
   if (!root.IsMap()) throw ConfigError(source, "", "must be a YAML mapping of config keys");
+  CheckOneBase(root, source);
   if (root["_BASE_"]) {
     const YAML::Node base = root["_BASE_"];
     if (!base.IsScalar() || base.Scalar().empty()) {
