@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -13,6 +14,38 @@
 #include "trainer/model/mask_rcnn.h"
 
 namespace mrcnn::engine {
+namespace {
+
+// torch::nn::utils::clip_grad_norm_ with the same operations in the same order (so the
+// gradients come out bit for bit the same), without its return value: it reads the total
+// norm to the host (.item()), which makes every step with clipping wait for the device.
+void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) {
+  std::vector<at::Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.grad().defined())
+      grads.push_back(p.grad().data());
+  if (grads.empty())
+    return;
+  at::Tensor total;
+  if (norm_type == std::numeric_limits<double>::infinity()) {
+    std::vector<at::Tensor> norms;
+    for (const auto& g : grads)
+      norms.push_back(g.abs().max());
+    total = norms.size() == 1 ? norms[0] : torch::max(torch::stack(norms));
+  } else if (norm_type == 0) {
+    total = torch::full({}, static_cast<double>(grads.size()));
+  } else {
+    std::vector<at::Tensor> norms;
+    for (const auto& g : grads)
+      norms.push_back(g.norm(norm_type));
+    total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(norm_type);
+  }
+  const at::Tensor coef = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
+  for (auto& g : grads)
+    g.mul_(coef);
+}
+
+}  // namespace
 
 TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
                      dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options)
@@ -103,7 +136,7 @@ bool TrainStep::Finish() {
   const bool finite = scaler_.enabled() ? scaler_.Unscale(trainable_) : true;
   if (finite && options_.clip) {
     if (options_.clip_type == "norm")
-      torch::nn::utils::clip_grad_norm_(trainable_, options_.clip_value, options_.clip_norm_type);
+      ClipGradNorm(trainable_, options_.clip_value, options_.clip_norm_type);
     else
       torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
   }
