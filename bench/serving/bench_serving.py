@@ -183,8 +183,8 @@ def main():
                                         # show as latency here, not as 503s
                                         "--request-deadline-s", "3600"],
             "reference (torchvision + http.server)": [sys.executable, str(ROOT / "bench" / "serving" / "reference_server.py"),
-                                                      "--model-dir", str(model_dir), "--port-file",
-                                                      str(tmp / "reference.port")],
+                                                      "--model-dir", str(model_dir), "--device", args.device,
+                                                      "--port-file", str(tmp / "reference.port")],
         }
         results = {}
         for name, command in peers.items():

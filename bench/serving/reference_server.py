@@ -67,6 +67,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     model = None
     classes = None
+    device = torch.device("cpu")
     lock = threading.Lock()
 
     def log_message(self, *args):
@@ -107,12 +108,13 @@ class Handler(BaseHTTPRequestHandler):
             image = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
         except Exception as e:  # noqa: BLE001 - the reference answers like the server
             return self.error(400, "undecodable_image", str(e))
-        tensor = torch.from_numpy(image).permute(2, 0, 1).float().div(255.0)
+        tensor = torch.from_numpy(image).to(self.device).permute(2, 0, 1).float().div(255.0)
         with self.lock, torch.inference_mode():
             self.model.roi_heads.score_thresh = options["score_threshold"]
             self.model.roi_heads.detections_per_img = options["max_detections"]
             output = self.model([tensor])[0]
         detections = []
+        output = {k: v.cpu() for k, v in output.items()}
         masks = output["masks"][:, 0] > 0.5 if options["masks"] else None
         for i in range(len(output["scores"])):
             label = int(output["labels"][i])
@@ -135,12 +137,15 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", type=pathlib.Path)
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: default)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]: where the model runs (as the server's)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     Handler.model, Handler.classes = load_model(args.model_dir)
+    Handler.device = torch.device(args.device)
+    Handler.model.to(Handler.device)
     with torch.inference_mode():  # warm-up, like the C++ server before /ping turns 200
-        Handler.model([torch.rand(3, 480, 640)])
+        Handler.model([torch.rand(3, 480, 640, device=Handler.device)])
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     if args.port_file:
         partial = args.port_file.with_suffix(".partial")
