@@ -7,9 +7,12 @@
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "kernels/std_min_max.h"
 
 namespace mrcnn::kernels {
 
@@ -52,6 +55,55 @@ C10_HOST_DEVICE inline int64_t RoiBatchIndex(acc_t value) {
 template <typename acc_t>
 C10_HOST_DEVICE inline int AdaptiveGridSize(acc_t ceiled) {
   return ceiled >= acc_t(1) && ceiled < acc_t(2147483648.0) ? static_cast<int>(ceiled) : 0;
+}
+
+// Where one roi samples its feature map: the first corner, the bin size, the grid of
+// sampling points per bin (0 for a roi that samples nothing) and the divisor of a
+// bin's sum. grid_t is int64_t on CPU (its grids are checked against int32 later) and
+// int on CUDA.
+template <typename acc_t, typename grid_t = int64_t>
+struct RoiGeometry {
+  int64_t batch;
+  acc_t start_h, start_w, bin_h, bin_w;
+  grid_t grid_h, grid_w;  // >= 0
+  acc_t count;
+};
+
+// torchvision's per-roi arithmetic, one function for the CPU and CUDA kernels so that
+// they agree on every input, non-finite ones included: StdMax keeps a NaN roi size NaN
+// (CUDA's max would turn it into 1 and sample a 1-pixel roi), and AdaptiveGridSize
+// turns NaN into an empty grid.
+template <typename grid_t, typename scalar_t, typename acc_t>
+C10_HOST_DEVICE inline RoiGeometry<acc_t, grid_t> ComputeRoiGeometry(const scalar_t* roi,
+                                                                     acc_t scale, int64_t pooled_h,
+                                                                     int64_t pooled_w,
+                                                                     int64_t sampling_ratio,
+                                                                     bool aligned) {
+  RoiGeometry<acc_t, grid_t> g;
+  g.batch = RoiBatchIndex(static_cast<acc_t>(roi[0]));
+  const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
+  g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
+  g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
+  const acc_t end_w = static_cast<acc_t>(roi[3]) * scale - offset;
+  const acc_t end_h = static_cast<acc_t>(roi[4]) * scale - offset;
+  acc_t roi_w = end_w - g.start_w;
+  acc_t roi_h = end_h - g.start_h;
+  if (!aligned) {
+    roi_w = StdMax(roi_w, acc_t(1));
+    roi_h = StdMax(roi_h, acc_t(1));
+  }
+  const acc_t bins_h = static_cast<acc_t>(pooled_h), bins_w = static_cast<acc_t>(pooled_w);
+  g.bin_h = roi_h / bins_h;
+  g.bin_w = roi_w / bins_w;
+#ifdef __CUDA_ARCH__
+  const acc_t ceiled_h = ceil(roi_h / bins_h), ceiled_w = ceil(roi_w / bins_w);
+#else
+  const acc_t ceiled_h = std::ceil(roi_h / bins_h), ceiled_w = std::ceil(roi_w / bins_w);
+#endif
+  g.grid_h = sampling_ratio > 0 ? static_cast<grid_t>(sampling_ratio) : AdaptiveGridSize(ceiled_h);
+  g.grid_w = sampling_ratio > 0 ? static_cast<grid_t>(sampling_ratio) : AdaptiveGridSize(ceiled_w);
+  g.count = StdMax(static_cast<acc_t>(static_cast<int64_t>(g.grid_h) * g.grid_w), acc_t(1));
+  return g;
 }
 
 // torchvision's CPU kernel stores one int-indexed record per sampling point of a roi,

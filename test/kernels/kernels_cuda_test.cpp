@@ -137,11 +137,14 @@ TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
                                        0., 9., 2.,  1., 1., 1., 3., 3., 1e30, 9.},
                                       at::kFloat)
                                .view({4, 5});
-    for (int64_t sr : {-1, 2}) {
-      for (double scale : {0.5, 0.0, -1.0}) {
-        const at::Tensor yc = mk::RoiAlign(x, odd, scale, 7, 7, sr, true);
-        const at::Tensor yg = mk::RoiAlign(x.to(kCuda), odd.to(kCuda), scale, 7, 7, sr, true);
-        CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5, /*equal_nan=*/true));
+    // Not aligned, a NaN roi size stays NaN on both (CUDA's max(NaN, 1) would give 1).
+    for (bool aligned : {true, false}) {
+      for (int64_t sr : {-1, 2}) {
+        for (double scale : {0.5, 0.0, -1.0}) {
+          const at::Tensor yc = mk::RoiAlign(x, odd, scale, 7, 7, sr, aligned);
+          const at::Tensor yg = mk::RoiAlign(x.to(kCuda), odd.to(kCuda), scale, 7, 7, sr, aligned);
+          CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5, /*equal_nan=*/true));
+        }
       }
     }
     CHECK(mk::RoiAlign(x.to(kCuda), rois.to(kCuda), 0.5, 0, 7, -1, false).numel() == 0);
@@ -185,6 +188,17 @@ TEST_CASE("box ops cuda equal cpu", "[cuda]") {
   const at::Tensor codes = at::randn({700, 8});
   CHECK(at::allclose(mk::DecodeBoxes(codes.to(kCuda), a.to(kCuda), w).cpu(),
                      mk::DecodeBoxes(codes, a, w), 1e-5, 1e-4));
+  SECTION("NaN inputs propagate as on the CPU (CUDA's min/max would drop them)") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    at::Tensor a_nan = a.clone(), codes_nan = codes.clone();
+    a_nan.index_put_({at::indexing::Slice(0, 700, 7), 2}, nan);
+    codes_nan.index_put_({at::indexing::Slice(0, 700, 5), 2}, nan);
+    codes_nan.index_put_({at::indexing::Slice(1, 700, 5), 7}, nan);
+    CHECK(at::allclose(mk::BoxIou(a_nan.to(kCuda), b.to(kCuda)).cpu(), mk::BoxIou(a_nan, b), 0, 0,
+                       /*equal_nan=*/true));
+    CHECK(at::allclose(mk::DecodeBoxes(codes_nan.to(kCuda), a.to(kCuda), w).cpu(),
+                       mk::DecodeBoxes(codes_nan, a, w), 1e-5, 1e-4, /*equal_nan=*/true));
+  }
 }
 
 TEST_CASE("anchors cuda equal cpu", "[cuda]") {

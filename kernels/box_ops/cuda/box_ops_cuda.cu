@@ -8,6 +8,7 @@
 
 #include "kernels/box_ops/box_ops_args.h"
 #include "kernels/box_ops/box_ops_torchvision.h"
+#include "kernels/std_min_max.h"
 
 namespace mrcnn::kernels {
 namespace {
@@ -49,8 +50,8 @@ __global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a, cons
     const T* q = b + (idx % m) * 4;
     const T area_p = Mul(Sub(p[2], p[0]), Sub(p[3], p[1]));
     const T area_q = Mul(Sub(q[2], q[0]), Sub(q[3], q[1]));
-    const T w = max(Sub(min(p[2], q[2]), max(p[0], q[0])), T(0));
-    const T h = max(Sub(min(p[3], q[3]), max(p[1], q[1])), T(0));
+    const T w = StdMax(Sub(StdMin(p[2], q[2]), StdMax(p[0], q[0])), T(0));
+    const T h = StdMax(Sub(StdMin(p[3], q[3]), StdMax(p[1], q[1])), T(0));
     const T inter = Mul(w, h);
     out[idx] = Div(inter, Sub(Add(area_p, area_q), inter));
   }
@@ -89,7 +90,7 @@ __global__ void DecodeKernel(int64_t n, int64_t k, const T* __restrict__ codes,
     const T w = Sub(b[2], b[0]), h = Sub(b[3], b[1]);
     const T cx = Add(b[0], Mul(half, w)), cy = Add(b[1], Mul(half, h));
     const T dx = Div(c[0], wx), dy = Div(c[1], wy);
-    const T dw = min(Div(c[2], ww), clip), dh = min(Div(c[3], wh), clip);
+    const T dw = StdMin(Div(c[2], ww), clip), dh = StdMin(Div(c[3], wh), clip);
     const T pcx = Add(Mul(dx, w), cx), pcy = Add(Mul(dy, h), cy);
     const T half_w = Mul(half, Mul(exp(dw), w)), half_h = Mul(half, Mul(exp(dh), h));
     o[0] = Sub(pcx, half_w);

@@ -24,36 +24,10 @@ struct Sample {
   bool valid;
 };
 
-template <typename acc_t>
-struct RoiGeometry {
-  int64_t batch;
-  acc_t start_h, start_w, bin_h, bin_w;
-  int64_t grid_h, grid_w;  // >= 0
-  acc_t count;
-};
-
 template <typename scalar_t, typename acc_t>
 RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t pooled_h,
                                    int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
-  RoiGeometry<acc_t> g;
-  g.batch = RoiBatchIndex(static_cast<acc_t>(roi[0]));
-  const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
-  g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
-  g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
-  const acc_t end_w = static_cast<acc_t>(roi[3]) * scale - offset;
-  const acc_t end_h = static_cast<acc_t>(roi[4]) * scale - offset;
-  acc_t roi_w = end_w - g.start_w;
-  acc_t roi_h = end_h - g.start_h;
-  if (!aligned) {
-    roi_w = std::max(roi_w, acc_t(1));
-    roi_h = std::max(roi_h, acc_t(1));
-  }
-  g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
-  g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
-  g.grid_h = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(std::ceil(roi_h / pooled_h));
-  g.grid_w = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(std::ceil(roi_w / pooled_w));
-  g.count = std::max(static_cast<acc_t>(g.grid_h * g.grid_w), acc_t(1));
-  return g;
+  return ComputeRoiGeometry<int64_t>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
 }
 
 // Coordinate of sampling point i of bin p along one axis.

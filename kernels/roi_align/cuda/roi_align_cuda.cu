@@ -29,33 +29,11 @@ struct LevelTable {
   int count;
 };
 
-template <typename acc_t>
-struct Geometry {
-  int64_t batch;
-  acc_t start_h, start_w, bin_h, bin_w, count;
-  int grid_h, grid_w;  // >= 0
-};
-
 template <typename scalar_t, typename acc_t>
-__device__ inline Geometry<acc_t> RoiGeometry(const scalar_t* roi, acc_t scale, int pooled_h,
-                                              int pooled_w, int sampling_ratio, bool aligned) {
-  Geometry<acc_t> g;
-  g.batch = RoiBatchIndex(static_cast<acc_t>(roi[0]));
-  const acc_t offset = aligned ? acc_t(0.5) : acc_t(0);
-  g.start_w = static_cast<acc_t>(roi[1]) * scale - offset;
-  g.start_h = static_cast<acc_t>(roi[2]) * scale - offset;
-  acc_t roi_w = static_cast<acc_t>(roi[3]) * scale - offset - g.start_w;
-  acc_t roi_h = static_cast<acc_t>(roi[4]) * scale - offset - g.start_h;
-  if (!aligned) {
-    roi_w = max(roi_w, acc_t(1));
-    roi_h = max(roi_h, acc_t(1));
-  }
-  g.bin_h = roi_h / static_cast<acc_t>(pooled_h);
-  g.bin_w = roi_w / static_cast<acc_t>(pooled_w);
-  g.grid_h = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(ceil(roi_h / pooled_h));
-  g.grid_w = sampling_ratio > 0 ? sampling_ratio : AdaptiveGridSize(ceil(roi_w / pooled_w));
-  g.count = max(static_cast<acc_t>(static_cast<int64_t>(g.grid_h) * g.grid_w), acc_t(1));
-  return g;
+__device__ inline RoiGeometry<acc_t, int> DeviceRoiGeometry(const scalar_t* roi, acc_t scale,
+                                                            int pooled_h, int pooled_w,
+                                                            int sampling_ratio, bool aligned) {
+  return ComputeRoiGeometry<int>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
 }
 
 template <typename acc_t>
@@ -126,7 +104,7 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
       out[index] = scalar_t(0);  // invalid level: documented as a zero output on CUDA
       continue;
     }
-    const auto g = RoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
+    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
                                                 sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       out[index] = scalar_t(0);  // rejected on CPU; checking here would need a sync
@@ -171,7 +149,7 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     if (l < 0 || l >= table.count) {
       continue;
     }
-    const auto g = RoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
+    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
                                                 sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       continue;
