@@ -193,10 +193,13 @@ environment() {
   local rc=0 t
   echo "kernel: $(uname -srm); cores: $(nproc)"
   [[ -f /etc/os-release ]] && echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
-  for t in python3 cmake ninja g++; do
+  for t in python3 cmake ninja gcc g++; do
     if command -v "$t" >/dev/null; then echo "$t: $(command -v "$t"): $("$t" --version 2>&1 | head -n 1)"
     else echo "missing: $t"; rc=1; fi
   done
+  # The build uses these (configure), not $CC/$CXX: say what the machine had set.
+  echo "CC=${CC:-unset} CXX=${CXX:-unset} CUDAHOSTCXX=${CUDAHOSTCXX:-unset}"
+  [[ -n ${CXX:-} ]] && echo "\$CXX --version: $("$CXX" --version 2>&1 | head -n 1)"
   if nvcc=$(nvcc_path); then echo "nvcc: $nvcc: $("$nvcc" --version | tail -n 2 | head -n 1)"
   else echo "missing: nvcc (not on PATH, in \$CUDA_HOME/bin or /usr/local/cuda/bin)"; rc=1; fi
   if command -v ccache >/dev/null; then echo "ccache: $(command -v ccache) (the build uses it)"; else echo "ccache: absent (fine)"; fi
@@ -208,7 +211,13 @@ environment() {
 configure() {
   local torch_prefix
   torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  # The compilers on PATH (the system's g++), not $CXX: the first H100 and H200 machines
+  # set CXX to a g++ in /opt/gcc, and a C++ exception from the op library built with it
+  # killed the Python process that loaded it (SIGSEGV at every argument check the oracle
+  # tests reach). Python and Torch run with the system's libstdc++; so does the build.
   cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER="$(command -v gcc)" -DCMAKE_CXX_COMPILER="$(command -v g++)" \
+    -DCMAKE_CUDA_HOST_COMPILER="$(command -v g++)" \
     -DMRCNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$(nvcc_path)" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" \
     -DPython3_EXECUTABLE="$(command -v python3)" -DMRCNN_WITH_TESTS=ON -DMRCNN_WERROR=OFF
@@ -246,6 +255,19 @@ smoke() {
   ((ran)) || echo "neither entrypoint nor trainer was built; nothing to run"
 }
 
+# How the op library was linked, and whether an exception from it reaches Python.
+raise_probe() {
+  local lib=$build/lib/libmrcnn_kernels.so
+  [[ -f $lib ]] || { echo "$lib was not built"; return 1; }
+  echo "--- ldd $lib (C++ runtime)"
+  ldd "$lib" | grep -E 'libstdc|libgcc|libc10\.so|libtorch_cpu' || true
+  echo "--- C++ runtime symbols defined inside it (a static libstdc++/libgcc would show here)"
+  nm -D --defined-only "$lib" 2>/dev/null | grep -E ' (__gxx_personality_v0|_Unwind_RaiseException|__cxa_throw)$' || echo "none"
+  echo "--- .comment (compilers that built it)"
+  readelf -p .comment "$lib" 2>/dev/null | grep -v '^String dump' | sort -u | head -n 5 || true
+  python3 -X faulthandler "$top/scripts/gpu-check/raise_probe.py" "$lib"
+}
+
 # ---- the run ----------------------------------------------------------------------------
 say "output: $report, $log_file"
 # pip's cmake and ninja sit in python3's scripts folder, which need not be on PATH.
@@ -281,6 +303,7 @@ python_wheels() {
   PYTHONPATH=$site python3 -c 'import pycocotools.mask; print("pycocotools: from", pycocotools.__file__)'
 }
 if run_step python-wheels python_wheels; then export PYTHONPATH=$build/py-site${PYTHONPATH:+:$PYTHONPATH}; fi
+[[ " $targets " == *" mrcnn_kernels "* ]] && { run_step raise-probe raise_probe || true; }
 
 # The GPU gate: everything before it needs no GPU.
 if ! python3 -c 'import torch; assert torch.cuda.is_available()' >> "$log_file" 2>&1; then
