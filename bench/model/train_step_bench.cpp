@@ -8,6 +8,7 @@
 //                    [--warmup W] [--threads T] [--device cpu|cuda] [--amp off|fp16|bf16]
 //                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
 //                    [--optimizer sgd|novograd] [--steps-from-stdin] [--trace-op NAME]
+//                    [--graph-shapes HxW[,HxW...] [--graph-mode graph|pad]]
 // BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
 // labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
 // their size (the loader's resize happens before the step, on its worker threads).
@@ -35,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,6 +44,7 @@
 #include "bench/model/aten_op_counter.h"
 #include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
+#include "trainer/engine/cuda_graphs/padded_feature_stage.h"
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
@@ -175,6 +178,25 @@ int main(int argc, char** argv) {
     if (amp)
       step_options.amp_dtype = amp_dtype;
     step_options.nonfinite_advice = "lower --lr";
+    // SOLVER.CUDA_GRAPHS as the trainer builds it: the backbone, FPN and RPN head on the
+    // batch padded to the first shape that holds it, graphed (--graph-mode graph, CUDA) or
+    // eager on the same padded batch (--graph-mode pad), the reference for the graphs.
+    const std::string graph_shapes = Arg(argc, argv, "--graph-shapes", "");
+    if (!graph_shapes.empty()) {
+      std::stringstream list(graph_shapes);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        const size_t x = item.find('x');
+        if (x == std::string::npos)
+          throw std::runtime_error("--graph-shapes takes HxW[,HxW...], got '" + graph_shapes + "'");
+        step_options.graph_shapes.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+      }
+      step_options.graph_batch = batch_size;
+      const std::string mode = Arg(argc, argv, "--graph-mode", "graph");
+      if (mode != "graph" && mode != "pad")
+        throw std::runtime_error("--graph-mode must be graph or pad, got '" + mode + "'");
+      step_options.graph_padding_only = mode == "pad";
+    }
     engine::TrainStep train_step(*net, *optimizer, scaler, /*dp=*/nullptr, device,
                                  std::move(step_options));
 
@@ -258,6 +280,8 @@ int main(int argc, char** argv) {
         }
         out["losses"] = loss_values;
         out["phases_ms"] = phases.ms;
+        if (const engine::PaddedFeatureStage* stage = train_step.feature_stage())
+          out["feature_stage_runs"] = {{"padded", stage->padded_runs()}, {"unpadded", stage->eager_runs()}};
         std::printf("%s\n", out.dump().c_str());
         std::fflush(stdout);
       }

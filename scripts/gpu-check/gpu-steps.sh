@@ -19,6 +19,11 @@ gpu_steps() {
   # CUDA kernels against their CPU twins (test/kernels, label gpu).
   gpu_step "ctest -L gpu (CUDA kernels vs CPU twins)" 90 \
     ctest --test-dir "$build" -L gpu --output-on-failure
+  # SOLVER.CUDA_GRAPHS: backbone, FPN and RPN head replayed from graphs vs eager on the
+  # same padded batch: first-step losses (must agree) and the step time of each.
+  gpu_step "training step with CUDA graphs vs eager, same padded batch, bf16 (800x1333, batch 8)" 120 \
+    python3 "$repo/bench/model/bench_cuda_graphs.py" --device cuda --amp bf16 \
+    --size 800x1333 --batch 8 --iters 8 --warmup 2
   # Training step: ours vs torchvision's, 800x1333, batch 8, with per-step operator and
   # host-sync counts on both sides.
   gpu_step "training-step bench cuda --amp bf16 (800x1333, batch 8, vs torchvision)" 150 \
@@ -27,12 +32,15 @@ gpu_steps() {
   # A real job through the entrypoint at 800 px with AMP; its model feeds the comparison.
   gpu_step "training through entrypoint train, cuda, bf16, 800 px" 150 \
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
+  gpu_step "training through entrypoint train, cuda, bf16, 800 px, SOLVER.CUDA_GRAPHS on" 150 \
+    python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16 --cuda-graphs
   gpu_step "trainer predict --device cuda vs --device cpu (same detections)" 90 \
     gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
   # The kernel oracle tests, now with their cuda parameters, against torchvision.ops. In
-  # worker processes (pytest-xdist, there on the GPU machine): on the H100 the process
-  # crashed at the first case where our op raises (session 11, twice; not reproducible on
-  # the dev VM), and a crashed worker is reported with the test's name while the rest run.
+  # worker processes (pytest-xdist, there on the GPU machine): on the H100 and the H200
+  # (sessions 11 and 12) every case where our op raises killed its process with SIGSEGV
+  # (the raise-probe step before the gate now checks that first), and a crashed worker is
+  # reported with the test's name while the rest run.
   gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" 150 \
     python3 -m pytest -q -rf -n 4 -p no:cacheprovider "$repo/test/oracle/kernels"
   # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.

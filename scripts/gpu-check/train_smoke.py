@@ -47,6 +47,8 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=120)
     p.add_argument("--size", type=int, default=800)
     p.add_argument("--device", default="cuda", help="cpu only to try the script itself")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="SOLVER.CUDA_GRAPHS on, one shape: the square padded image (CUDA only)")
     args = p.parse_args()
 
     bin_dir = args.build / "bin"
@@ -62,7 +64,9 @@ def main() -> int:
             "MODEL.ANCHOR_GENERATOR.SIZES [[32],[64],[128],[256],[512]] "
             f"SOLVER.MAX_ITER {args.iters} SOLVER.WARMUP_ITERS {max(1, args.iters // 10)} "
             f"SOLVER.CHECKPOINT_PERIOD {args.iters} SOLVER.LOG_PERIOD 10 DATALOADER.NUM_WORKERS 4")
-    base = args.work / f"opt_ml_{args.amp}"
+    if args.cuda_graphs:
+        opts += f" SOLVER.CUDA_GRAPHS.ENABLED True SOLVER.CUDA_GRAPHS.SHAPES [[{-(-args.size // 32) * 32},{-(-args.size // 32) * 32}]]"
+    base = args.work / f"opt_ml_{args.amp}{'_graphs' if args.cuda_graphs else ''}"
     lay_out(base, shapes, opts)
     env = dict(os.environ, MRCNN_CONFIG_DIR=str(REPO / "configs"))
     start = time.monotonic()
@@ -86,7 +90,7 @@ def main() -> int:
             failures.append("a logged value is NaN or inf")
         if not losses[-1] < losses[0]:
             failures.append(f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}")
-        print(f"train-smoke: amp {args.amp}, {args.size} px, {args.iters} iterations in {wall:.1f} s; "
+        print(f"train-smoke: amp {args.amp}, {args.size} px, cuda graphs {'on' if args.cuda_graphs else 'off'}, {args.iters} iterations in {wall:.1f} s; "
               f"total_loss {losses[0]:.4f} -> {losses[-1]:.4f}; images/s (last window) {speeds[-1]:.1f}; "
               f"max_mem_mb {windows[-1].get('max_mem_mb', 'n/a')}")
     if not (base / "model" / "model.safetensors").exists():

@@ -14,6 +14,7 @@
 #include "trainer/data/coco_dataset.h"
 #include "trainer/data/data_loader.h"
 #include "trainer/engine/config/input_crop.h"
+#include "trainer/engine/cuda_graphs/cuda_graphed_feature_stage.h"
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/model/safetensors.h"
@@ -281,8 +282,52 @@ GradScaler BuildGradScaler(const TrainConfig& config, const c10::Device& device)
   return GradScaler(BuildAmpDtype(config, device) == at::kHalf);
 }
 
-TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device) {
+std::vector<std::array<int64_t, 2>> BuildGraphShapes(const TrainConfig& config) {
+  const char* key = "SOLVER.CUDA_GRAPHS.SHAPES";
+  const int64_t divisibility = config.GetInt("INPUT.SIZE_DIVISIBILITY");
+  const auto& listed = config.GetFloatListList(key);
+  if (listed.empty())
+    throw common::ConfigError("config", key, "must list at least one [height, width]");
+  std::vector<std::array<int64_t, 2>> shapes;
+  for (const auto& shape : listed) {
+    const bool integral = shape.size() == 2 && std::all_of(shape.begin(), shape.end(), [](double v) {
+                            return v >= 1 && v <= 1e5 && v == static_cast<double>(static_cast<int64_t>(v));
+                          });
+    if (!integral) {
+      throw common::ConfigError("config", key,
+                                "each entry must be [height, width], two positive integers, got " +
+                                    std::to_string(shape.size()) + " value(s) or a non-integer");
+    }
+    const std::array<int64_t, 2> hw{static_cast<int64_t>(shape[0]), static_cast<int64_t>(shape[1])};
+    if (hw[0] % divisibility != 0 || hw[1] % divisibility != 0) {
+      throw common::ConfigError(
+          "config", key,
+          "[" + std::to_string(hw[0]) + ", " + std::to_string(hw[1]) +
+              "] must be multiples of INPUT.SIZE_DIVISIBILITY (" + std::to_string(divisibility) +
+              "): batches are padded to that multiple, so no batch would ever fit it exactly");
+    }
+    shapes.push_back(hw);
+  }
+  return shapes;
+}
+
+TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device,
+                                       int64_t micro_batch) {
   TrainStepOptions o;
+  const std::vector<std::array<int64_t, 2>> graph_shapes = BuildGraphShapes(config);
+  if (config.GetBool("SOLVER.CUDA_GRAPHS.ENABLED")) {
+    if (!device.is_cuda()) {
+      throw common::ConfigError("config", "SOLVER.CUDA_GRAPHS.ENABLED",
+                                "needs CUDA, and this job runs on " + device.str() +
+                                    ": set it to false, or train on a GPU");
+    }
+    if (!CudaGraphsCompiled()) {
+      throw common::ConfigError("config", "SOLVER.CUDA_GRAPHS.ENABLED",
+                                "needs a build with CUDA (this one was built with MRCNN_CUDA=OFF)");
+    }
+    o.graph_shapes = graph_shapes;
+    o.graph_batch = micro_batch;
+  }
   o.amp_dtype = BuildAmpDtype(config, device);
   o.amp_device_type = device.type();
   o.clip = config.GetBool("SOLVER.CLIP_GRADIENTS.ENABLED");

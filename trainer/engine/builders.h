@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -89,8 +90,14 @@ StepPlan BuildStepPlan(const TrainConfig& config, int64_t world_size);
 std::optional<at::ScalarType> BuildAmpDtype(const TrainConfig& config, const c10::Device& device);
 // Dynamic loss scaling, enabled for float16 autocast only.
 GradScaler BuildGradScaler(const TrainConfig& config, const c10::Device& device);
-// AMP and SOLVER.CLIP_GRADIENTS.* for TrainStep.
-TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device);
+// SOLVER.CUDA_GRAPHS.SHAPES as (height, width) pairs: positive integers, multiples of
+// INPUT.SIZE_DIVISIBILITY.
+std::vector<std::array<int64_t, 2>> BuildGraphShapes(const TrainConfig& config);
+// AMP, SOLVER.CLIP_GRADIENTS.* and SOLVER.CUDA_GRAPHS.* for TrainStep; `micro_batch`: the
+// images per process and micro-batch (StepPlan), the size graphed batches are padded to.
+// SOLVER.CUDA_GRAPHS.ENABLED on a CPU device, or in a build without CUDA, is a ConfigError.
+TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Device& device,
+                                       int64_t micro_batch = 1);
 
 // The training channel's dataset, validated against MODEL.ROI_HEADS.NUM_CLASSES, with a
 // "[data]" summary line.

@@ -204,7 +204,7 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   auto optimizer = BuildOptimizer(config, ParametersOf(*net));
   const StepPlan plan = BuildStepPlan(config, world.world_size);
   GradScaler scaler = BuildGradScaler(config, device);
-  TrainStepOptions step_options = BuildTrainStepOptions(config, device);
+  TrainStepOptions step_options = BuildTrainStepOptions(config, device, plan.micro_batch);
   BuildLrSchedule(config);  // validated before anything long-running starts
 
   TrainingState state{*net, *optimizer, scaler, seed, 0};

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "trainer/engine/cuda_graphs/cuda_graphed_feature_stage.h"
+#include "trainer/engine/cuda_graphs/padded_feature_stage.h"
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/optimizer.h"
@@ -56,7 +58,22 @@ TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler&
       device_(device),
       options_(std::move(options)) {
   trainable_ = optimizer_.Parameters();
+  if (!options_.graph_shapes.empty()) {
+    if (options_.graph_padding_only || !device_.is_cuda()) {
+      if (!options_.graph_padding_only) {
+        throw std::invalid_argument("SOLVER.CUDA_GRAPHS needs a CUDA device, the step runs on " +
+                                    device_.str());
+      }
+      feature_stage_ = std::make_unique<PaddedFeatureStage>(net_, options_.graph_shapes,
+                                                            options_.graph_batch);
+    } else {
+      feature_stage_ = MakeCudaGraphedFeatureStage(net_, options_.graph_shapes,
+                                                   options_.graph_batch, options_.amp_dtype);
+    }
+  }
 }
+
+TrainStep::~TrainStep() = default;
 
 std::map<std::string, double> MicroBatchLosses::Read(double* total) const {
   const at::Tensor host = values.to(at::kCPU);
@@ -84,9 +101,21 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
     at::autocast::set_autocast_dtype(options_.amp_device_type, *options_.amp_dtype);
     at::autocast::set_autocast_enabled(options_.amp_device_type, true);
   }
-  auto features = net_.Features(batch.tensors);
-  Phase("backbone_fpn");
-  auto rpn = net_.Rpn(batch, features, &targets);
+  std::vector<at::Tensor> features;
+  model::RpnOutput rpn;
+  if (feature_stage_) {
+    // Backbone, neck and RPN head on the padded batch (a graph replay on CUDA); the RPN
+    // sees the padded tensor, whose size sets the anchors.
+    model::ImageBatch padded{at::Tensor(), batch.image_sizes, batch.original_sizes};
+    model::FeatureStageOutput stage = feature_stage_->Run(batch.tensors, &padded.tensors);
+    Phase("backbone_fpn");
+    rpn = net_.Rpn(padded, stage, &targets);
+    features = std::move(stage.features);
+  } else {
+    features = net_.Features(batch.tensors);
+    Phase("backbone_fpn");
+    rpn = net_.Rpn(batch, features, &targets);
+  }
   Phase("rpn");
   auto losses =
       net_.RoiHeads(features, rpn.proposals, batch.image_sizes, &targets, nullptr, &rpn.valid);

@@ -10,7 +10,9 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <functional>
 #include <map>
 #include <optional>
@@ -30,6 +32,7 @@ class DataParallel;
 }
 class GradScaler;
 class Optimizer;
+class PaddedFeatureStage;
 
 struct TrainStepOptions {
   // Autocast dtype for the forward pass, on `amp_device_type`; nullopt: float32.
@@ -42,6 +45,15 @@ struct TrainStepOptions {
   double clip_norm_type = 2.0;
   // Appended to the error thrown for a non-finite loss, to say what the caller can change.
   std::string nonfinite_advice;
+  // SOLVER.CUDA_GRAPHS: the padded shapes (height, width) the image-wide stage (backbone,
+  // neck, RPN head) is captured for, and the micro-batch size partial batches are padded
+  // to (cuda_graphs/padded_feature_stage.h). Empty: the stage runs eagerly on the batch
+  // as it comes.
+  std::vector<std::array<int64_t, 2>> graph_shapes;
+  int64_t graph_batch = 0;
+  // With graph_shapes: pad as for the graphs but run the stage eagerly (no capture), on
+  // any device. The CPU test of the padding uses it.
+  bool graph_padding_only = false;
 };
 
 // The losses of one micro-batch, as computed (not divided by the accumulation), left on the
@@ -61,6 +73,12 @@ class TrainStep {
   // no averaging). The parameters stepped are `optimizer`'s Parameters().
   TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
             dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options);
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // With graph_shapes: the padded (and, on CUDA, graphed) stage, for its run counts.
+  const PaddedFeatureStage* feature_stage() const { return feature_stage_.get(); }
 
   // Forward and backward of one of the iteration's `accumulation` micro-batches: adds the
   // gradients of (sum of losses) / accumulation to the parameters' .grad(). `generators`
@@ -111,6 +129,7 @@ class TrainStep {
   c10::Device device_;
   TrainStepOptions options_;
   std::vector<at::Tensor> trainable_;
+  std::unique_ptr<PaddedFeatureStage> feature_stage_;  // null: eager, unpadded
   int64_t micro_batches_ = 0;  // since the last Finish
   PhaseHook phase_hook_;
   GradientProbe gradient_probe_;

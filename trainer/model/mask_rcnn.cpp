@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "kernels/ops.h"
 #include "trainer/model/registry.h"
@@ -282,9 +283,38 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   }
 }
 
+FeatureStageOutput MaskRcnnImpl::FeatureStage(const at::Tensor& batch) {
+  FeatureStageOutput out;
+  out.features = Features(batch);
+  std::tie(out.rpn_logits, out.rpn_deltas) = rpn_head_->Forward(out.features);
+  return out;
+}
+
+std::vector<at::Tensor> MaskRcnnImpl::FeatureStageParameters() const {
+  std::vector<at::Tensor> out;
+  for (const auto* module : {static_cast<const torch::nn::Module*>(body_.get()),
+                             static_cast<const torch::nn::Module*>(neck_.get()),
+                             static_cast<const torch::nn::Module*>(rpn_head_.get())}) {
+    for (const at::Tensor& p : module->parameters())
+      if (p.requires_grad())
+        out.push_back(p);
+  }
+  return out;
+}
+
 RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
                             const std::vector<ImageTarget>* targets) {
-  auto [logits, deltas] = rpn_head_->Forward(features);
+  FeatureStageOutput stage;
+  stage.features = features;
+  std::tie(stage.rpn_logits, stage.rpn_deltas) = rpn_head_->Forward(features);
+  return Rpn(batch, stage, targets);
+}
+
+RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& stage,
+                            const std::vector<ImageTarget>* targets) {
+  const std::vector<at::Tensor>& features = stage.features;
+  const std::vector<at::Tensor>& logits = stage.rpn_logits;
+  const std::vector<at::Tensor>& deltas = stage.rpn_deltas;
   const int64_t num_images = batch.tensors.size(0);
   const int64_t image_h = batch.tensors.size(-2), image_w = batch.tensors.size(-1);
   std::vector<std::array<int64_t, 2>> sizes, strides;

@@ -40,6 +40,14 @@ struct ImageBatch {
   std::vector<std::array<int64_t, 2>> original_sizes;
 };
 
+// What the image-wide part of the network (backbone, neck and RPN head) computes for a
+// batch: every pyramid level (finest first) and the RPN head's objectness logits and box
+// deltas per level. Its sizes depend only on the batch tensor's shape, which is what lets
+// the trainer capture it in a CUDA graph per padded shape (engine/cuda_graphs).
+struct FeatureStageOutput {
+  std::vector<at::Tensor> features, rpn_logits, rpn_deltas;
+};
+
 struct RpnOutput {
   std::vector<at::Tensor> proposals;         // per image, K x 4 in resized-image pixels
   std::vector<at::Tensor> scores;            // per image, K (sigmoid objectness)
@@ -83,6 +91,14 @@ class MaskRcnnImpl : public torch::nn::Module {
   std::vector<at::Tensor> Features(const at::Tensor& batch);  // all pyramid levels, finest first
   RpnOutput Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
                 const std::vector<ImageTarget>* targets);
+  // Features and the RPN head on `batch` in one call, and the RPN from them: Features +
+  // Rpn split where the work stops depending on the data. Same results as those two.
+  FeatureStageOutput FeatureStage(const at::Tensor& batch);
+  RpnOutput Rpn(const ImageBatch& batch, const FeatureStageOutput& stage,
+                const std::vector<ImageTarget>* targets);
+  // The parameters FeatureStage uses that require gradients (backbone, neck, RPN head), in
+  // a fixed order.
+  std::vector<at::Tensor> FeatureStageParameters() const;
   // Returns losses in train mode, otherwise fills `detections` (resized-image coordinates).
   // `proposal_valid` (Rpn's `valid`, train mode): padding proposals are never sampled.
   std::map<std::string, at::Tensor> RoiHeads(
@@ -115,6 +131,7 @@ class MaskRcnnImpl : public torch::nn::Module {
   // the stage's name (transform, backbone, fpn, rpn, roi_maps, box_pool, box_head,
   // box_select, mask_pool, mask_head, paste); benchmarks time the gaps between calls.
   void set_phase_hook(std::function<void(const char*)> hook) { phase_hook_ = std::move(hook); }
+  const std::function<void(const char*)>& phase_hook() const { return phase_hook_; }
 
  private:
   void Phase(const char* name) const {

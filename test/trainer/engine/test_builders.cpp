@@ -11,6 +11,7 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/data/synthetic_shapes.h"
 #include "trainer/engine/builders.h"
+#include "trainer/engine/cuda_graphs/cuda_graphed_feature_stage.h"
 #include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/model/safetensors.h"
@@ -130,6 +131,36 @@ TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]
   c.MergeOpts({"SOLVER.CLIP_GRADIENTS.CLIP_TYPE", "full_model"});
   CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
                     Catch::Contains("SOLVER.CLIP_GRADIENTS.CLIP_TYPE"));
+}
+
+TEST_CASE("SOLVER.CUDA_GRAPHS: shapes validated, refused on a CPU, passed to the step on CUDA",
+          "[builders]") {
+  TrainConfig c = TinyConfig();
+  const c10::Device cpu(c10::kCPU);
+  CHECK(BuildTrainStepOptions(c, cpu).graph_shapes.empty());  // off by default
+  const auto defaults = BuildGraphShapes(c);
+  REQUIRE(defaults.size() == 2);
+  CHECK((defaults[0] == std::array<int64_t, 2>{800, 1344}));
+  CHECK((defaults[1] == std::array<int64_t, 2>{1344, 800}));
+  c.MergeOpts({"SOLVER.CUDA_GRAPHS.ENABLED", "true"});
+  CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
+                    Catch::Contains("SOLVER.CUDA_GRAPHS.ENABLED") && Catch::Contains("needs CUDA") &&
+                        Catch::Contains("set it to false"));
+  const c10::Device cuda(c10::kCUDA, 0);  // only a value here: nothing runs on it
+  if (CudaGraphsCompiled()) {
+    const TrainStepOptions o = BuildTrainStepOptions(c, cuda, 4);
+    CHECK((o.graph_shapes == defaults));
+    CHECK(o.graph_batch == 4);
+  } else {
+    CHECK_THROWS_WITH(BuildTrainStepOptions(c, cuda), Catch::Contains("MRCNN_CUDA=OFF"));
+  }
+  c.MergeOpts({"SOLVER.CUDA_GRAPHS.SHAPES", "[[800, 1333]]"});
+  CHECK_THROWS_WITH(BuildGraphShapes(c), Catch::Contains("SOLVER.CUDA_GRAPHS.SHAPES") &&
+                                             Catch::Contains("INPUT.SIZE_DIVISIBILITY"));
+  c.MergeOpts({"SOLVER.CUDA_GRAPHS.SHAPES", "[[800]]"});
+  CHECK_THROWS_WITH(BuildGraphShapes(c), Catch::Contains("[height, width]"));
+  c.MergeOpts({"SOLVER.CUDA_GRAPHS.SHAPES", "[[800.5, 1344]]"});
+  CHECK_THROWS_WITH(BuildGraphShapes(c), Catch::Contains("[height, width]"));
 }
 
 TEST_CASE("BuildModel: seeded initialisation, MODEL.WEIGHTS loaded by name or refused",

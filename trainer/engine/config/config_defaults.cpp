@@ -118,6 +118,11 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.CLIP_GRADIENTS.NORM_TYPE"] = 2.0;
   v["SOLVER.AMP.ENABLED"] = false;  // on a CPU: bfloat16 autocast; float16 stays fp32 there
   v["SOLVER.AMP.DTYPE"] = S("float16");  // float16 (dynamic loss scaling) | bfloat16
+  // Backbone + FPN + RPN head captured in CUDA graphs, one per padded (height, width):
+  // batches are padded to the smallest shape that holds them (and to the full micro-batch);
+  // a batch no shape holds runs eagerly. CUDA only (refused on a CPU).
+  v["SOLVER.CUDA_GRAPHS.ENABLED"] = false;
+  v["SOLVER.CUDA_GRAPHS.SHAPES"] = FloatListList{{800, 1344}, {1344, 800}};
 
   // --- data-parallel training (WORLD_SIZE > 1; see engine/distributed/) ---
   v["DIST.BUCKET_SIZE_MB"] = 25.0;  // gradients are averaged in flat float32 buckets of this size
