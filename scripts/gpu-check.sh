@@ -199,6 +199,10 @@ environment() {
   done
   # The build uses these (configure), not $CC/$CXX: say what the machine had set.
   echo "CC=${CC:-unset} CXX=${CXX:-unset} CUDAHOSTCXX=${CUDAHOSTCXX:-unset}"
+  local v
+  for v in CFLAGS CXXFLAGS CPPFLAGS LDFLAGS CUDAFLAGS NVCC_PREPEND_FLAGS NVCC_APPEND_FLAGS; do
+    echo "$v=${!v-unset}"
+  done
   [[ -n ${CXX:-} ]] && echo "\$CXX --version: $("$CXX" --version 2>&1 | head -n 1)"
   if nvcc=$(nvcc_path); then echo "nvcc: $nvcc: $("$nvcc" --version | tail -n 2 | head -n 1)"
   else echo "missing: nvcc (not on PATH, in \$CUDA_HOME/bin or /usr/local/cuda/bin)"; rc=1; fi
@@ -215,12 +219,19 @@ configure() {
   # set CXX to a g++ in /opt/gcc, and a C++ exception from the op library built with it
   # killed the Python process that loaded it (SIGSEGV at every argument check the oracle
   # tests reach). Python and Torch run with the system's libstdc++; so does the build.
+  # Nor the machine's compiler and linker flags: on the H200 (session 12) the op library
+  # came out with libstdc++'s __cxa_throw and __gxx_personality_v0 linked into it (a
+  # static libstdc++ from somewhere in that environment), and an exception thrown through
+  # that copy into a Python process that runs the system's libstdc++ is the SIGSEGV above.
+  env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS -u CUDAFLAGS -u NVCC_PREPEND_FLAGS -u NVCC_APPEND_FLAGS \
   cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER="$(command -v gcc)" -DCMAKE_CXX_COMPILER="$(command -v g++)" \
     -DCMAKE_CUDA_HOST_COMPILER="$(command -v g++)" \
     -DMRCNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$(nvcc_path)" \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" \
     -DPython3_EXECUTABLE="$(command -v python3)" -DMRCNN_WITH_TESTS=ON -DMRCNN_WERROR=OFF
+  echo "-- compiler and linker flags in the cache:"
+  grep -E '^CMAKE_(CXX|C|CUDA)_FLAGS:|^CMAKE_(SHARED|EXE|MODULE)_LINKER_FLAGS:' "$build/CMakeCache.txt" || true
   # Where each dependency was found: all of ours must come from the prefix or Torch.
   echo "-- dependencies found:"
   grep -E '^(fmt|yaml-cpp|nlohmann_json|CLI11|Catch2|Boost|boost_headers|JPEG|PNG|ZLIB|Torch|MRCNN_(OPENCV|PROTOC|PROTOBUF|NCCL))[A-Za-z0-9_-]*:(PATH|FILEPATH)=' \
@@ -263,6 +274,9 @@ raise_probe() {
   ldd "$lib" | grep -E 'libstdc|libgcc|libc10\.so|libtorch_cpu' || true
   echo "--- C++ runtime symbols defined inside it (a static libstdc++/libgcc would show here)"
   nm -D --defined-only "$lib" 2>/dev/null | grep -E ' (__gxx_personality_v0|_Unwind_RaiseException|__cxa_throw)$' || echo "none"
+  if nm -D --defined-only "$lib" 2>/dev/null | grep -qE ' __cxa_throw$'; then
+    echo "--- the library carries its own copy of libstdc++ (linked statically): exceptions from it cannot cross into Python"
+  fi
   echo "--- .comment (compilers that built it)"
   readelf -p .comment "$lib" 2>/dev/null | grep -v '^String dump' | sort -u | head -n 5 || true
   python3 -X faulthandler "$top/scripts/gpu-check/raise_probe.py" "$lib"
