@@ -86,11 +86,17 @@ gpu_compare_predictions() {
 # LIMIT seconds or what is left of the check's budget (GPU_CHECK_DEADLINE, epoch seconds),
 # whichever is less; skipped, and recorded as such, when less than 30 s is left. The
 # output's last lines (the figures) go into the report.
+# With GPU_STEP_PLAN set (gpu-check.sh at the gate), nothing runs: each selected step's
+# name and limit are printed as "NAME<TAB>LIMIT" instead, the plan the report shows.
 gpu_step() {
   local name=$1 limit=$2 left
   shift 2
   if [[ -n $gpu_step_regex ]] && ! grep -Eq -- "$gpu_step_regex" <<<"$name"; then
-    say "step $name: not selected by --gpu-steps"
+    [[ -n ${GPU_STEP_PLAN:-} ]] || say "step $name: not selected by --gpu-steps"
+    return 0
+  fi
+  if [[ -n ${GPU_STEP_PLAN:-} ]]; then
+    printf '%s\t%s\n' "$name" "$limit"
     return 0
   fi
   if [[ -n ${GPU_CHECK_DEADLINE:-} ]]; then

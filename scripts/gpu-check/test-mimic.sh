@@ -167,7 +167,17 @@ log "phases here:"
 for i in "${!phase_names[@]}"; do printf '  %7s s  %s\n' "${phase_secs[$i]}" "${phase_names[$i]}" >&2; done
 [[ -f $report ]] || die "gpu-check.sh wrote no report (exit $rc)"
 log "gpu-check.sh steps in the mimic:"
-awk -F' *\\| *' '/^\| [a-z]/ && $2 != "step" { printf "  %7s s  %s: %s\n", $4, $2, $3 }' "$report" >&2
+awk -F' *\\| *' '/^## / { exit } /^\| [a-z]/ && $2 != "step" { printf "  %7s s  %s: %s\n", $4, $2, $3 }' "$report" >&2
+# The GPU steps it would run next, each with its limit, and the budget (the device run's
+# --budget-s; here the build on this machine's cores takes longer than on the GPU machine's).
+if grep -q '^## GPU steps that would run' "$report"; then
+  log "GPU steps it would run, with their limits (s):"
+  awk -F' *\\| *' '/^## GPU steps that would run/ { on = 1; next } on && /^\| [^-]/ && $2 != "GPU step" { printf "  %7s s  %s\n", $3, $2 } on && /^- budget|^- no budget/ { print "  " substr($0, 3) }' "$report" >&2
+  bad=$(awk -F' *\\| *' '/^## GPU steps that would run/ { on = 1; next } on && /^\| [^-]/ && $2 != "GPU step" && !($3 ~ /^[0-9]+$/ && $3 + 0 > 0 && $3 + 0 <= 600) { print $2 }' "$report")
+  [[ -z $bad ]] || die "GPU steps without a limit of 1-600 s (the device tool's per-command limit): $bad"
+else
+  die "the report lists no GPU steps with their limits: $report"
+fi
 ((rc == 3)) || die "gpu-check.sh exited $rc, expected 3 (build finished, stopped at the GPU gate); report: $report"
 grep -q '^gpu-check: reached the GPU steps' "$report" || die "the report does not say the GPU steps were reached: $report"
 if grep -E '^\| [a-z]+ \|' "$report" | grep -v '^| step |' | grep -vq '| pass |'; then die "a step did not pass: $report"; fi
