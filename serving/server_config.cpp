@@ -311,6 +311,7 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   if (config.default_options.max_detections > config.max_detections_cap) {
     config.max_detections_cap = config.default_options.max_detections;
   }
+  config.default_options.max_detections_cap = config.max_detections_cap;
   return config;
 }
 

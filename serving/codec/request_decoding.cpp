@@ -164,6 +164,7 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
                                     max_detections_cap, std::string(value)));
       }
       options.max_detections = count;
+      options.tiled_max_detections = count;  // the request's own cap holds for tiles too
     } else if (key == "masks") {
       const std::string mode = Lower(value);
       if (mode == "rle") {

@@ -75,6 +75,8 @@ class ModelPredictor final : public Predictor {
     model::PredictOptions model_options;
     model_options.score_threshold = options.score_threshold;
     model_options.max_detections = options.max_detections;
+    model_options.tiled_max_detections = options.tiled_max_detections;
+    model_options.max_detections_cap = options.max_detections_cap;
     model_options.masks = options.masks;
     model_options.tiles.size = options.tile_size;
     model_options.tiles.overlap = options.tile_overlap;

@@ -47,7 +47,12 @@ struct ImageDetections {
 // What a caller may ask for per request (X-Amzn-SageMaker-Custom-Attributes).
 struct PredictOptions {
   float score_threshold = 0.05f;
-  int max_detections = 100;
+  int max_detections = 100;  // per image; with tiles, per tile
+  // A tiled image's merged result (trainer/model/inference.h PredictOptions): at most
+  // tiled_max_detections when the request set max_detections, else max_detections per tile
+  // times the tiles, at most max_detections_cap (the server's --max-detections-cap).
+  int tiled_max_detections = 0;
+  int max_detections_cap = 1000;
   bool masks = true;
   // Tiled inference of large images (trainer/model/inference.h TileOptions): tile side in
   // pixels (0: none), the fraction neighbours share, and the extra whole-image pass.

@@ -26,6 +26,8 @@ struct PredictArgs {
   std::string annotations;
   float score_threshold = 0.05f;
   int max_detections = 100;
+  bool max_detections_given = false;  // --max-detections on the command line
+  int max_detections_cap = 1000;
   std::string device = "cpu";
   std::string precision = "auto";  // as the server's MRCNN_SERVING_PRECISION
   int batch_size = 1;
@@ -82,6 +84,10 @@ int Run(const PredictArgs& args) {
   model::PredictOptions predict;
   predict.score_threshold = args.score_threshold;
   predict.max_detections = args.max_detections;
+  // An explicit --max-detections also caps a tiled image's merged result; by default that
+  // cap grows with the tiles (trainer/model/inference.h PredictOptions).
+  predict.tiled_max_detections = args.max_detections_given ? args.max_detections : 0;
+  predict.max_detections_cap = args.max_detections_cap;
   predict.masks = !args.no_masks;
   predict.tiles.size = args.tile_size;
   predict.tiles.overlap = args.tile_overlap;
@@ -153,8 +159,17 @@ const CommandRegistration kPredict{
                      "in --images order)");
       sub.add_option("--score-threshold", args->score_threshold, "Drop detections scoring below")
           ->capture_default_str();
-      sub.add_option("--max-detections", args->max_detections, "Detections per image")
-          ->capture_default_str();
+      sub.add_option("--max-detections", args->max_detections,
+                     "Detections per image (per tile with --tile-size; given, it also caps a tiled "
+                     "image's merged result)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1000000))
+          ->each([args](const std::string&) { args->max_detections_given = true; });
+      sub.add_option("--max-detections-cap", args->max_detections_cap,
+                     "Without --max-detections, a tiled image keeps --max-detections per tile "
+                     "times its tiles, at most this many")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1000000));
       sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
       sub.add_option(
              "--precision", args->precision,

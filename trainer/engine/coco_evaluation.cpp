@@ -187,6 +187,12 @@ model::TileOptions EvaluationTiles(const TrainConfig& config) {
         "must be a fraction within [0, 0.9] (0.2 shares a fifth of each tile), got " +
             std::to_string(tiles.overlap));
   }
+  const int64_t cap = config.GetInt("TEST.TILE.MAX_DETECTIONS_CAP");
+  if (cap < 1 || cap > 1000000) {
+    throw common::ConfigError("config", "TEST.TILE.MAX_DETECTIONS_CAP",
+                              "must be within [1, 1000000] (detections a tiled image keeps), got " +
+                                  std::to_string(cap));
+  }
   return tiles;
 }
 
@@ -218,6 +224,7 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
     model::PredictOptions options;
     options.score_threshold = static_cast<float>(mc.box_score_thresh);
     options.max_detections = static_cast<int>(config.GetInt("TEST.DETECTIONS_PER_IMAGE"));
+    options.max_detections_cap = static_cast<int>(config.GetInt("TEST.TILE.MAX_DETECTIONS_CAP"));
     options.masks = mc.mask_on;
     options.tiles = tiles;
     CollectTiledDetections(net, source, *images, ground_truth, options, device, boxes, masks);

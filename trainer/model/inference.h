@@ -64,7 +64,14 @@ struct TileOptions {
 
 struct PredictOptions {
   float score_threshold = 0.05f;  // detections below are dropped (applied before per-class NMS)
-  int max_detections = 100;     // per image, after NMS (with tiles: per tile, and after the merge)
+  int max_detections = 100;       // per image, after NMS; with tiles: per tile
+  // A tiled image's merged result: at most tiled_max_detections when > 0 (the caller set a
+  // cap: a request's max_detections, predict's --max-detections); 0 (not set): the cap grows
+  // with the image, max_detections per pass (each tile, and the whole-image pass) times the
+  // passes, at most max_detections_cap. A 4000x3000 drone image with hundreds of objects then
+  // keeps them without its user knowing about the cap (TiledDetectionCap, tiled_prediction.h).
+  int tiled_max_detections = 0;
+  int max_detections_cap = 1000;
   bool masks = true;            // false skips the mask head and the paste
   float mask_threshold = 0.5f;  // a pasted mask pixel is 1 where its probability >= this
   TileOptions tiles;

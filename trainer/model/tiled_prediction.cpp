@@ -50,6 +50,14 @@ struct Candidates {
 
 }  // namespace
 
+int64_t TiledDetectionCap(const PredictOptions& options, int64_t passes) {
+  if (options.tiled_max_detections > 0)
+    return options.tiled_max_detections;
+  const int64_t per_pass = std::max(options.max_detections, 0);
+  const int64_t grown = per_pass * std::max<int64_t>(passes, 1);
+  return std::max(per_pass, std::min<int64_t>(grown, options.max_detections_cap));
+}
+
 std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
                                          const torch::Device& device, const at::Tensor& hwc,
                                          const PredictOptions& options) {
@@ -98,8 +106,9 @@ std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& 
 
   const std::vector<size_t> kept =
       MergeTileCandidates(candidates.boxes, {tiling.merge_iou, tiling.cut_ios});
+  const int64_t passes = static_cast<int64_t>(tiles.size()) + (tiling.full_image ? 1 : 0);
   const size_t count =
-      std::min(kept.size(), static_cast<size_t>(std::max(options.max_detections, 0)));
+      std::min(kept.size(), static_cast<size_t>(TiledDetectionCap(options, passes)));
   std::vector<TiledDetection> result;
   result.reserve(count);
   for (size_t j = 0; j < count; ++j) {

@@ -31,9 +31,15 @@ struct TiledDetection {
 // caller chooses precision and gradient mode).
 using BatchForward = std::function<std::vector<ImageResult>(const std::vector<at::Tensor>&)>;
 
+// How many detections a tiled image keeps after the merge, for `passes` model passes over it
+// (its tiles, plus one with options.tiles.full_image): options.tiled_max_detections when set
+// (> 0), else max_detections x passes, at most max_detections_cap (and at least
+// max_detections, when the cap is below it).
+int64_t TiledDetectionCap(const PredictOptions& options, int64_t passes);
+
 // hwc: the image as H x W x 3 uint8 RGB on the CPU. `net`'s detection settings are set from
 // `options` for the call and restored afterwards. Detections by decreasing score, at most
-// options.max_detections. Throws std::invalid_argument for invalid tile options.
+// options.max_detections per tile and TiledDetectionCap in all. Throws std::invalid_argument for invalid tile options.
 std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
                                          const torch::Device& device, const at::Tensor& hwc,
                                          const PredictOptions& options);

@@ -144,6 +144,11 @@ TEST_CASE("filtering and JSON encoding of detections", "[serving][response]") {
   CHECK(FilterDetections(image, options).detections.size() == 1);
   options.max_detections = 10;
   CHECK(FilterDetections(image, options).detections.size() == 2);
+  // A tiled request's result was capped by the predictor (max_detections is per tile there).
+  options.max_detections = 1;
+  options.tile_size = 128;
+  CHECK(FilterDetections(image, options).detections.size() == 2);
+  options.tile_size = 0;
 
   const auto body = nlohmann::json::parse(EncodeDetectionsJson({image}, false, true));
   CHECK(body["height"] == 2);

@@ -124,3 +124,30 @@ def test_tiles_find_small_shapes_that_the_whole_image_loses(model_dir, tmp_path)
     assert tiled_mask_recall >= 0.6
     for d in tiled:  # masks are whole-image RLE
         assert d["segmentation"]["size"] == [height, width]
+
+
+def test_a_tiled_image_keeps_more_than_the_per_image_cap_unless_the_caller_sets_one(model_dir, tmp_path):
+    """Issue 33: with hundreds of objects, a tiled image's merged result is not cut at the
+    per-image default (100): that is per tile, and the merged cap grows with the tiles up to
+    --max-detections-cap. An explicit --max-detections still caps the whole image."""
+    width, height = 1280, 768
+    rng = np.random.default_rng(5)
+    img, anns = shapes_canvas.draw(width, height, shapes_canvas.grid_shapes(width, height, 180, (20, 40), rng), rng)
+    path = tmp_path / "crowd.png"
+    shapes_canvas.write(path, img)
+    tiles = len(tile_starts(width, TILE, OVERLAP)) * len(tile_starts(height, TILE, OVERLAP))
+
+    def run(*flags):
+        out = tmp_path / "out.json"
+        subprocess.run([str(shapes_model.TRAINER), "predict", "--model-dir", str(model_dir), "--images", str(path),
+                        "--output", str(out), "--tile-size", str(TILE), "--tile-overlap", str(OVERLAP), *flags],
+                       check=True, capture_output=True)
+        return json.loads(out.read_text())
+
+    grown = run()
+    assert 100 < len(grown) <= min(100 * tiles, 1000), len(grown)
+    assert [d["score"] for d in grown] == sorted((d["score"] for d in grown), reverse=True)
+    capped = run("--max-detections", "100")
+    assert len(capped) == 100
+    assert capped == grown[:100]  # the same merge, cut at the caller's cap
+    assert len(run("--max-detections-cap", "120")) == 120

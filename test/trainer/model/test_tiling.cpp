@@ -10,6 +10,7 @@
 #include "trainer/model/mask_region_paste.h"
 #include "trainer/model/tile_grid.h"
 #include "trainer/model/tile_merge.h"
+#include "trainer/model/tiled_prediction.h"
 
 using namespace mrcnn::model;
 
@@ -201,4 +202,23 @@ TEST_CASE("a mask pasted into its box equals the whole-image paste there, and it
     }
     CHECK(torch::equal(rebuilt, full));
   }
+}
+
+TEST_CASE("a tiled image's detection cap grows with its tiles unless the caller set one",
+          "[tiles]") {
+  using mrcnn::model::PredictOptions;
+  using mrcnn::model::TiledDetectionCap;
+  PredictOptions o;  // max_detections 100 per tile, no cap set, at most 1000
+  CHECK(TiledDetectionCap(o, 1) == 100);
+  CHECK(TiledDetectionCap(o, 6) == 600);
+  CHECK(TiledDetectionCap(o, 40) == 1000);  // bounded by max_detections_cap
+  o.max_detections_cap = 50;                 // a cap below the per-tile count: per-tile wins
+  CHECK(TiledDetectionCap(o, 40) == 100);
+  o.max_detections_cap = 1000;
+  o.tiled_max_detections = 100;  // the caller's own cap holds, whatever the tiles
+  CHECK(TiledDetectionCap(o, 40) == 100);
+  o.tiled_max_detections = 0;
+  o.max_detections = 300;
+  CHECK(TiledDetectionCap(o, 2) == 600);
+  CHECK(TiledDetectionCap(o, 0) == 300);
 }

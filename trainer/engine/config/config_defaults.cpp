@@ -142,6 +142,9 @@ void AddDataAndSolverDefaults(Values& v) {
   // inference"): tile side in pixels (0: whole images) and the fraction neighbours share.
   v["TEST.TILE.SIZE"] = int64_t{0};
   v["TEST.TILE.OVERLAP"] = 0.2;
+  // A tiled image keeps TEST.DETECTIONS_PER_IMAGE per tile, and that times its tiles after
+  // the merge, at most this many.
+  v["TEST.TILE.MAX_DETECTIONS_CAP"] = int64_t{1000};
   // Evaluation's precision, as the server's MRCNN_SERVING_PRECISION: fp32 (the default, so AP
   // does not depend on the machine), bf16 (CPU: the dense layers in bf16; CUDA: autocast),
   // fp16 (CUDA), or auto (bf16 on a CPU with native bf16 dot products, else fp32).
