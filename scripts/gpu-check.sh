@@ -79,6 +79,7 @@ device_line="GPU: ${device_line:-none visible (no nvidia-smi answer)}; torch $(p
 step_names=() step_results=() step_secs=() step_cmds=() step_tails=()
 any_failed=0
 gate_line=
+gpu_plan= gpu_plan_summary=
 running=
 
 # run_step NAME CMD...: runs CMD in a subshell with its output in the log; records the
@@ -170,6 +171,19 @@ write_report() {
       echo "## GPU gate"
       echo
       echo "$gate_line"
+      if [[ -n $gpu_plan ]]; then
+        echo
+        echo "## GPU steps that would run, in order, with their time limits"
+        echo
+        echo "Each runs under \`timeout\` with its limit cut to what is left of the budget;"
+        echo "a step with under 30 s left is skipped and recorded."
+        echo
+        echo "| GPU step | limit (s) |"
+        echo "| --- | --- |"
+        awk -F'\t' '{ printf "| %s | %s |\n", $1, $2 }' <<<"$gpu_plan"
+        echo
+        echo "- $gpu_plan_summary"
+      fi
     fi
   } > "$report"
 }
@@ -327,6 +341,18 @@ elif ((stop_before_gpu)); then
 fi
 if [[ -n $gate_line ]]; then
   echo "$gate_line" | tee -a "$log_file"
+  # The GPU steps' plan: what would run next, each with its limit, against what is left.
+  # shellcheck source=scripts/gpu-check/gpu-steps.sh
+  source "$top/scripts/gpu-check/gpu-steps.sh"
+  gpu_plan=$(GPU_STEP_PLAN=1 gpu_steps "$top" "$build" "$build/gpu-work" "$gpu_steps_regex")
+  used=$(( $(date +%s) - check_start ))
+  limits=$(awk -F'\t' '{ s += $2 } END { print s + 0 }' <<<"$gpu_plan")
+  if ((budget_s > 0)); then
+    gpu_plan_summary="budget ${budget_s} s: ${used} s used up to the gate, $((budget_s - used)) s left for GPU steps whose limits add up to ${limits} s (the later ones are cut or skipped when the earlier ones use their whole limit)"
+    ((used < budget_s)) || gpu_plan_summary+="; the budget was spent before the gate"
+  else
+    gpu_plan_summary="no budget (--budget-s 0): ${used} s used up to the gate; the GPU steps' limits add up to ${limits} s"
+  fi
   finish 3
 fi
 
