@@ -40,4 +40,24 @@ inline void CheckWeights(at::ArrayRef<double> weights, const char* op) {
               " values");
 }
 
+// encode_boxes' arguments: two N×4 box tensors and four weights.
+inline void CheckEncodeArgs(const at::Tensor& reference, const at::Tensor& proposals,
+                            at::ArrayRef<double> weights, const char* op) {
+  CheckBoxes(reference, op, "reference_boxes");
+  CheckBoxes(proposals, op, "proposals");
+  CheckWeights(weights, op);
+  TORCH_CHECK(reference.size(0) == proposals.size(0), op,
+              ": reference_boxes and proposals must have the same number of rows");
+}
+
+// decode_boxes' arguments: N×4k codes for N boxes, four weights.
+inline void CheckDecodeArgs(const at::Tensor& codes, const at::Tensor& boxes,
+                            at::ArrayRef<double> weights, const char* op) {
+  CheckBoxes(boxes, op, "boxes");
+  CheckWeights(weights, op);
+  TORCH_CHECK(codes.dim() == 2 && codes.size(0) == boxes.size(0) && codes.size(1) % 4 == 0, op,
+              ": rel_codes must be N×4k with N = boxes rows (", boxes.size(0), "), got shape ",
+              codes.sizes());
+}
+
 }  // namespace mrcnn::kernels

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/box_ops/box_formulas.h"
 #include "kernels/box_ops/box_ops_args.h"
 #include "kernels/box_ops/box_ops_torchvision.h"
 
@@ -34,18 +35,15 @@ at::Tensor BoxIouCpu(const at::Tensor& a_in, const at::Tensor& b_in) {
       by1[j] = pb[4 * j + 1];
       bx2[j] = pb[4 * j + 2];
       by2[j] = pb[4 * j + 3];
-      barea[j] = (bx2[j] - bx1[j]) * (by2[j] - by1[j]);
+      barea[j] = BoxArea(pb + 4 * j);
     }
     at::parallel_for(0, n, std::max<int64_t>(1, 32768 / m), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const scalar_t x1 = pa[4 * i], y1 = pa[4 * i + 1], x2 = pa[4 * i + 2], y2 = pa[4 * i + 3];
-        const scalar_t area = (x2 - x1) * (y2 - y1);
+        const scalar_t area = BoxArea(pa + 4 * i);
         scalar_t* row = o + i * m;
         for (int64_t j = 0; j < m; ++j) {
-          const scalar_t w = std::max(std::min(x2, bx2[j]) - std::max(x1, bx1[j]), scalar_t(0));
-          const scalar_t h = std::max(std::min(y2, by2[j]) - std::max(y1, by1[j]), scalar_t(0));
-          const scalar_t inter = w * h;
-          row[j] = inter / (area + barea[j] - inter);
+          row[j] = BoxIou(x1, y1, x2, y2, area, bx1[j], by1[j], bx2[j], by2[j], barea[j]);
         }
       }
     });
@@ -56,11 +54,7 @@ at::Tensor BoxIouCpu(const at::Tensor& a_in, const at::Tensor& b_in) {
 at::Tensor EncodeBoxesCpu(const at::Tensor& reference_in, const at::Tensor& proposals_in,
                           at::ArrayRef<double> weights) {
   const char* op = "mrcnn::encode_boxes";
-  CheckBoxes(reference_in, op, "reference_boxes");
-  CheckBoxes(proposals_in, op, "proposals");
-  CheckWeights(weights, op);
-  TORCH_CHECK(reference_in.size(0) == proposals_in.size(0), op,
-              ": reference_boxes and proposals must have the same number of rows");
+  CheckEncodeArgs(reference_in, proposals_in, weights, op);
   if (!KernelBoxes(reference_in, proposals_in)) {
     return TorchvisionEncodeBoxes(reference_in, proposals_in, weights);
   }
@@ -73,19 +67,9 @@ at::Tensor EncodeBoxesCpu(const at::Tensor& reference_in, const at::Tensor& prop
     const scalar_t* p = prop.data_ptr<scalar_t>();
     scalar_t* o = out.data_ptr<scalar_t>();
     const scalar_t wx = weights[0], wy = weights[1], ww = weights[2], wh = weights[3];
-    const scalar_t half = 0.5;
     at::parallel_for(0, n, 2048, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const scalar_t* pi = p + 4 * i;
-        const scalar_t* ri = r + 4 * i;
-        const scalar_t ex_w = pi[2] - pi[0], ex_h = pi[3] - pi[1];
-        const scalar_t ex_cx = pi[0] + half * ex_w, ex_cy = pi[1] + half * ex_h;
-        const scalar_t gt_w = ri[2] - ri[0], gt_h = ri[3] - ri[1];
-        const scalar_t gt_cx = ri[0] + half * gt_w, gt_cy = ri[1] + half * gt_h;
-        o[4 * i] = wx * (gt_cx - ex_cx) / ex_w;
-        o[4 * i + 1] = wy * (gt_cy - ex_cy) / ex_h;
-        o[4 * i + 2] = ww * std::log(gt_w / ex_w);
-        o[4 * i + 3] = wh * std::log(gt_h / ex_h);
+        EncodeBox(r + 4 * i, p + 4 * i, wx, wy, ww, wh, o + 4 * i);
       }
     });
   });
@@ -95,12 +79,7 @@ at::Tensor EncodeBoxesCpu(const at::Tensor& reference_in, const at::Tensor& prop
 at::Tensor DecodeBoxesCpu(const at::Tensor& codes_in, const at::Tensor& boxes_in,
                           at::ArrayRef<double> weights, double clamp) {
   const char* op = "mrcnn::decode_boxes";
-  CheckBoxes(boxes_in, op, "boxes");
-  CheckWeights(weights, op);
-  TORCH_CHECK(
-      codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
-      ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
-      codes_in.sizes());
+  CheckDecodeArgs(codes_in, boxes_in, weights, op);
   if (!KernelDtype(codes_in)) {
     return TorchvisionDecodeBoxes(codes_in, boxes_in, weights, clamp);
   }
@@ -114,23 +93,11 @@ at::Tensor DecodeBoxesCpu(const at::Tensor& codes_in, const at::Tensor& boxes_in
     scalar_t* o = out.data_ptr<scalar_t>();
     const scalar_t wx = weights[0], wy = weights[1], ww = weights[2], wh = weights[3];
     const scalar_t clip = static_cast<scalar_t>(clamp);
-    const scalar_t half = 0.5;
     at::parallel_for(0, n, 1024, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const scalar_t* bi = b + 4 * i;
-        const scalar_t w = bi[2] - bi[0], h = bi[3] - bi[1];
-        const scalar_t cx = bi[0] + half * w, cy = bi[1] + half * h;
+        const DecodeAnchor<scalar_t> anchor = DecodeAnchorOf(b + 4 * i);
         for (int64_t j = 0; j < k; ++j) {
-          const scalar_t* ci = c + (i * k + j) * 4;
-          scalar_t* oi = o + (i * k + j) * 4;
-          const scalar_t dx = ci[0] / wx, dy = ci[1] / wy;
-          const scalar_t dw = std::min(ci[2] / ww, clip), dh = std::min(ci[3] / wh, clip);
-          const scalar_t pcx = dx * w + cx, pcy = dy * h + cy;
-          const scalar_t half_w = half * (std::exp(dw) * w), half_h = half * (std::exp(dh) * h);
-          oi[0] = pcx - half_w;
-          oi[1] = pcy - half_h;
-          oi[2] = pcx + half_w;
-          oi[3] = pcy + half_h;
+          DecodeBox(anchor, c + (i * k + j) * 4, wx, wy, ww, wh, clip, o + (i * k + j) * 4);
         }
       }
     });

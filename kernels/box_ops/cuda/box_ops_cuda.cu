@@ -6,39 +6,14 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "kernels/box_ops/box_formulas.h"
 #include "kernels/box_ops/box_ops_args.h"
 #include "kernels/box_ops/box_ops_torchvision.h"
-#include "kernels/std_min_max.h"
 
 namespace mrcnn::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ inline float Sub(float a, float b) {
-  return __fsub_rn(a, b);
-}
-__device__ inline float Add(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ inline float Mul(float a, float b) {
-  return __fmul_rn(a, b);
-}
-__device__ inline float Div(float a, float b) {
-  return __fdiv_rn(a, b);
-}
-__device__ inline double Sub(double a, double b) {
-  return __dsub_rn(a, b);
-}
-__device__ inline double Add(double a, double b) {
-  return __dadd_rn(a, b);
-}
-__device__ inline double Mul(double a, double b) {
-  return __dmul_rn(a, b);
-}
-__device__ inline double Div(double a, double b) {
-  return __ddiv_rn(a, b);
-}
 
 template <typename T>
 __global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a, const T* __restrict__ b,
@@ -48,12 +23,7 @@ __global__ void BoxIouKernel(int64_t n, int64_t m, const T* __restrict__ a, cons
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const T* p = a + (idx / m) * 4;
     const T* q = b + (idx % m) * 4;
-    const T area_p = Mul(Sub(p[2], p[0]), Sub(p[3], p[1]));
-    const T area_q = Mul(Sub(q[2], q[0]), Sub(q[3], q[1]));
-    const T w = StdMax(Sub(StdMin(p[2], q[2]), StdMax(p[0], q[0])), T(0));
-    const T h = StdMax(Sub(StdMin(p[3], q[3]), StdMax(p[1], q[1])), T(0));
-    const T inter = Mul(w, h);
-    out[idx] = Div(inter, Sub(Add(area_p, area_q), inter));
+    out[idx] = BoxIou(p[0], p[1], p[2], p[3], BoxArea(p), q[0], q[1], q[2], q[3], BoxArea(q));
   }
 }
 
@@ -62,17 +32,7 @@ __global__ void EncodeKernel(int64_t n, const T* __restrict__ ref, const T* __re
                              T wy, T ww, T wh, T* __restrict__ out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const T* p = prop + 4 * i;
-    const T* r = ref + 4 * i;
-    const T half = 0.5;
-    const T ex_w = Sub(p[2], p[0]), ex_h = Sub(p[3], p[1]);
-    const T ex_cx = Add(p[0], Mul(half, ex_w)), ex_cy = Add(p[1], Mul(half, ex_h));
-    const T gt_w = Sub(r[2], r[0]), gt_h = Sub(r[3], r[1]);
-    const T gt_cx = Add(r[0], Mul(half, gt_w)), gt_cy = Add(r[1], Mul(half, gt_h));
-    out[4 * i] = Div(Mul(wx, Sub(gt_cx, ex_cx)), ex_w);
-    out[4 * i + 1] = Div(Mul(wy, Sub(gt_cy, ex_cy)), ex_h);
-    out[4 * i + 2] = Mul(ww, log(Div(gt_w, ex_w)));
-    out[4 * i + 3] = Mul(wh, log(Div(gt_h, ex_h)));
+    EncodeBox(ref + 4 * i, prop + 4 * i, wx, wy, ww, wh, out + 4 * i);
   }
 }
 
@@ -83,20 +43,8 @@ __global__ void DecodeKernel(int64_t n, int64_t k, const T* __restrict__ codes,
   const int64_t total = n * k;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const T* b = boxes + (idx / k) * 4;
-    const T* c = codes + idx * 4;
-    T* o = out + idx * 4;
-    const T half = 0.5;
-    const T w = Sub(b[2], b[0]), h = Sub(b[3], b[1]);
-    const T cx = Add(b[0], Mul(half, w)), cy = Add(b[1], Mul(half, h));
-    const T dx = Div(c[0], wx), dy = Div(c[1], wy);
-    const T dw = StdMin(Div(c[2], ww), clip), dh = StdMin(Div(c[3], wh), clip);
-    const T pcx = Add(Mul(dx, w), cx), pcy = Add(Mul(dy, h), cy);
-    const T half_w = Mul(half, Mul(exp(dw), w)), half_h = Mul(half, Mul(exp(dh), h));
-    o[0] = Sub(pcx, half_w);
-    o[1] = Sub(pcy, half_h);
-    o[2] = Add(pcx, half_w);
-    o[3] = Add(pcy, half_h);
+    DecodeBox(DecodeAnchorOf(boxes + (idx / k) * 4), codes + idx * 4, wx, wy, ww, wh, clip,
+              out + idx * 4);
   }
 }
 
@@ -129,11 +77,7 @@ at::Tensor BoxIouCuda(const at::Tensor& a_in, const at::Tensor& b_in) {
 at::Tensor EncodeBoxesCuda(const at::Tensor& reference_in, const at::Tensor& proposals_in,
                            at::ArrayRef<double> weights) {
   const char* op = "mrcnn::encode_boxes";
-  CheckBoxes(reference_in, op, "reference_boxes");
-  CheckBoxes(proposals_in, op, "proposals");
-  CheckWeights(weights, op);
-  TORCH_CHECK(reference_in.size(0) == proposals_in.size(0), op,
-              ": reference_boxes and proposals must have the same number of rows");
+  CheckEncodeArgs(reference_in, proposals_in, weights, op);
   if (!KernelBoxes(reference_in, proposals_in)) {
     return TorchvisionEncodeBoxes(reference_in, proposals_in, weights);
   }
@@ -159,12 +103,7 @@ at::Tensor EncodeBoxesCuda(const at::Tensor& reference_in, const at::Tensor& pro
 at::Tensor DecodeBoxesCuda(const at::Tensor& codes_in, const at::Tensor& boxes_in,
                            at::ArrayRef<double> weights, double clamp) {
   const char* op = "mrcnn::decode_boxes";
-  CheckBoxes(boxes_in, op, "boxes");
-  CheckWeights(weights, op);
-  TORCH_CHECK(
-      codes_in.dim() == 2 && codes_in.size(0) == boxes_in.size(0) && codes_in.size(1) % 4 == 0, op,
-      ": rel_codes must be N×4k with N = boxes rows (", boxes_in.size(0), "), got shape ",
-      codes_in.sizes());
+  CheckDecodeArgs(codes_in, boxes_in, weights, op);
   if (!KernelDtype(codes_in)) {
     return TorchvisionDecodeBoxes(codes_in, boxes_in, weights, clamp);
   }

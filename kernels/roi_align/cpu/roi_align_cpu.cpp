@@ -13,74 +13,19 @@
 #include <vector>
 
 #include "kernels/roi_align/roi_align_args.h"
+#include "kernels/roi_align/roi_align_entry_points.h"
+#include "kernels/roi_align/roi_align_sampling.h"
 
 namespace mrcnn::kernels {
 namespace {
 
 template <typename acc_t>
-struct Sample {
-  int64_t p1, p2, p3, p4;
-  acc_t w1, w2, w3, w4;
-  bool valid;
-};
+using Sample = BilinearTaps<acc_t>;
 
 template <typename scalar_t, typename acc_t>
 RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t pooled_h,
                                    int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
   return ComputeRoiGeometry<int64_t>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
-}
-
-// Coordinate of sampling point i of bin p along one axis.
-template <typename acc_t>
-inline acc_t SamplePosition(acc_t start, acc_t bin, int64_t p, int64_t i, int64_t grid) {
-  return start + static_cast<acc_t>(p) * bin +
-         static_cast<acc_t>(i + .5f) * bin / static_cast<acc_t>(grid);
-}
-
-// Bilinear taps of one sampling point. Points outside the map get zero weights at
-// position 0, as in torchvision's CPU forward (the forward adds 0 * in[0]); a NaN
-// coordinate (the other one inside the map) gets NaN weights at position 0, so the
-// bin pools NaN as in torchvision (which reads out of bounds there). `valid` tells
-// the backward pass to skip both, as torchvision does. Callers skip empty maps.
-template <typename acc_t>
-inline Sample<acc_t> BilinearSample(acc_t y, acc_t x, int64_t height, int64_t width) {
-  if (y < -1.0 || y > height || x < -1.0 || x > width) {
-    return Sample<acc_t>{0, 0, 0, 0, 0, 0, 0, 0, false};
-  }
-  if (std::isnan(y) || std::isnan(x)) {
-    const acc_t nan = std::numeric_limits<acc_t>::quiet_NaN();
-    return Sample<acc_t>{0, 0, 0, 0, nan, nan, nan, nan, false};
-  }
-  if (y <= 0)
-    y = 0;
-  if (x <= 0)
-    x = 0;
-  int64_t y_low = static_cast<int64_t>(y);
-  int64_t x_low = static_cast<int64_t>(x);
-  int64_t y_high, x_high;
-  if (y_low >= height - 1) {
-    y_high = y_low = height - 1;
-    y = static_cast<acc_t>(y_low);
-  } else {
-    y_high = y_low + 1;
-  }
-  if (x_low >= width - 1) {
-    x_high = x_low = width - 1;
-    x = static_cast<acc_t>(x_low);
-  } else {
-    x_high = x_low + 1;
-  }
-  const acc_t ly = y - y_low, lx = x - x_low;
-  const acc_t hy = acc_t(1) - ly, hx = acc_t(1) - lx;
-  return Sample<acc_t>{y_low * width + x_low,
-                       y_low * width + x_high,
-                       y_high * width + x_low,
-                       y_high * width + x_high,
-                       hy * hx,
-                       hy * lx,
-                       ly * hx,
-                       ly * lx,
-                       true};
 }
 
 // Taps of every sampling point of a roi, bin-major.
@@ -95,7 +40,7 @@ void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, 
         const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
         for (int64_t ix = 0; ix < g.grid_w; ++ix) {
           const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
-          samples[k++] = BilinearSample(y, x, height, width);
+          samples[k++] = ComputeBilinearTaps(y, x, height, width);
         }
       }
     }
@@ -196,7 +141,7 @@ void ForwardRoiOnTheFly(const RoiGeometry<acc_t>& g, const scalar_t* batch_base,
         for (int64_t iy = 0; iy < g.grid_h; ++iy) {
           const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
           for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-            const auto t = BilinearSample(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
+            const auto t = ComputeBilinearTaps(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
                                           height, width);
             v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
                  t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
@@ -351,7 +296,7 @@ void BackwardRoiOnTheFly(const RoiGeometry<acc_t>& g, acc_t* batch_base, int64_t
         for (int64_t iy = 0; iy < g.grid_h; ++iy) {
           const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
           for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-            const auto t = BilinearSample(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
+            const auto t = ComputeBilinearTaps(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
                                           height, width);
             if (!t.valid) {
               continue;
@@ -557,44 +502,14 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
   return grads;
 }
 
-at::Tensor RoiAlignCpu(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-                       int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
-  return MultiLevelForwardCpu({input}, rois, at::Tensor(), {spatial_scale}, pooled_h, pooled_w,
-                              sampling_ratio, aligned, "mrcnn::roi_align");
-}
-
-at::Tensor RoiAlignBackwardCpu(const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
-                               int64_t pooled_h, int64_t pooled_w, int64_t batch, int64_t channels,
-                               int64_t height, int64_t width, int64_t sampling_ratio,
-                               bool aligned) {
-  const std::vector<int64_t> shape{batch, channels, height, width};
-  return MultiLevelBackwardCpu(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h, pooled_w,
-                               sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
-}
-
-at::Tensor MultiLevelRoiAlignCpu(at::TensorList features, const at::Tensor& rois,
-                                 const at::Tensor& levels, at::ArrayRef<double> scales,
-                                 int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
-                                 bool aligned) {
-  return MultiLevelForwardCpu(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w,
-                              sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
-}
-
-std::vector<at::Tensor> MultiLevelRoiAlignBackwardCpu(
-    const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
-    at::ArrayRef<double> scales, at::IntArrayRef feature_shapes, int64_t pooled_h, int64_t pooled_w,
-    int64_t sampling_ratio, bool aligned) {
-  return MultiLevelBackwardCpu(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
-                               sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
-  m.impl("roi_align", &RoiAlignCpu);
-  m.impl("_roi_align_backward", &RoiAlignBackwardCpu);
-  m.impl("_multi_level_roi_align", &MultiLevelRoiAlignCpu);
-  m.impl("_multi_level_roi_align_backward", &MultiLevelRoiAlignBackwardCpu);
+  using Ops = RoiAlignOps<&MultiLevelForwardCpu, &MultiLevelBackwardCpu>;
+  m.impl("roi_align", &Ops::Forward);
+  m.impl("_roi_align_backward", &Ops::Backward);
+  m.impl("_multi_level_roi_align", &Ops::MultiLevelForward);
+  m.impl("_multi_level_roi_align_backward", &Ops::MultiLevelBackward);
 }
 
 }  // namespace mrcnn::kernels

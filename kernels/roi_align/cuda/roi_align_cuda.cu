@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "kernels/roi_align/roi_align_args.h"
+#include "kernels/roi_align/roi_align_entry_points.h"
+#include "kernels/roi_align/roi_align_sampling.h"
 
 namespace mrcnn::kernels {
 namespace {
@@ -36,56 +38,6 @@ __device__ inline RoiGeometry<acc_t, int> DeviceRoiGeometry(const scalar_t* roi,
   return ComputeRoiGeometry<int>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
 }
 
-template <typename acc_t>
-struct Taps {
-  int64_t p1, p2, p3, p4;
-  acc_t w1, w2, w3, w4;
-  bool valid;
-};
-
-template <typename acc_t>
-__device__ inline Taps<acc_t> Bilinear(acc_t y, acc_t x, int64_t height, int64_t width) {
-  // Empty maps and points outside the map: no taps, zero weights. A NaN coordinate
-  // (the other one inside the map): no taps, NaN weights, so the bin pools NaN. As the
-  // CPU kernel (and torchvision).
-  Taps<acc_t> t{0, 0, 0, 0, 0, 0, 0, 0, false};
-  if (height <= 0 || width <= 0 || y < -1.0 || y > height || x < -1.0 || x > width) {
-    return t;
-  }
-  if (isnan(y) || isnan(x)) {
-    t.w1 = t.w2 = t.w3 = t.w4 = y + x;  // NaN
-    return t;
-  }
-  if (y <= 0)
-    y = 0;
-  if (x <= 0)
-    x = 0;
-  int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x);
-  int64_t y_high, x_high;
-  if (y_low >= height - 1) {
-    y_high = y_low = height - 1;
-    y = static_cast<acc_t>(y_low);
-  } else {
-    y_high = y_low + 1;
-  }
-  if (x_low >= width - 1) {
-    x_high = x_low = width - 1;
-    x = static_cast<acc_t>(x_low);
-  } else {
-    x_high = x_low + 1;
-  }
-  const acc_t ly = y - y_low, lx = x - x_low, hy = acc_t(1) - ly, hx = acc_t(1) - lx;
-  t.p1 = y_low * width + x_low;
-  t.p2 = y_low * width + x_high;
-  t.p3 = y_high * width + x_low;
-  t.p4 = y_high * width + x_high;
-  t.w1 = hy * hx;
-  t.w2 = hy * lx;
-  t.w3 = ly * hx;
-  t.w4 = ly * lx;
-  t.valid = true;
-  return t;
-}
 
 template <typename scalar_t, typename acc_t>
 __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
@@ -114,12 +66,10 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     const scalar_t* in = table.data[l] + (g.batch * channels + c) * height * width;
     acc_t v = 0;
     for (int iy = 0; iy < g.grid_h; ++iy) {
-      const acc_t y = g.start_h + ph * g.bin_h +
-                      static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(g.grid_h);
+      const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
       for (int ix = 0; ix < g.grid_w; ++ix) {
-        const acc_t x = g.start_w + pw * g.bin_w +
-                        static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(g.grid_w);
-        const auto t = Bilinear(y, x, height, width);
+        const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
+        const auto t = ComputeBilinearTaps(y, x, height, width);
         if (t.valid) {
           v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
                t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
@@ -158,12 +108,10 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     acc_t* gin = table.grad[l] + (g.batch * channels + c) * height * width;
     const acc_t gbin = static_cast<acc_t>(grad[n * sn + c * sc + ph * sh + pw * sw]);
     for (int iy = 0; iy < g.grid_h; ++iy) {
-      const acc_t y = g.start_h + ph * g.bin_h +
-                      static_cast<acc_t>(iy + .5f) * g.bin_h / static_cast<acc_t>(g.grid_h);
+      const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
       for (int ix = 0; ix < g.grid_w; ++ix) {
-        const acc_t x = g.start_w + pw * g.bin_w +
-                        static_cast<acc_t>(ix + .5f) * g.bin_w / static_cast<acc_t>(g.grid_w);
-        const auto t = Bilinear(y, x, height, width);
+        const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
+        const auto t = ComputeBilinearTaps(y, x, height, width);
         if (t.valid) {
           gpuAtomicAdd(gin + t.p1, gbin * t.w1 / g.count);
           gpuAtomicAdd(gin + t.p2, gbin * t.w2 / g.count);
@@ -284,44 +232,14 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
   return grads;
 }
 
-at::Tensor RoiAlignCuda(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-                        int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
-  return ForwardCuda({input}, rois, at::Tensor(), {spatial_scale}, pooled_h, pooled_w,
-                     sampling_ratio, aligned, "mrcnn::roi_align");
-}
-
-at::Tensor RoiAlignBackwardCuda(const at::Tensor& grad, const at::Tensor& rois,
-                                double spatial_scale, int64_t pooled_h, int64_t pooled_w,
-                                int64_t batch, int64_t channels, int64_t height, int64_t width,
-                                int64_t sampling_ratio, bool aligned) {
-  const std::vector<int64_t> shape{batch, channels, height, width};
-  return BackwardCuda(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h, pooled_w,
-                      sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
-}
-
-at::Tensor MultiLevelRoiAlignCuda(at::TensorList features, const at::Tensor& rois,
-                                  const at::Tensor& levels, at::ArrayRef<double> scales,
-                                  int64_t pooled_h, int64_t pooled_w, int64_t sampling_ratio,
-                                  bool aligned) {
-  return ForwardCuda(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w, sampling_ratio,
-                     aligned, "mrcnn::_multi_level_roi_align");
-}
-
-std::vector<at::Tensor> MultiLevelRoiAlignBackwardCuda(
-    const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
-    at::ArrayRef<double> scales, at::IntArrayRef feature_shapes, int64_t pooled_h, int64_t pooled_w,
-    int64_t sampling_ratio, bool aligned) {
-  return BackwardCuda(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
-                      sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
-  m.impl("roi_align", &RoiAlignCuda);
-  m.impl("_roi_align_backward", &RoiAlignBackwardCuda);
-  m.impl("_multi_level_roi_align", &MultiLevelRoiAlignCuda);
-  m.impl("_multi_level_roi_align_backward", &MultiLevelRoiAlignBackwardCuda);
+  using Ops = RoiAlignOps<&ForwardCuda, &BackwardCuda>;
+  m.impl("roi_align", &Ops::Forward);
+  m.impl("_roi_align_backward", &Ops::Backward);
+  m.impl("_multi_level_roi_align", &Ops::MultiLevelForward);
+  m.impl("_multi_level_roi_align_backward", &Ops::MultiLevelBackward);
 }
 
 }  // namespace mrcnn::kernels
