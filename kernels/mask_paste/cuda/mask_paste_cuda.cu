@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "kernels/mask_paste/mask_paste_args.h"
+#include "kernels/mask_paste/mask_paste_entry_points.h"
 #include "kernels/mask_paste/mask_paste_geometry.h"
 
 namespace mrcnn::kernels {
@@ -98,23 +99,11 @@ at::Tensor Paste(const char* op, const at::Tensor& masks_in, const at::Tensor& b
   return out;
 }
 
-at::Tensor PasteMasksCuda(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
-                          int64_t image_width, int64_t padding) {
-  return Paste("mrcnn::paste_masks", masks, boxes, image_height, image_width, padding, false, 0.0);
-}
-
-at::Tensor PasteMasksBinaryCuda(const at::Tensor& masks, const at::Tensor& boxes,
-                                int64_t image_height, int64_t image_width, int64_t padding,
-                                double threshold) {
-  return Paste("mrcnn::paste_masks_binary", masks, boxes, image_height, image_width, padding, true,
-               threshold);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
-  m.impl("paste_masks", &PasteMasksCuda);
-  m.impl("paste_masks_binary", &PasteMasksBinaryCuda);
+  m.impl("paste_masks", &MaskPasteOps<&Paste>::Probabilities);
+  m.impl("paste_masks_binary", &MaskPasteOps<&Paste>::Binary);
 }
 
 }  // namespace mrcnn::kernels

@@ -9,30 +9,20 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/matching/matcher_rules.h"
+
 namespace mrcnn::kernels {
 namespace {
 
-// torch.max semantics: NaN is the largest value and the first NaN wins.
-template <typename T>
-inline bool Beats(T candidate, T best) {
-  return !std::isnan(best) && (candidate > best || std::isnan(candidate));
-}
-
 template <typename T>
 inline T NanMax(T best, T candidate) {
-  return Beats(candidate, best) ? candidate : best;
+  return BeatsForMax(candidate, best) ? candidate : best;
 }
 
 at::Tensor MatchProposalsCpu(const at::Tensor& quality_in, double high_threshold,
                              double low_threshold, bool allow_low_quality_matches) {
   const char* op = "mrcnn::match_proposals";
-  TORCH_CHECK(quality_in.dim() == 2, op, ": match_quality must be G×N, got shape ",
-              quality_in.sizes());
-  TORCH_CHECK(quality_in.size(0) > 0, op,
-              ": no ground-truth boxes (G = 0); handle images without boxes before matching");
-  TORCH_CHECK(quality_in.size(1) > 0, op, ": no predictions (N = 0)");
-  TORCH_CHECK(low_threshold <= high_threshold, op, ": low_threshold ", low_threshold,
-              " exceeds high_threshold ", high_threshold);
+  CheckMatchArgs(quality_in, high_threshold, low_threshold, op);
   const at::Tensor q = quality_in.contiguous();
   const int64_t g_count = q.size(0), n = q.size(1);
   at::Tensor out = at::empty({n}, q.options().dtype(at::kLong));
@@ -63,7 +53,7 @@ at::Tensor MatchProposalsCpu(const at::Tensor& quality_in, double high_threshold
       for (int64_t g = 0; g < g_count; ++g) {
         const scalar_t* row = pq + g * n + begin;
         for (int64_t i = 0; i < len; ++i) {
-          const bool better = Beats(row[i], best[i]);
+          const bool better = BeatsForMax(row[i], best[i]);
           best[i] = better ? row[i] : best[i];
           arg[i] = better ? g : arg[i];
         }
@@ -75,13 +65,7 @@ at::Tensor MatchProposalsCpu(const at::Tensor& quality_in, double high_threshold
         }
       }
       for (int64_t i = 0; i < len; ++i) {
-        int64_t m = arg[i];
-        if (best[i] < low) {
-          m = -1;
-        } else if (best[i] < high) {
-          m = -2;
-        }
-        po[begin + i] = low_quality[i] ? arg[i] : m;
+        po[begin + i] = MatchFromBest(best[i], arg[i], low, high, low_quality[i] != 0);
       }
     });
   });

@@ -8,6 +8,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "kernels/matching/matcher_rules.h"
+
 namespace mrcnn::kernels {
 namespace {
 
@@ -20,10 +22,9 @@ __device__ inline at::opmath_type<T> Value(T v) {
   return static_cast<at::opmath_type<T>>(v);
 }
 
-// torch.max semantics: NaN is the largest value and the first NaN wins.
 template <typename T>
 __device__ inline bool Beats(T candidate, T best) {
-  return !isnan(Value(best)) && (Value(candidate) > Value(best) || isnan(Value(candidate)));
+  return BeatsForMax(Value(candidate), Value(best));
 }
 
 template <typename T>
@@ -70,25 +71,13 @@ __global__ void MatchKernel(int64_t g_count, int64_t n, const T* __restrict__ q,
       low_quality = true;
     }
   }
-  int64_t m = arg;
-  if (Value(best) < Value(low)) {
-    m = -1;
-  } else if (Value(best) < Value(high)) {
-    m = -2;
-  }
-  out[i] = low_quality ? arg : m;
+  out[i] = MatchFromBest(Value(best), arg, Value(low), Value(high), low_quality);
 }
 
 at::Tensor MatchProposalsCuda(const at::Tensor& quality_in, double high_threshold,
                               double low_threshold, bool allow_low_quality_matches) {
   const char* op = "mrcnn::match_proposals";
-  TORCH_CHECK(quality_in.dim() == 2, op, ": match_quality must be G×N, got shape ",
-              quality_in.sizes());
-  TORCH_CHECK(quality_in.size(0) > 0, op,
-              ": no ground-truth boxes (G = 0); handle images without boxes before matching");
-  TORCH_CHECK(quality_in.size(1) > 0, op, ": no predictions (N = 0)");
-  TORCH_CHECK(low_threshold <= high_threshold, op, ": low_threshold ", low_threshold,
-              " exceeds high_threshold ", high_threshold);
+  CheckMatchArgs(quality_in, high_threshold, low_threshold, op);
   const c10::cuda::CUDAGuard guard(quality_in.device());
   const at::Tensor q = quality_in.contiguous();
   const int64_t g_count = q.size(0), n = q.size(1);
