@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <limits>
 #include <stdexcept>
 
 #include "common/config_error.h"
@@ -15,23 +16,12 @@ namespace {
 
 constexpr char kEnv[] = "environment";
 
-// The integer in env[key]; nullopt when unset. Surrounding blanks are allowed,
-// anything else that is not a whole decimal integer is a ConfigError.
+// The integer in env[key]; nullopt when unset. Set but empty is an error here: a launcher
+// that sets a rank variable sets it to a number.
 std::optional<int> EnvInt(const EnvMap& env, const std::string& key) {
-  const auto raw = Lookup(env, key);
-  if (!raw)
-    return std::nullopt;
-  const auto begin = raw->find_first_not_of(" \t");
-  const auto end = raw->find_last_not_of(" \t");
-  int value = 0;
-  if (begin != std::string::npos) {
-    const char* first = raw->data() + begin;
-    const char* last = raw->data() + end + 1;
-    const auto res = std::from_chars(first, last, value);
-    if (res.ec == std::errc() && res.ptr == last)
-      return value;
-  }
-  throw ConfigError(kEnv, key, fmt::format("must be an integer, got \"{}\"", *raw));
+  const auto value = EnvInteger(env, key, std::numeric_limits<int>::min(),
+                                std::numeric_limits<int>::max(), EmptyEnv::kError);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
 }
 
 int RequireEnvInt(const EnvMap& env, const std::string& key, const std::string& why) {

@@ -38,17 +38,9 @@ std::chrono::milliseconds Seconds(const std::optional<double>& flag, const std::
 }
 
 int IntVariable(const common::EnvMap& env, const std::string& variable, int fallback) {
-  const auto value = common::Lookup(env, variable);
-  if (!value || value->empty())
-    return fallback;
-  int result = 0;
-  const char* end = value->data() + value->size();
-  auto [ptr, ec] = std::from_chars(value->data(), end, result);
-  if (ec != std::errc{} || ptr != end) {
-    throw ConfigError("environment", variable,
-                      fmt::format("must be an integer, got \"{}\"", *value));
-  }
-  return result;
+  return static_cast<int>(common::EnvInteger(env, variable, std::numeric_limits<int>::min(),
+                                             std::numeric_limits<int>::max())
+                              .value_or(fallback));
 }
 
 }  // namespace

@@ -19,20 +19,11 @@ namespace {
 constexpr int64_t kMaxPayloadMb = 1024;
 constexpr int64_t kMaxImagePixels = int64_t{1} << 34;
 
-int64_t EnvInteger(const common::EnvMap& env, const std::string& key, int64_t fallback, int64_t min,
-                   int64_t max) {
-  const auto value = common::Lookup(env, key);
-  if (!value || value->empty()) {
-    return fallback;
-  }
-  int64_t parsed = 0;
-  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), parsed);
-  if (ec != std::errc() || end != value->data() + value->size() || parsed < min || parsed > max) {
-    throw common::ConfigError(
-        "environment", key,
-        fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max, *value));
-  }
-  return parsed;
+// env[key] within [min, max], or `fallback` when unset or empty (the fallback may lie
+// outside the range: 0 often means "decide later").
+int64_t EnvIntegerOr(const common::EnvMap& env, const std::string& key, int64_t fallback,
+                     int64_t min, int64_t max) {
+  return common::EnvInteger(env, key, min, max).value_or(fallback);
 }
 
 double EnvNumber(const common::EnvMap& env, const std::string& key, double fallback, double min,
@@ -99,39 +90,39 @@ std::string NormalizeBatchStrategy(const std::string& value, const char* source,
 // What SageMaker's (and our) environment variables say; the defaults where they are unset.
 ServerConfig ConfigFromEnvironment(const common::EnvMap& env) {
   ServerConfig config;
-  config.port = static_cast<uint16_t>(EnvInteger(env, "SAGEMAKER_BIND_TO_PORT", 8080, 0, 65535));
+  config.port = static_cast<uint16_t>(EnvIntegerOr(env, "SAGEMAKER_BIND_TO_PORT", 8080, 0, 65535));
   // 1024 MiB is SageMaker's largest payload (async inference); 0 is batch transform's
   // "arbitrarily large, chunked", served with that same largest limit.
-  int64_t payload_mb = EnvInteger(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 6, 0, kMaxPayloadMb);
+  int64_t payload_mb = EnvIntegerOr(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 6, 0, kMaxPayloadMb);
   config.max_payload_bytes =
       static_cast<size_t>((payload_mb == 0 ? kMaxPayloadMb : payload_mb) << 20);
   config.batch_transform = EnvBool(env, "SAGEMAKER_BATCH");
   config.multi_model = EnvBool(env, "SAGEMAKER_MULTI_MODEL");
   config.mme_memory_budget_bytes =
-      static_cast<uint64_t>(EnvInteger(env, "MRCNN_MME_MEMORY_BUDGET_MB", 0, 1, 1 << 24)) << 20;
+      static_cast<uint64_t>(EnvIntegerOr(env, "MRCNN_MME_MEMORY_BUDGET_MB", 0, 1, 1 << 24)) << 20;
   config.mme_workspace_bytes =
-      static_cast<uint64_t>(EnvInteger(env, "MRCNN_MME_WORKSPACE_MB", 1024, 0, 1 << 20)) << 20;
+      static_cast<uint64_t>(EnvIntegerOr(env, "MRCNN_MME_WORKSPACE_MB", 1024, 0, 1 << 20)) << 20;
   config.batch_strategy = NormalizeBatchStrategy(
       EnvString(env, "SAGEMAKER_BATCH_STRATEGY",
                 config.batch_transform ? "MULTI_RECORD" : config.batch_strategy),
       "environment", "SAGEMAKER_BATCH_STRATEGY");
   config.max_concurrent_transforms =
-      static_cast<int>(EnvInteger(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 0, 0, 100000));
+      static_cast<int>(EnvIntegerOr(env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 0, 0, 100000));
   // A multi-record request carries many images; batch transform waits 600 s by default.
-  config.request_deadline = std::chrono::seconds(EnvInteger(
+  config.request_deadline = std::chrono::seconds(EnvIntegerOr(
       env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", config.batch_transform ? 600 : 60, 1, 3600));
   config.image_limits.max_pixels =
-      EnvInteger(env, "MRCNN_MAX_IMAGE_PIXELS", config.image_limits.max_pixels, 1, kMaxImagePixels);
-  config.workers = static_cast<int>(EnvInteger(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
+      EnvIntegerOr(env, "MRCNN_MAX_IMAGE_PIXELS", config.image_limits.max_pixels, 1, kMaxImagePixels);
+  config.workers = static_cast<int>(EnvIntegerOr(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
   config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
   config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
   config.batching.max_batch_images =
-      static_cast<int>(EnvInteger(env, "MRCNN_SERVING_MAX_BATCH", 0, 1, 1024));  // 0: see below
+      static_cast<int>(EnvIntegerOr(env, "MRCNN_SERVING_MAX_BATCH", 0, 1, 1024));  // 0: see below
   config.batching.max_wait =
-      std::chrono::milliseconds(EnvInteger(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
+      std::chrono::milliseconds(EnvIntegerOr(env, "MRCNN_SERVING_BATCH_WAIT_MS", 5, 0, 10000));
   // Tiled inference of large images, off unless asked for (per request:
   // X-Amzn-SageMaker-Custom-Attributes tile_size=..., tile_overlap=...).
-  config.default_options.tile_size = EnvInteger(env, "MRCNN_TILE_SIZE", 0, 0, kMaxTileSize);
+  config.default_options.tile_size = EnvIntegerOr(env, "MRCNN_TILE_SIZE", 0, 0, kMaxTileSize);
   config.default_options.tile_overlap = static_cast<float>(
       EnvNumber(env, "MRCNN_TILE_OVERLAP", config.default_options.tile_overlap, 0.0, 0.9));
   config.default_options.tile_full_image = EnvBool(env, "MRCNN_TILE_FULL_IMAGE");

@@ -10,18 +10,7 @@ namespace mrcnn::engine {
 namespace {
 
 int64_t EnvInt(const common::EnvMap& env, const std::string& key, int64_t fallback) {
-  const auto value = common::Lookup(env, key);
-  if (!value || value->empty())
-    return fallback;
-  try {
-    size_t used = 0;
-    const int64_t v = std::stoll(*value, &used);
-    if (used != value->size())
-      throw std::invalid_argument("trailing characters");
-    return v;
-  } catch (const std::exception&) {
-    throw common::ConfigError("environment", key, "must be an integer, got \"" + *value + "\"");
-  }
+  return common::EnvInteger(env, key).value_or(fallback);
 }
 
 }  // namespace
