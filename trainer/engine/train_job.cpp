@@ -150,12 +150,8 @@ int RunEvalOnly(const JobParts& p, int64_t start_iter) {
     storage.PutEvaluation(std::move(event));
   for (auto& image : out.images)
     storage.PutImage(std::move(image));
-  if (p.world.rank == 0) {
-    RunReportInputs report = ReportInputsOf(p);
-    report.pictures = storage.images();
-    WriteRunReport(p.job.output_dir / "report.html", storage, report);
-    p.log.Line("[report] wrote " + (p.job.output_dir / "report.html").string());
-  }
+  if (p.world.rank == 0)
+    RunReportHook(p.job.output_dir / "report.html", ReportInputsOf(p), p.log).Write(storage);
   for (auto& writer : BuildWriters(p, start_iter)) {
     writer->WriteEvaluations(storage);
     writer->WriteMedia(storage);

@@ -12,19 +12,14 @@ EvalLogEntry EvalEntryOf(const EvaluationEvent& event) {
 }
 
 ConsoleWriter::ConsoleWriter(ConsoleLog log, TrainWindowSpec spec, int64_t start_iter)
-    : log_(log), spec_(spec), last_written_(start_iter - 1) {}
+    : WindowedEventWriter(start_iter), log_(log), spec_(spec) {}
 
-void ConsoleWriter::WriteTraining(const EventStorage& storage) {
-  if (storage.iteration() <= last_written_)
-    return;
-  log_.Line(FormatTrainLine(TrainWindowEntry(storage, last_written_, spec_)));
-  last_written_ = storage.iteration();
+void ConsoleWriter::WriteWindow(const EventStorage& storage, int64_t last_written) {
+  log_.Line(FormatTrainLine(TrainWindowEntry(storage, last_written, spec_)));
 }
 
-void ConsoleWriter::WriteEvaluations(const EventStorage& storage) {
-  const auto& all = storage.evaluations();
-  for (; evaluations_written_ < all.size(); ++evaluations_written_)
-    log_.Line(FormatEvalLine(EvalEntryOf(all[evaluations_written_])));
+void ConsoleWriter::WriteEvaluation(const EvaluationEvent& event) {
+  log_.Line(FormatEvalLine(EvalEntryOf(event)));
 }
 
 }  // namespace mrcnn::engine

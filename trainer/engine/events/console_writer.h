@@ -8,17 +8,17 @@
 
 namespace mrcnn::engine {
 
-class ConsoleWriter : public EventWriter {
+class ConsoleWriter : public WindowedEventWriter {
  public:
   ConsoleWriter(ConsoleLog log, TrainWindowSpec spec, int64_t start_iter);
-  void WriteTraining(const EventStorage& storage) override;
-  void WriteEvaluations(const EventStorage& storage) override;
+
+ protected:
+  void WriteWindow(const EventStorage& storage, int64_t last_written) override;
+  void WriteEvaluation(const EvaluationEvent& event) override;
 
  private:
   ConsoleLog log_;
   TrainWindowSpec spec_;
-  int64_t last_written_;  // last iteration (0-based) of the previous window
-  size_t evaluations_written_ = 0;
 };
 
 // The first six COCO numbers of an evaluation as the log's entry.

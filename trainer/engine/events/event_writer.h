@@ -22,4 +22,39 @@ class EventWriter {
   virtual void Close() {}
 };
 
+// The bookkeeping every writer of windows and evaluations needs: which iteration its last
+// window ended at (start_iter - 1 at first, so a resumed job's first window starts where
+// it resumed) and how many evaluations it has written. Writers implement WriteWindow (one
+// record for the iterations after `last_written`, called only when there are some) and
+// WriteEvaluation (one evaluation), and EvaluationsWritten to flush after a run of them.
+class WindowedEventWriter : public EventWriter {
+ public:
+  explicit WindowedEventWriter(int64_t start_iter) : last_written_(start_iter - 1) {}
+
+  void WriteTraining(const EventStorage& storage) final {
+    if (storage.iteration() <= last_written_)
+      return;
+    WriteWindow(storage, last_written_);
+    last_written_ = storage.iteration();
+  }
+
+  void WriteEvaluations(const EventStorage& storage) final {
+    const auto& all = storage.evaluations();
+    if (evaluations_written_ == all.size())
+      return;
+    for (; evaluations_written_ < all.size(); ++evaluations_written_)
+      WriteEvaluation(all[evaluations_written_]);
+    EvaluationsWritten();
+  }
+
+ protected:
+  virtual void WriteWindow(const EventStorage& storage, int64_t last_written) = 0;
+  virtual void WriteEvaluation(const EvaluationEvent& event) = 0;
+  virtual void EvaluationsWritten() {}
+
+ private:
+  int64_t last_written_;  // last iteration (0-based) of the previous window
+  size_t evaluations_written_ = 0;
+};
+
 }  // namespace mrcnn::engine

@@ -8,7 +8,7 @@ namespace mrcnn::engine {
 
 JsonlWriter::JsonlWriter(const std::filesystem::path& file, TrainWindowSpec spec,
                          int64_t start_iter)
-    : file_(file), spec_(spec), last_written_(start_iter - 1) {
+    : WindowedEventWriter(start_iter), file_(file), spec_(spec) {
   if (file_.has_parent_path())
     std::filesystem::create_directories(file_.parent_path());
   out_.open(file_, std::ios::app);
@@ -23,17 +23,12 @@ void JsonlWriter::Append(const nlohmann::json& record) {
     throw std::runtime_error("cannot append to " + file_.string());
 }
 
-void JsonlWriter::WriteTraining(const EventStorage& storage) {
-  if (storage.iteration() <= last_written_)
-    return;
-  Append(TrainLogJson(TrainWindowEntry(storage, last_written_, spec_)));
-  last_written_ = storage.iteration();
+void JsonlWriter::WriteWindow(const EventStorage& storage, int64_t last_written) {
+  Append(TrainLogJson(TrainWindowEntry(storage, last_written, spec_)));
 }
 
-void JsonlWriter::WriteEvaluations(const EventStorage& storage) {
-  const auto& all = storage.evaluations();
-  for (; evaluations_written_ < all.size(); ++evaluations_written_)
-    Append(EvalLogJson(EvalEntryOf(all[evaluations_written_])));
+void JsonlWriter::WriteEvaluation(const EvaluationEvent& event) {
+  Append(EvalLogJson(EvalEntryOf(event)));
 }
 
 }  // namespace mrcnn::engine

@@ -10,21 +10,22 @@
 
 namespace mrcnn::engine {
 
-class JsonlWriter : public EventWriter {
+class JsonlWriter : public WindowedEventWriter {
  public:
   // Creates the directory; throws std::runtime_error naming the file when it cannot be
   // opened for appending.
   JsonlWriter(const std::filesystem::path& file, TrainWindowSpec spec, int64_t start_iter);
-  void WriteTraining(const EventStorage& storage) override;
-  void WriteEvaluations(const EventStorage& storage) override;
+
+ protected:
+  void WriteWindow(const EventStorage& storage, int64_t last_written) override;
+  void WriteEvaluation(const EvaluationEvent& event) override;
 
  private:
   void Append(const nlohmann::json& record);
+
   std::filesystem::path file_;
   std::ofstream out_;
   TrainWindowSpec spec_;
-  int64_t last_written_;
-  size_t evaluations_written_ = 0;
 };
 
 }  // namespace mrcnn::engine

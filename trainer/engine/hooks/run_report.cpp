@@ -20,10 +20,13 @@ void RunReportHook::AfterStep(TrainerBase& trainer) {
 }
 
 void RunReportHook::AfterTrain(TrainerBase& trainer) {
-  if (trainer.stopping())
-    return;
-  KeepPictures(trainer.storage());
-  WriteRunReport(file_, trainer.storage(), inputs_);
+  if (!trainer.stopping())
+    Write(trainer.storage());
+}
+
+void RunReportHook::Write(const EventStorage& storage) {
+  KeepPictures(storage);
+  WriteRunReport(file_, storage, inputs_);
   log_.Line("[report] wrote " + file_.string());
 }
 

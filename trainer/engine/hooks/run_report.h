@@ -16,6 +16,9 @@ class RunReportHook : public HookBase {
   RunReportHook(std::filesystem::path file, RunReportInputs inputs, ConsoleLog log);
   void AfterStep(TrainerBase& trainer) override;
   void AfterTrain(TrainerBase& trainer) override;
+  // Writes the report from `storage` now and says so in the log: what AfterTrain does, and
+  // what an eval-only job, which runs no loop, calls itself.
+  void Write(const EventStorage& storage);
   std::string name() const override { return "RunReport"; }
 
  private:

@@ -49,9 +49,9 @@ bool IsTensorBoardScalar(const std::string& name) {
 
 TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& dir, TrainWindowSpec spec,
                                      int64_t start_iter)
-    : file_(std::make_unique<TfRecordFile>(NewEventFile(dir))),
-      spec_(spec),
-      last_written_(start_iter - 1) {
+    : WindowedEventWriter(start_iter),
+      file_(std::make_unique<TfRecordFile>(NewEventFile(dir))),
+      spec_(spec) {
   tb::Event version = EventAt(0);
   version.set_file_version("brain.Event:2");
   Append(*file_, version);
@@ -71,13 +71,13 @@ const std::filesystem::path& TensorBoardWriter::file() const {
   return file_->path();
 }
 
-void TensorBoardWriter::WriteTraining(const EventStorage& storage) {
+void TensorBoardWriter::WriteWindow(const EventStorage& storage, int64_t last_written) {
   // One event per iteration holding every scalar of that iteration, in step order.
   std::map<int64_t, tb::Event> by_step;
   for (const auto& [name, history] : storage.scalars()) {
     if (!IsTensorBoardScalar(name))
       continue;
-    const auto [first, last] = history.After(last_written_);
+    const auto [first, last] = history.After(last_written);
     for (auto entry = first; entry != last; ++entry) {
       const auto& [iteration, value] = *entry;
       auto [it, fresh] = by_step.try_emplace(iteration + 1, EventAt(iteration + 1));
@@ -94,24 +94,20 @@ void TensorBoardWriter::WriteTraining(const EventStorage& storage) {
   }
   for (const auto& [step, event] : by_step)
     Append(*file_, event);
-  last_written_ = storage.iteration();
   file_->Flush();
 }
 
-void TensorBoardWriter::WriteEvaluations(const EventStorage& storage) {
-  const auto& all = storage.evaluations();
-  if (evaluations_written_ == all.size())
-    return;
-  for (; evaluations_written_ < all.size(); ++evaluations_written_) {
-    const EvaluationEvent& ev = all[evaluations_written_];
-    tb::Event e = EventAt(ev.iteration);
-    for (size_t k = 0; k < kCocoNames.size(); ++k) {
-      auto* v = e.mutable_summary()->add_value();
-      v->set_tag("eval/" + ev.iou_type + "/" + kCocoNames[k]);
-      v->set_simple_value(static_cast<float>(ev.stats[k]));
-    }
-    Append(*file_, e);
+void TensorBoardWriter::WriteEvaluation(const EvaluationEvent& ev) {
+  tb::Event e = EventAt(ev.iteration);
+  for (size_t k = 0; k < kCocoNames.size(); ++k) {
+    auto* v = e.mutable_summary()->add_value();
+    v->set_tag("eval/" + ev.iou_type + "/" + kCocoNames[k]);
+    v->set_simple_value(static_cast<float>(ev.stats[k]));
   }
+  Append(*file_, e);
+}
+
+void TensorBoardWriter::EvaluationsWritten() {
   file_->Flush();
 }
 

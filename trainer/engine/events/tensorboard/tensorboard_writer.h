@@ -22,25 +22,26 @@ namespace mrcnn::engine {
 
 class TfRecordFile;
 
-class TensorBoardWriter : public EventWriter {
+class TensorBoardWriter : public WindowedEventWriter {
  public:
   // Creates `dir` and a new "events.out.tfevents.<time>.<host>.<pid>" file in it; throws
   // std::runtime_error naming the path when it cannot.
   TensorBoardWriter(const std::filesystem::path& dir, TrainWindowSpec spec, int64_t start_iter);
   ~TensorBoardWriter() override;
 
-  void WriteTraining(const EventStorage& storage) override;
-  void WriteEvaluations(const EventStorage& storage) override;
   void WriteMedia(const EventStorage& storage) override;
   void Close() override;
 
   const std::filesystem::path& file() const;
 
+ protected:
+  void WriteWindow(const EventStorage& storage, int64_t last_written) override;
+  void WriteEvaluation(const EvaluationEvent& event) override;
+  void EvaluationsWritten() override;
+
  private:
   std::unique_ptr<TfRecordFile> file_;
   TrainWindowSpec spec_;
-  int64_t last_written_;
-  size_t evaluations_written_ = 0;
 };
 
 // Scalars of the store that are not curves (the stop vote, the ETA, the checkpoint marker).
