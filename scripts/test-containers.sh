@@ -131,6 +131,11 @@ fail() {
 summary() {
   log "steps:"
   for i in "${!step_secs[@]}"; do printf '  %8s s  %s\n' "${step_secs[$i]}" "${step_names[$i]}" >&2; done
+  if [[ -n ${storage_root:-} ]]; then
+    log "container storage: driver $(podman info --format '{{.Store.GraphDriverName}}' 2>/dev/null), $storage_root:" \
+      "${storage_mib_at_start:-?} MiB at the start, $(du -sm "$storage_root" 2>/dev/null | cut -f1) MiB now," \
+      "$(df -Pm "$storage_root" | awk 'NR == 2 { print $4 }') MiB free"
+  fi
 }
 
 # The README's commands (docker), checked against the README, then run with podman.
@@ -192,9 +197,19 @@ failure_log=$work/podman-setup.log
 bash scripts/containers/podman-setup.sh >"$failure_log" 2>&1 || fail "podman-setup.sh failed"
 podman image exists docker.io/library/debian:bookworm-slim || fail "no debian:bookworm-slim"
 check "rootful podman works, localhost/debian:bookworm-slim is also docker.io/library/debian:bookworm-slim"
+grep '^\[podman-setup\] storage:' "$failure_log" | sed 's/^\[podman-setup\]/   /' >&2 || true
+# shellcheck source=scripts/containers/podman-setup.sh
+source scripts/containers/podman-setup.sh
+storage_root=$(podman info --format '{{.Store.GraphRoot}}')
+storage_mib_at_start=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
 step_done
 
 if ((skip_build == 0)); then
+  # What the builds need at most (session 6-12 sizes): the training image 5.4 GB and the
+  # serving images 4.3 and 1.0 GB, sharing base layers; their build stages (compilers,
+  # -dev packages, the ccache) and podman's temporary copies about as much again.
+  podman_need_disk 16000 "building the training, serving, CPU serving and drone images" ||
+    fail "not enough free disk for the image builds (above)"
   step "build the training image: $build_training"
   podman_build "$build_training" "$work/build-training.log"
   grep '^mrcnn-build:' "$work/build-training.log" | sed 's/^/    /' >&2 || log "   (compile step cached by podman: no ccache numbers)"

@@ -19,6 +19,12 @@
 #     file event logging when systemd is not PID 1; default ulimits no higher than what
 #     root may set here (podman's defaults for open files and processes exceed it and
 #     every `podman run` then fails).
+#  2b. Storage: the overlay driver, said in /etc/containers/storage.conf (podman otherwise
+#     guesses, and on a fresh machine here it chose vfs, which copies whole layers at every
+#     build step: the training image's build then filled 80 GB and died). A clear error when
+#     the kernel has no overlay filesystem; storage that another driver already holds is
+#     reset (its images and containers are removed, said in the log). podman_need_disk
+#     MIB WHAT checks the free disk under the storage root before a build.
 #  3. Builds $MRCNN_BASE_IMAGE (localhost/debian:bookworm-slim) with
 #     `debootstrap --variant=minbase` from the Debian mirror this machine's apt uses, with
 #     this machine's apt sources and CA bundle inside (pip in a container build needs the
@@ -34,6 +40,63 @@
 : "${MRCNN_PODMAN_CONF:=/etc/containers/containers.conf.d/50-mrcnn.conf}"
 
 podman_log() { printf '[podman-setup] %s\n' "$*" >&2; }
+: "${MRCNN_STORAGE_CONF:=/etc/containers/storage.conf}"
+
+# The storage driver podman uses now, and where its storage root is ("DRIVER ROOT").
+podman_storage() { podman info --format '{{.Store.GraphDriverName}} {{.Store.GraphRoot}}'; }
+
+# podman_need_disk MIB WHAT: fails, saying what needs how much, when the storage root's
+# file system has less than MIB MiB free.
+podman_need_disk() {
+  local need=$1 what=$2 root avail
+  root=$(podman info --format '{{.Store.GraphRoot}}')
+  mkdir -p "$root"
+  avail=$(df -Pm "$root" | awk 'NR == 2 { print $4 }')
+  if ((avail < need)); then
+    podman_log "FAILED: $what needs about $need MiB free under $root ($(df -Ph "$root" | awk 'NR == 2 { print $6 }')); $avail MiB are free: free some (podman system prune -a removes unused images) and run again"
+    return 1
+  fi
+  podman_log "disk: $avail MiB free under $root; $what needs about $need MiB"
+}
+
+# Overlay storage, written down (step 2b above).
+podman_overlay_storage() {
+  local conf=$MRCNN_STORAGE_CONF driver root current
+  if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
+    podman_log "FAILED: this kernel has no overlay file system (not in /proc/filesystems, modprobe overlay failed): podman's overlay storage driver needs it (vfs, the fallback, copies every layer and fills the disk building our images); load the overlay module or use a kernel with it"
+    return 1
+  fi
+  driver=$(awk -F'"' '/^[[:space:]]*driver[[:space:]]*=/ { print $2; exit }' "$conf" 2>/dev/null || true)
+  if [[ $driver != overlay ]]; then
+    if [[ -f $conf ]]; then
+      cp -p "$conf" "$conf.mrcnn-backup"
+      podman_log "setting driver = \"overlay\" in $conf (it said \"${driver:-nothing}\"; the old file is $conf.mrcnn-backup)"
+      if [[ -n $driver ]]; then
+        sed -i 's/^\([[:space:]]*driver[[:space:]]*=\).*/\1 "overlay"/' "$conf"
+      elif grep -q '^\[storage\]' "$conf"; then
+        sed -i '/^\[storage\]/a driver = "overlay"' "$conf"
+      else
+        printf '\n[storage]\ndriver = "overlay"\n' >> "$conf"
+      fi
+    else
+      podman_log "writing $conf (driver overlay)"
+      mkdir -p "$(dirname "$conf")"
+      printf '%s\n' "# Written by scripts/containers/podman-setup.sh (mrcnn-toolkit): podman's own guess" \
+        "# was vfs on a fresh machine, which copies whole layers and fills the disk." \
+        "[storage]" 'driver = "overlay"' 'runroot = "/run/containers/storage"' \
+        'graphroot = "/var/lib/containers/storage"' > "$conf"
+    fi
+  fi
+  # Storage made by another driver: podman refuses it or keeps using it; reset it.
+  if ! current=$(podman_storage 2>&1) || [[ ${current%% *} != overlay ]]; then
+    podman_log "the container storage is held by another driver (${current%% *}): resetting it, which removes every image and container (podman system reset)"
+    podman system reset --force >/dev/null 2>&1 || true
+    current=$(podman_storage) || { podman_log "FAILED: podman info after the reset"; return 1; }
+    [[ ${current%% *} == overlay ]] || { podman_log "FAILED: podman still uses ${current%% *} after the reset ($conf says overlay)"; return 1; }
+  fi
+  root=${current#* }
+  podman_log "storage: driver ${current%% *}, root $root, $(df -Pm "$root" 2>/dev/null | awk 'NR == 2 { print $4 " MiB free" }')"
+}
 
 # This machine's Debian apt entries as one-line "deb URI SUITE COMPONENTS..." lines, from
 # both formats (sources.list and deb822 .sources). Only entries of our release's suites
@@ -114,6 +177,8 @@ podman_setup() (
     printf '%s\n' "$conf" > "$MRCNN_PODMAN_CONF"
   fi
 
+  # 2b. Overlay storage.
+  podman_overlay_storage
   # 3. The base image (4. its alias).
   alias_base() {
     if [[ -n $MRCNN_BASE_ALIAS ]] && [[ $(podman image inspect -f '{{.Id}}' "$MRCNN_BASE_ALIAS" 2>/dev/null || true) != \
