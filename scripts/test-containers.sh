@@ -404,6 +404,14 @@ same=$(python3 scripts/containers/check_outputs.py same-weights "$work/host1/out
 check "both exit 0 after $hosts_iters iterations, the peers found by DNS name; final weights: $same; only algo-1 wrote model/"
 step_done
 
+step "Kubeflow: a PyTorchJob (Training Operator variables) and a TrainJob (Trainer v2's PET_* only), two pods each"
+failure_log=$work/kubeflow-jobs.log
+bash scripts/kubeflow/test-kubeflow-jobs.sh --image mrcnn-training --work "$work/kubeflow-jobs" >"$failure_log" 2>&1 ||
+  fail "scripts/kubeflow/test-kubeflow-jobs.sh failed"
+grep '^\[kubeflow-jobs\] \(pytorchjob\|trainjob\):' "$failure_log" | sed 's/^\[kubeflow-jobs\]/   /' >&2
+check "both job styles: both pods exit 0, same final weights, the model written by rank 0 only"
+step_done
+
 step "serving: $run_serving"
 failure_log=$work/serve.log
 podman network create "$net" >/dev/null

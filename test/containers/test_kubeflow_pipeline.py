@@ -380,3 +380,35 @@ def test_pytorchjob_runs_the_entrypoint_train_command():
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
         assert {"/opt/ml/input/data", "/opt/ml/checkpoints", "/opt/ml/model"} <= mounts
         assert pod["terminationGracePeriodSeconds"] > 110  # the entrypoint's default grace period
+
+
+def test_trainjob_runs_the_entrypoint_train_command_with_the_pytorchjob_mounts():
+    """trainjob.yaml (Kubeflow Trainer v2) runs the image as pytorchjob.yaml does: its
+    ENTRYPOINT kept, `train --` and the trainer's own flags, the same mounts, and the same
+    command line as test-kubeflow-jobs.sh replays with podman."""
+    job = yaml.safe_load((KUBEFLOW / "trainjob.yaml").read_text())
+    assert job["apiVersion"] == "trainer.kubeflow.org/v1alpha1" and job["kind"] == "TrainJob"
+    trainer = job["spec"]["trainer"]
+    assert "command" not in trainer, "keep the image's exec-form ENTRYPOINT"
+    assert trainer["args"][:2] == ["train", "--"]
+    trainer_args = flag_values(trainer["args"][2:])
+    assert set(trainer_args) <= {"--config-file", "--local-config-file", "--opts", "--resume", "--eval-only"}
+    assert (ROOT / "configs" / trainer_args["--config-file"]).is_file()
+    assert trainer["numNodes"] >= 1
+    assert {e["name"]: e["value"] for e in trainer["env"]}["SAGEMAKER_BASE_DIR"] == "/opt/ml"
+    [override] = job["spec"]["podTemplateOverrides"]
+    assert override["targetJobs"] == [{"name": "node"}]  # the torch runtime's trainer job
+    [container] = override["spec"]["containers"]
+    assert container["name"] == "node"
+    mounts = {m["mountPath"]: m.get("subPath") for m in container["volumeMounts"]}
+    pytorchjob = yaml.safe_load((KUBEFLOW / "pytorchjob.yaml").read_text())
+    [master] = pytorchjob["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert mounts == {m["mountPath"]: m.get("subPath") for m in master["volumeMounts"]}
+    assert override["spec"]["terminationGracePeriodSeconds"] > 110
+    # The podman replay mounts the same folders and passes the same `train --` prefix.
+    replay = (KUBEFLOW / "test-kubeflow-jobs.sh").read_text()
+    for path in ("/opt/ml/input/data:ro", "/opt/ml/checkpoints", "/opt/ml/model", "/opt/ml/output"):
+        assert path in replay, path
+    for variable in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+                     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
+        assert f"{variable}=" in replay, variable
