@@ -22,6 +22,7 @@
 #include "trainer/engine/hooks/parameter_histograms.h"
 #include "trainer/engine/hooks/periodic_checkpointer.h"
 #include "trainer/engine/hooks/periodic_writer.h"
+#include "trainer/engine/cuda_graphs/padded_feature_stage.h"
 #include "trainer/engine/hooks/run_report.h"
 #include "trainer/engine/hooks/stop_signal.h"
 #include "trainer/engine/hooks/weights_dump.h"
@@ -168,6 +169,16 @@ void LogJobStart(const TrainJob& job, const ConsoleLog& log) {
   log.Line("[config] resolved:\n" + job.config.ToYaml());
 }
 
+// SOLVER.CUDA_GRAPHS for the run-start line: "off" or the padded shapes, "800x1344, ...".
+std::string GraphShapesText(const JobParts& p) {
+  if (!p.job.config.GetBool("SOLVER.CUDA_GRAPHS.ENABLED"))
+    return "off";
+  std::string text;
+  for (const auto& [h, w] : BuildGraphShapes(p.job.config))
+    text += (text.empty() ? "" : ", ") + std::to_string(h) + "x" + std::to_string(w);
+  return text;
+}
+
 void LogRunStart(const JobParts& p, const TrainingState& state) {
   const bool amp = BuildAmpDtype(p.job.config, p.device).has_value();
   p.log.Line("[train] device: " + p.device.str() + "  seed: " + std::to_string(state.seed) +
@@ -176,7 +187,8 @@ void LogRunStart(const JobParts& p, const TrainingState& state) {
              (p.dp.overlaps_backward() ? ", overlapped with backward" : "") +
              ")  images/iter: " + std::to_string(p.plan.images_per_iteration) +
              "  accumulation: " + std::to_string(p.plan.accumulation) +
-             "  amp: " + (amp ? p.job.config.GetString("SOLVER.AMP.DTYPE") : "off"));
+             "  amp: " + (amp ? p.job.config.GetString("SOLVER.AMP.DTYPE") : "off") +
+             "  cuda graphs: " + GraphShapesText(p));
 }
 
 }  // namespace
@@ -219,6 +231,11 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   MaskRcnnTrainer trainer(std::move(storage), step, *loader, state, device, plan.accumulation);
   trainer.RegisterHooks(BuildHooks(parts, step, start_iter));
   trainer.Train(start_iter, plan.max_iter);
+  if (const PaddedFeatureStage* stage = step.feature_stage()) {
+    log.Line("[train] cuda graphs: " + std::to_string(stage->padded_runs()) +
+             " micro-batches padded and replayed, " + std::to_string(stage->eager_runs()) +
+             " eager (no SOLVER.CUDA_GRAPHS.SHAPES entry held them)");
+  }
   return 0;
 }
 

@@ -58,18 +58,17 @@ TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler&
       device_(device),
       options_(std::move(options)) {
   trainable_ = optimizer_.Parameters();
-  if (!options_.graph_shapes.empty()) {
-    if (options_.graph_padding_only || !device_.is_cuda()) {
-      if (!options_.graph_padding_only) {
-        throw std::invalid_argument("SOLVER.CUDA_GRAPHS needs a CUDA device, the step runs on " +
-                                    device_.str());
-      }
-      feature_stage_ = std::make_unique<PaddedFeatureStage>(net_, options_.graph_shapes,
-                                                            options_.graph_batch);
-    } else {
-      feature_stage_ = MakeCudaGraphedFeatureStage(net_, options_.graph_shapes,
-                                                   options_.graph_batch, options_.amp_dtype);
-    }
+  if (options_.graph_shapes.empty())
+    return;
+  if (options_.graph_padding_only) {
+    feature_stage_ = std::make_unique<PaddedFeatureStage>(net_, options_.graph_shapes,
+                                                          options_.graph_batch);
+  } else if (!device_.is_cuda()) {
+    throw std::invalid_argument("SOLVER.CUDA_GRAPHS needs a CUDA device, the step runs on " +
+                                device_.str());
+  } else {
+    feature_stage_ = MakeCudaGraphedFeatureStage(net_, options_.graph_shapes,
+                                                 options_.graph_batch, options_.amp_dtype);
   }
 }
 
