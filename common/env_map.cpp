@@ -47,12 +47,12 @@ std::optional<int64_t> EnvInteger(const EnvMap& env, const std::string& key, int
       return value;
   }
   // The range is worth saying only when it is narrower than an int's.
-  const bool any_int = min <= std::numeric_limits<int32_t>::min() &&
-                       max >= std::numeric_limits<int32_t>::max();
-  throw ConfigError("environment", key,
-                    any_int ? fmt::format("must be an integer, got \"{}\"", *raw)
-                            : fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max,
-                                          *raw));
+  const bool any_int =
+      min <= std::numeric_limits<int32_t>::min() && max >= std::numeric_limits<int32_t>::max();
+  throw ConfigError(
+      "environment", key,
+      any_int ? fmt::format("must be an integer, got \"{}\"", *raw)
+              : fmt::format("must be an integer in [{}, {}], got \"{}\"", min, max, *raw));
 }
 
 }  // namespace mrcnn::common

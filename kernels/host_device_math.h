@@ -12,35 +12,71 @@
 namespace mrcnn::kernels {
 
 #ifdef __CUDA_ARCH__
-__device__ inline float RnAdd(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline float RnSub(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline float RnMul(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline float RnDiv(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double RnAdd(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline double RnSub(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline double RnMul(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline double RnDiv(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float RnAdd(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ inline float RnSub(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ inline float RnMul(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ inline float RnDiv(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ inline double RnAdd(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ inline double RnSub(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ inline double RnMul(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ inline double RnDiv(double a, double b) {
+  return __ddiv_rn(a, b);
+}
 template <typename T>
-__device__ inline T HdLog(T x) { return log(x); }
+__device__ inline T HdLog(T x) {
+  return log(x);
+}
 template <typename T>
-__device__ inline T HdExp(T x) { return exp(x); }
+__device__ inline T HdExp(T x) {
+  return exp(x);
+}
 template <typename T>
-__device__ inline bool HdIsNan(T x) { return isnan(x); }
+__device__ inline bool HdIsNan(T x) {
+  return isnan(x);
+}
 #else
 template <typename T>
-inline T RnAdd(T a, T b) { return a + b; }
+inline T RnAdd(T a, T b) {
+  return a + b;
+}
 template <typename T>
-inline T RnSub(T a, T b) { return a - b; }
+inline T RnSub(T a, T b) {
+  return a - b;
+}
 template <typename T>
-inline T RnMul(T a, T b) { return a * b; }
+inline T RnMul(T a, T b) {
+  return a * b;
+}
 template <typename T>
-inline T RnDiv(T a, T b) { return a / b; }
+inline T RnDiv(T a, T b) {
+  return a / b;
+}
 template <typename T>
-inline T HdLog(T x) { return std::log(x); }
+inline T HdLog(T x) {
+  return std::log(x);
+}
 template <typename T>
-inline T HdExp(T x) { return std::exp(x); }
+inline T HdExp(T x) {
+  return std::exp(x);
+}
 template <typename T>
-inline bool HdIsNan(T x) { return std::isnan(x); }
+inline bool HdIsNan(T x) {
+  return std::isnan(x);
+}
 #endif
 
 }  // namespace mrcnn::kernels

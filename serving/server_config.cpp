@@ -111,9 +111,10 @@ ServerConfig ConfigFromEnvironment(const common::EnvMap& env) {
   // A multi-record request carries many images; batch transform waits 600 s by default.
   config.request_deadline = std::chrono::seconds(EnvIntegerOr(
       env, "SAGEMAKER_MODEL_SERVER_TIMEOUT", config.batch_transform ? 600 : 60, 1, 3600));
-  config.image_limits.max_pixels =
-      EnvIntegerOr(env, "MRCNN_MAX_IMAGE_PIXELS", config.image_limits.max_pixels, 1, kMaxImagePixels);
-  config.workers = static_cast<int>(EnvIntegerOr(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
+  config.image_limits.max_pixels = EnvIntegerOr(env, "MRCNN_MAX_IMAGE_PIXELS",
+                                                config.image_limits.max_pixels, 1, kMaxImagePixels);
+  config.workers =
+      static_cast<int>(EnvIntegerOr(env, "SAGEMAKER_MODEL_SERVER_WORKERS", 0, 0, 1024));
   config.device = EnvString(env, "MRCNN_SERVING_DEVICE", config.device);
   config.precision = EnvString(env, "MRCNN_SERVING_PRECISION", config.precision);
   config.batching.max_batch_images =

@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
         const size_t x = item.find('x');
         if (x == std::string::npos)
           throw std::runtime_error("--graph-shapes takes HxW[,HxW...], got '" + graph_shapes + "'");
-        step_options.graph_shapes.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+        step_options.graph_shapes.push_back(
+            {std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
       }
       step_options.graph_batch = batch_size;
       const std::string mode = Arg(argc, argv, "--graph-mode", "graph");
@@ -281,7 +282,8 @@ int main(int argc, char** argv) {
         out["losses"] = loss_values;
         out["phases_ms"] = phases.ms;
         if (const engine::PaddedFeatureStage* stage = train_step.feature_stage())
-          out["feature_stage_runs"] = {{"padded", stage->padded_runs()}, {"unpadded", stage->eager_runs()}};
+          out["feature_stage_runs"] = {{"padded", stage->padded_runs()},
+                                       {"unpadded", stage->eager_runs()}};
         std::printf("%s\n", out.dump().c_str());
         std::fflush(stdout);
       }

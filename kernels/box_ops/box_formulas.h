@@ -29,8 +29,8 @@ C10_HOST_DEVICE inline T BoxIou(T px1, T py1, T px2, T py2, T area_p, T qx1, T q
 // BoxCoder.encode_single for one box: the deltas (dx, dy, dw, dh) of `reference` from
 // `proposal`, weighted.
 template <typename T>
-C10_HOST_DEVICE inline void EncodeBox(const T* reference, const T* proposal, T wx, T wy, T ww,
-                                      T wh, T* out) {
+C10_HOST_DEVICE inline void EncodeBox(const T* reference, const T* proposal, T wx, T wy, T ww, T wh,
+                                      T* out) {
   const T half = 0.5;
   const T ex_w = RnSub(proposal[2], proposal[0]), ex_h = RnSub(proposal[3], proposal[1]);
   const T ex_cx = RnAdd(proposal[0], RnMul(half, ex_w));

@@ -290,9 +290,10 @@ std::vector<std::array<int64_t, 2>> BuildGraphShapes(const TrainConfig& config) 
     throw common::ConfigError("config", key, "must list at least one [height, width]");
   std::vector<std::array<int64_t, 2>> shapes;
   for (const auto& shape : listed) {
-    const bool integral = shape.size() == 2 && std::all_of(shape.begin(), shape.end(), [](double v) {
-                            return v >= 1 && v <= 1e5 && v == static_cast<double>(static_cast<int64_t>(v));
-                          });
+    const bool integral =
+        shape.size() == 2 && std::all_of(shape.begin(), shape.end(), [](double v) {
+          return v >= 1 && v <= 1e5 && v == static_cast<double>(static_cast<int64_t>(v));
+        });
     if (!integral) {
       throw common::ConfigError("config", key,
                                 "each entry must be [height, width], two positive integers, got " +

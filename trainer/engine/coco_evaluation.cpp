@@ -189,9 +189,9 @@ model::TileOptions EvaluationTiles(const TrainConfig& config) {
   }
   const int64_t cap = config.GetInt("TEST.TILE.MAX_DETECTIONS_CAP");
   if (cap < 1 || cap > 1000000) {
-    throw common::ConfigError("config", "TEST.TILE.MAX_DETECTIONS_CAP",
-                              "must be within [1, 1000000] (detections a tiled image keeps), got " +
-                                  std::to_string(cap));
+    throw common::ConfigError(
+        "config", "TEST.TILE.MAX_DETECTIONS_CAP",
+        "must be within [1, 1000000] (detections a tiled image keeps), got " + std::to_string(cap));
   }
   return tiles;
 }

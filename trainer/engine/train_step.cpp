@@ -61,14 +61,14 @@ TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler&
   if (options_.graph_shapes.empty())
     return;
   if (options_.graph_padding_only) {
-    feature_stage_ = std::make_unique<PaddedFeatureStage>(net_, options_.graph_shapes,
-                                                          options_.graph_batch);
+    feature_stage_ =
+        std::make_unique<PaddedFeatureStage>(net_, options_.graph_shapes, options_.graph_batch);
   } else if (!device_.is_cuda()) {
     throw std::invalid_argument("SOLVER.CUDA_GRAPHS needs a CUDA device, the step runs on " +
                                 device_.str());
   } else {
-    feature_stage_ = MakeCudaGraphedFeatureStage(net_, options_.graph_shapes,
-                                                 options_.graph_batch, options_.amp_dtype);
+    feature_stage_ = MakeCudaGraphedFeatureStage(net_, options_.graph_shapes, options_.graph_batch,
+                                                 options_.amp_dtype);
   }
 }
 

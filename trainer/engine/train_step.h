@@ -12,9 +12,9 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,7 +130,7 @@ class TrainStep {
   TrainStepOptions options_;
   std::vector<at::Tensor> trainable_;
   std::unique_ptr<PaddedFeatureStage> feature_stage_;  // null: eager, unpadded
-  int64_t micro_batches_ = 0;  // since the last Finish
+  int64_t micro_batches_ = 0;                          // since the last Finish
   PhaseHook phase_hook_;
   GradientProbe gradient_probe_;
 };

@@ -39,7 +39,8 @@ int64_t TiledDetectionCap(const PredictOptions& options, int64_t passes);
 
 // hwc: the image as H x W x 3 uint8 RGB on the CPU. `net`'s detection settings are set from
 // `options` for the call and restored afterwards. Detections by decreasing score, at most
-// options.max_detections per tile and TiledDetectionCap in all. Throws std::invalid_argument for invalid tile options.
+// options.max_detections per tile and TiledDetectionCap in all. Throws std::invalid_argument for
+// invalid tile options.
 std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
                                          const torch::Device& device, const at::Tensor& hwc,
                                          const PredictOptions& options);

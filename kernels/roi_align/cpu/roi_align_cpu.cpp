@@ -141,8 +141,8 @@ void ForwardRoiOnTheFly(const RoiGeometry<acc_t>& g, const scalar_t* batch_base,
         for (int64_t iy = 0; iy < g.grid_h; ++iy) {
           const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
           for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-            const auto t = ComputeBilinearTaps(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
-                                          height, width);
+            const auto t = ComputeBilinearTaps(
+                y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w), height, width);
             v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
                  t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
           }
@@ -296,8 +296,8 @@ void BackwardRoiOnTheFly(const RoiGeometry<acc_t>& g, acc_t* batch_base, int64_t
         for (int64_t iy = 0; iy < g.grid_h; ++iy) {
           const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
           for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-            const auto t = ComputeBilinearTaps(y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w),
-                                          height, width);
+            const auto t = ComputeBilinearTaps(
+                y, SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w), height, width);
             if (!t.valid) {
               continue;
             }

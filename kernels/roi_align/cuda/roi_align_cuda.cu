@@ -38,7 +38,6 @@ __device__ inline RoiGeometry<acc_t, int> DeviceRoiGeometry(const scalar_t* roi,
   return ComputeRoiGeometry<int>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
 }
 
-
 template <typename scalar_t, typename acc_t>
 __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
                               const int64_t* __restrict__ levels, const scalar_t* __restrict__ rois,
@@ -57,7 +56,7 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
       continue;
     }
     const auto g = DeviceRoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
-                                                sampling_ratio, aligned);
+                                                      sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       out[index] = scalar_t(0);  // rejected on CPU; checking here would need a sync
       continue;
@@ -99,8 +98,8 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     if (l < 0 || l >= table.count) {
       continue;
     }
-    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
-                                                sampling_ratio, aligned);
+    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h,
+                                                      pooled_w, sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       continue;
     }

@@ -198,7 +198,7 @@ TEST_CASE("content types, Accept and custom attributes", "[serving][request]") {
       "score_threshold=0.5, max_detections=50,masks=none,trace_id=abc", defaults, 1000);
   CHECK(parsed.score_threshold == 0.5f);
   CHECK(parsed.max_detections == 50);
-  CHECK(parsed.tiled_max_detections == 50);  // a request's cap holds for its tiled result too
+  CHECK(parsed.tiled_max_detections == 50);   // a request's cap holds for its tiled result too
   CHECK(defaults.tiled_max_detections == 0);  // unset: a tiled result's cap grows with its tiles
   CHECK(ParseCustomAttributes("score_threshold=0.5", defaults, 1000).tiled_max_detections == 0);
   CHECK_FALSE(parsed.masks);

@@ -143,9 +143,9 @@ TEST_CASE("SOLVER.CUDA_GRAPHS: shapes validated, refused on a CPU, passed to the
   CHECK((defaults[0] == std::array<int64_t, 2>{800, 1344}));
   CHECK((defaults[1] == std::array<int64_t, 2>{1344, 800}));
   c.MergeOpts({"SOLVER.CUDA_GRAPHS.ENABLED", "true"});
-  CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
-                    Catch::Contains("SOLVER.CUDA_GRAPHS.ENABLED") && Catch::Contains("needs CUDA") &&
-                        Catch::Contains("set it to false"));
+  CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu), Catch::Contains("SOLVER.CUDA_GRAPHS.ENABLED") &&
+                                                       Catch::Contains("needs CUDA") &&
+                                                       Catch::Contains("set it to false"));
   const c10::Device cuda(c10::kCUDA, 0);  // only a value here: nothing runs on it
   if (CudaGraphsCompiled()) {
     const TrainStepOptions o = BuildTrainStepOptions(c, cuda, 4);

@@ -37,7 +37,7 @@ mrcnn::model::ModelConfig SmallConfig() {
 }
 
 struct StepResult {
-  at::Tensor losses;                // the micro-batch's losses, then their sum
+  at::Tensor losses;  // the micro-batch's losses, then their sum
   std::vector<at::Tensor> gradients;
   int64_t padded_runs = 0, eager_runs = 0;
 };
@@ -75,9 +75,10 @@ mrcnn::model::ImageTarget Target(int64_t h, int64_t w, std::vector<float> box, i
   t.boxes = torch::tensor(box).view({1, 4});
   t.labels = torch::tensor({label});
   t.masks = torch::zeros({1, h, w}, torch::kUInt8);
-  t.masks.index_put_({0, torch::indexing::Slice(static_cast<int64_t>(box[1]), static_cast<int64_t>(box[3])),
-                      torch::indexing::Slice(static_cast<int64_t>(box[0]), static_cast<int64_t>(box[2]))},
-                     1);
+  t.masks.index_put_(
+      {0, torch::indexing::Slice(static_cast<int64_t>(box[1]), static_cast<int64_t>(box[3])),
+       torch::indexing::Slice(static_cast<int64_t>(box[0]), static_cast<int64_t>(box[2]))},
+      1);
   return t;
 }
 
@@ -89,8 +90,9 @@ at::Tensor PadTo(const at::Tensor& images, int64_t h, int64_t w) {
 
 }  // namespace
 
-TEST_CASE("CUDA-graph padding gives the losses and gradients of eager training on the same padded batch",
-          "[cuda_graphs]") {
+TEST_CASE(
+    "CUDA-graph padding gives the losses and gradients of eager training on the same padded batch",
+    "[cuda_graphs]") {
   torch::manual_seed(1);
   // Two images of 60×90 and 50×70, padded by Transform to 64×96.
   const at::Tensor images = PadTo(torch::rand({2, 3, 60, 90}), 64, 96);

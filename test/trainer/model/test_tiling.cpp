@@ -212,7 +212,7 @@ TEST_CASE("a tiled image's detection cap grows with its tiles unless the caller 
   CHECK(TiledDetectionCap(o, 1) == 100);
   CHECK(TiledDetectionCap(o, 6) == 600);
   CHECK(TiledDetectionCap(o, 40) == 1000);  // bounded by max_detections_cap
-  o.max_detections_cap = 50;                 // a cap below the per-tile count: per-tile wins
+  o.max_detections_cap = 50;                // a cap below the per-tile count: per-tile wins
   CHECK(TiledDetectionCap(o, 40) == 100);
   o.max_detections_cap = 1000;
   o.tiled_max_detections = 100;  // the caller's own cap holds, whatever the tiles

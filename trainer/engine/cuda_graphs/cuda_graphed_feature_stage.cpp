@@ -20,10 +20,10 @@ namespace {
 
 // One shape's captured graphs and the tensors they read and write in place.
 struct FeatureStageGraph {
-  at::Tensor input;                   // full_batch × 3 × H × W: the forward graph reads it
-  std::vector<at::Tensor> outputs;    // features, then RPN logits, then deltas
+  at::Tensor input;                 // full_batch × 3 × H × W: the forward graph reads it
+  std::vector<at::Tensor> outputs;  // features, then RPN logits, then deltas
   size_t feature_count = 0, logit_count = 0;
-  std::vector<bool> differentiable;   // per output: it requires grad
+  std::vector<bool> differentiable;      // per output: it requires grad
   std::vector<at::Tensor> grad_outputs;  // the backward graph reads them (differentiable only)
   std::vector<at::Tensor> param_grads;   // the backward graph writes them (undefined: unused)
   at::cuda::CUDAGraph forward, backward;

@@ -43,8 +43,8 @@ std::optional<size_t> PaddedFeatureStage::PickShape(int64_t height, int64_t widt
 
 model::FeatureStageOutput PaddedFeatureStage::Run(const at::Tensor& batch, at::Tensor* rpn_input) {
   const int64_t n = batch.size(0);
-  const std::optional<size_t> shape = n <= full_batch_ ? PickShape(batch.size(2), batch.size(3))
-                                                       : std::nullopt;
+  const std::optional<size_t> shape =
+      n <= full_batch_ ? PickShape(batch.size(2), batch.size(3)) : std::nullopt;
   if (!shape) {
     ++eager_runs_;
     *rpn_input = batch;
