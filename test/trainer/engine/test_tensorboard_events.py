@@ -122,12 +122,17 @@ def test_a_killed_and_resumed_run_continues_the_same_curves(shapes, reference, t
     proc = start(root)
     deadline = time.time() + 240
     checkpoint = root / "checkpoints" / "checkpoint_00000004.safetensors"
-    while not checkpoint.exists():
-        assert proc.poll() is None and time.time() < deadline, "no checkpoint at iteration 4"
-        time.sleep(0.02)
-    time.sleep(0.5)  # let it write a step or two past the checkpoint, then kill it hard
+    metrics = root / "output" / "data" / "metrics.jsonl"
+    # Kill it hard once it has logged past the checkpoint (the window ending at iteration 6)
+    # and before its next checkpoint (8): a fixed wait after the checkpoint let a fast machine
+    # finish the whole run first.
+    while not (checkpoint.exists() and metrics.exists() and '"iteration":6' in metrics.read_text().replace(" ", "")):
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint at iteration 4 and log past it"
+        time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
     finish(proc)
+    assert not (root / "checkpoints" / "checkpoint_00000008.safetensors").exists(), (
+        "the run reached its next checkpoint before the kill: nothing to resume from iteration 4")
     code, out = finish(start(root))
     assert code == 0, out[-3000:]
     assert "at iteration 4" in out
