@@ -95,8 +95,13 @@ std::unique_ptr<FeatureStageGraph> Capture(model::MaskRcnnImpl& net, const at::T
   const c10::DeviceIndex device = sample.device().index();
   const c10::cuda::CUDAGuard device_guard(sample.device());
   g->input = sample.clone();
-  // Benchmarks synchronize in the phase hook; nothing may wait on a capturing stream.
-  const std::function<void(const char*)> phase_hook = net.phase_hook();
+  // Benchmarks synchronize in the phase hook; nothing may wait on a capturing stream. The
+  // hook comes back on every exit, a failed capture included.
+  struct PhaseHookOff {
+    model::MaskRcnnImpl& net;
+    const std::function<void(const char*)> saved;
+    ~PhaseHookOff() { net.set_phase_hook(saved); }
+  } phase_hook_off{net, net.phase_hook()};
   net.set_phase_hook({});
   const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
   at::cuda::CUDAEvent ready;
@@ -137,7 +142,6 @@ std::unique_ptr<FeatureStageGraph> Capture(model::MaskRcnnImpl& net, const at::T
     g->backward.capture_end();
   }
   side.synchronize();
-  net.set_phase_hook(phase_hook);
   return g;
 }
 
