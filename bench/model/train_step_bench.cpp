@@ -118,6 +118,29 @@ struct Phases {
   }
 };
 
+// SOLVER.CUDA_GRAPHS as the trainer builds it: the backbone, FPN and RPN head on the batch
+// padded to the first shape that holds it, graphed (--graph-mode graph, CUDA) or eager on
+// the same padded batch (--graph-mode pad), the reference for the graphs. Nothing without
+// --graph-shapes.
+void SetGraphOptions(int argc, char** argv, int64_t batch_size, engine::TrainStepOptions& o) {
+  const std::string graph_shapes = Arg(argc, argv, "--graph-shapes", "");
+  if (graph_shapes.empty())
+    return;
+  std::stringstream list(graph_shapes);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    const size_t x = item.find('x');
+    if (x == std::string::npos)
+      throw std::runtime_error("--graph-shapes takes HxW[,HxW...], got '" + graph_shapes + "'");
+    o.graph_shapes.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+  }
+  o.graph_batch = batch_size;
+  const std::string mode = Arg(argc, argv, "--graph-mode", "graph");
+  if (mode != "graph" && mode != "pad")
+    throw std::runtime_error("--graph-mode must be graph or pad, got '" + mode + "'");
+  o.graph_padding_only = mode == "pad";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,26 +201,7 @@ int main(int argc, char** argv) {
     if (amp)
       step_options.amp_dtype = amp_dtype;
     step_options.nonfinite_advice = "lower --lr";
-    // SOLVER.CUDA_GRAPHS as the trainer builds it: the backbone, FPN and RPN head on the
-    // batch padded to the first shape that holds it, graphed (--graph-mode graph, CUDA) or
-    // eager on the same padded batch (--graph-mode pad), the reference for the graphs.
-    const std::string graph_shapes = Arg(argc, argv, "--graph-shapes", "");
-    if (!graph_shapes.empty()) {
-      std::stringstream list(graph_shapes);
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        const size_t x = item.find('x');
-        if (x == std::string::npos)
-          throw std::runtime_error("--graph-shapes takes HxW[,HxW...], got '" + graph_shapes + "'");
-        step_options.graph_shapes.push_back(
-            {std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
-      }
-      step_options.graph_batch = batch_size;
-      const std::string mode = Arg(argc, argv, "--graph-mode", "graph");
-      if (mode != "graph" && mode != "pad")
-        throw std::runtime_error("--graph-mode must be graph or pad, got '" + mode + "'");
-      step_options.graph_padding_only = mode == "pad";
-    }
+    SetGraphOptions(argc, argv, batch_size, step_options);
     engine::TrainStep train_step(*net, *optimizer, scaler, /*dp=*/nullptr, device,
                                  std::move(step_options));
 
