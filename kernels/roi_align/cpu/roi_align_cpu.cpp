@@ -22,12 +22,6 @@ namespace {
 template <typename acc_t>
 using Sample = BilinearTaps<acc_t>;
 
-template <typename scalar_t, typename acc_t>
-RoiGeometry<acc_t> ComputeGeometry(const scalar_t* roi, acc_t scale, int64_t pooled_h,
-                                   int64_t pooled_w, int64_t sampling_ratio, bool aligned) {
-  return ComputeRoiGeometry<int64_t>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
-}
-
 // Taps of every sampling point of a roi, bin-major.
 template <typename acc_t>
 void ComputeSamples(const RoiGeometry<acc_t>& g, int64_t height, int64_t width, int64_t pooled_h,
@@ -171,8 +165,8 @@ void ForwardKernel(const std::vector<LevelView<scalar_t>>& levels_view, const in
         continue;
       }
       const LevelView<scalar_t>& lv = levels_view[l];
-      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
-                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      const auto g = ComputeRoiGeometry<int64_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
+                                                 pooled_h, pooled_w, sampling_ratio, aligned);
       TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n, " has batch index ",
                   static_cast<double>(rois[n * 5]), " outside [0, ", batch, ")");
       CheckSampleCount(g, pooled_h, pooled_w, n);
@@ -251,8 +245,8 @@ void ForwardKernelChannelsLast(const std::vector<LevelView<scalar_t>>& levels_vi
         std::fill_n(out + n * channels * bins, channels * bins, scalar_t(0));
         continue;
       }
-      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv->scale),
-                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      const auto g = ComputeRoiGeometry<int64_t>(rois + n * 5, static_cast<acc_t>(lv->scale),
+                                                 pooled_h, pooled_w, sampling_ratio, aligned);
       TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align: roi ", n, " has batch index ",
                   static_cast<double>(rois[n * 5]), " outside [0, ", batch, ")");
       ComputeSamples(g, lv->height, lv->width, pooled_h, pooled_w, samples);
@@ -333,8 +327,8 @@ void BackwardKernel(const std::vector<LevelView<scalar_t>>& levels_view,
         continue;
       }
       const LevelView<scalar_t>& lv = levels_view[l];
-      const auto g = ComputeGeometry<scalar_t, acc_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
-                                                      pooled_h, pooled_w, sampling_ratio, aligned);
+      const auto g = ComputeRoiGeometry<int64_t>(rois + n * 5, static_cast<acc_t>(lv.scale),
+                                                 pooled_h, pooled_w, sampling_ratio, aligned);
       TORCH_CHECK(g.batch >= 0 && g.batch < batch, "mrcnn::roi_align backward: roi ", n,
                   " has batch index ", static_cast<double>(rois[n * 5]), " outside [0, ", batch,
                   ")");

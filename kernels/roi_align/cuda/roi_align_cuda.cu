@@ -32,13 +32,6 @@ struct LevelTable {
 };
 
 template <typename scalar_t, typename acc_t>
-__device__ inline RoiGeometry<acc_t, int> DeviceRoiGeometry(const scalar_t* roi, acc_t scale,
-                                                            int pooled_h, int pooled_w,
-                                                            int sampling_ratio, bool aligned) {
-  return ComputeRoiGeometry<int>(roi, scale, pooled_h, pooled_w, sampling_ratio, aligned);
-}
-
-template <typename scalar_t, typename acc_t>
 __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
                               const int64_t* __restrict__ levels, const scalar_t* __restrict__ rois,
                               int64_t batch, int64_t channels, int pooled_h, int pooled_w,
@@ -55,8 +48,8 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
       out[index] = scalar_t(0);  // invalid level: documented as a zero output on CUDA
       continue;
     }
-    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(roi, table.scale[l], pooled_h, pooled_w,
-                                                      sampling_ratio, aligned);
+    const auto g =
+        ComputeRoiGeometry<int>(roi, table.scale[l], pooled_h, pooled_w, sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       out[index] = scalar_t(0);  // rejected on CPU; checking here would need a sync
       continue;
@@ -98,8 +91,8 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
     if (l < 0 || l >= table.count) {
       continue;
     }
-    const auto g = DeviceRoiGeometry<scalar_t, acc_t>(rois + n * 5, table.scale[l], pooled_h,
-                                                      pooled_w, sampling_ratio, aligned);
+    const auto g = ComputeRoiGeometry<int>(rois + n * 5, table.scale[l], pooled_h, pooled_w,
+                                           sampling_ratio, aligned);
     if (g.batch < 0 || g.batch >= batch || TooManySamples(pooled_h, pooled_w, g.grid_h, g.grid_w)) {
       continue;
     }
