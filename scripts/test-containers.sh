@@ -13,6 +13,11 @@
 #      /opt/ml and resourceconfig.json, find each other by name through the network's DNS
 #      (no /etc/hosts entries) and train one CPU data-parallel job: both exit 0, final
 #      weights bit-identical, only algo-1 writes model/
+#   4b. Kubeflow: a PyTorchJob and a TrainJob replayed as two pods each
+#      (scripts/kubeflow/test-kubeflow-jobs.sh); the container pipeline
+#      (scripts/kubeflow/container_pipeline.py) run end to end by kfp.local through podman
+#      (scripts/kubeflow/run_local.py): dataset -> train -> evaluate (box AP50 >= 0.5) ->
+#      serving smoke test, and a run whose train step fails, which must fail naming it
 #   5. serving: `run -d ... IMAGE serve` on that model -> /ping 200, /invocations with a JPEG
 #      answers what `trainer predict` answers, `podman stop` -> the container exits 0; then
 #      the CPU serving image and the (CUDA) serving image each under SageMaker Serverless
@@ -57,20 +62,25 @@
 #          --read-only-tmpfs=false with --read-only (podman, unlike docker, would otherwise
 #          also mount writable tmpfs on /run and /var/tmp: then more than /tmp is writable).
 #
-# Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep]
+# Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep] [--prune]
 #   --archs LIST   TORCH_CUDA_ARCH_LIST for the builds (default "8.0;9.0"; "" = the
 #                  Dockerfile's full list, sm_75..sm_100 + PTX: much longer)
 #   --jobs N       compile jobs in the image build (default: this machine's cores)
 #   --skip-build   use the images as they are (they must exist)
 #   --skip-sdk     leave out step 8 (it installs docker-compose and the SageMaker SDK)
 #   --keep         keep the work folder (build-containers/)
+#   --prune        once the builds are done, removes the dangling images (untagged, no child)
+#                  that these builds neither made nor took from their cache: earlier builds of
+#                  these images, left behind by each rebuild (.ci/run passes it; without it,
+#                  every run leaves ~1-5 GB more). The build stages' images stay: they are the
+#                  next build's cache (a build without it writes ~20 GB)
 # Needs root (rootful podman). .ci/run runs it after scripts/test.sh, whose host build fills
 # the ccache the image builds read (with an empty ccache the compiles take tens of minutes).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-archs="8.0;9.0" jobs=$(nproc) skip_build=0 skip_sdk=0 keep=0
+archs="8.0;9.0" jobs=$(nproc) skip_build=0 skip_sdk=0 keep=0 prune=0
 while (($#)); do
   case $1 in
     --archs) archs=${2?}; shift 2 ;;
@@ -78,6 +88,7 @@ while (($#)); do
     --skip-build) skip_build=1; shift ;;
     --skip-sdk) skip_sdk=1; shift ;;
     --keep) keep=1; shift ;;
+    --prune) prune=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "test-containers: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -147,11 +158,12 @@ build_serving='docker build -f Dockerfile.serving -t mrcnn-serving .'
 build_serving_cpu='docker build -f Dockerfile.serving --build-arg DEVICE=cpu -t mrcnn-serving-cpu .'
 build_drone='docker build -f Dockerfile.dronetraining --build-arg BASE_IMAGE=mrcnn-training -t mrcnn-drone .'
 run_training='docker run --rm -v "$PWD/opt_ml":/opt/ml mrcnn-training train'
+run_pipeline='.venv/bin/python scripts/kubeflow/run_local.py --work build-kfp --min-box-ap50 0.5'
 run_serving='docker run -d --name mrcnn-serving -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model mrcnn-serving serve'
 stop_serving='docker stop mrcnn-serving'
 run_serverless='docker run -d --name mrcnn-serving-cpu --read-only --tmpfs /tmp --user 65534:65534 --memory 6g -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model:ro mrcnn-serving-cpu serve'
 for line in "$build_training" "$build_serving" "$build_serving_cpu" "$build_drone" "$run_training" "$run_serving" \
-  "$stop_serving" "$run_serverless"; do
+  "$stop_serving" "$run_serverless" "$run_pipeline"; do
   readme_has "$line"
 done
 
@@ -186,6 +198,27 @@ host_ccache=$(ccache -k cache_dir 2>/dev/null || echo "$HOME/.cache/ccache")
 host_pip=$(python3 -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")
 mkdir -p "$host_ccache" "$host_pip"
 
+# prune_stale_images LOG...: removes the dangling images whose IDs none of the build logs
+# name (podman build prints "--> ID" for each layer it commits or takes from its cache), and
+# says how much storage that freed. Repeats while a removal leaves new dangling parents.
+prune_stale_images() {
+  local before after removed=0 id keep round
+  keep=$(grep -hoE '^--> (Using cache )?[0-9a-f]{11,64}' "$@" | awk '{ print substr($NF, 1, 11) }' | sort -u)
+  [[ -n $keep ]] || { log "   --prune: the build logs name no image (all builds skipped?); nothing removed"; return; }
+  before=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
+  for round in 1 2 3 4 5 6 7 8; do
+    local stale=()
+    for id in $(podman images -q --no-trunc --filter dangling=true | sed 's/^sha256://' | sort -u); do
+      grep -qx "${id:0:11}" <<<"$keep" || stale+=("$id")
+    done
+    ((${#stale[@]})) || break
+    podman rmi "${stale[@]}" >/dev/null 2>&1 || true
+    removed=$((removed + ${#stale[@]}))
+  done
+  after=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
+  log "   --prune: $removed dangling images of earlier builds removed, storage $before -> $after MiB"
+}
+
 image_mb() { podman image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f", $1 / 1e6 }'; }
 
 rm -rf "$work"
@@ -205,11 +238,16 @@ storage_mib_at_start=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
 step_done
 
 if ((skip_build == 0)); then
-  # What the builds need at most (session 6-12 sizes): the training image 5.4 GB and the
-  # serving images 4.3 and 1.0 GB, sharing base layers; their build stages (compilers,
-  # -dev packages, the ccache) and podman's temporary copies about as much again.
-  podman_need_disk 16000 "building the training, serving, CPU serving and drone images" ||
-    fail "not enough free disk for the image builds (above)"
+  # What the builds need from empty storage (session 6-12 sizes): the training image 5.4 GB
+  # and the serving images 4.3 and 1.0 GB, sharing base layers; their build stages
+  # (compilers, -dev packages, the build tree) and podman's temporary copies about as much
+  # again. Layers already in storage (the torch layers of an earlier build: 10 GB after a
+  # prune) are reused, so a rebuild needs the rest, but never less than 4 GB (the build
+  # stages and the new top layers).
+  build_need=$((16000 - storage_mib_at_start))
+  ((build_need >= 4000)) || build_need=4000
+  podman_need_disk "$build_need" "building the training, serving, CPU serving and drone images ($storage_mib_at_start MiB of about 16000 already in storage)" ||
+    fail "not enough free disk for the image builds (above); podman image prune removes dangling images (earlier builds), podman system prune -a every unused one"
   step "build the training image: $build_training"
   podman_build "$build_training" "$work/build-training.log"
   grep '^mrcnn-build:' "$work/build-training.log" | sed 's/^/    /' >&2 || log "   (compile step cached by podman: no ccache numbers)"
@@ -230,6 +268,12 @@ if ((skip_build == 0)); then
   step "build the drone image: $build_drone"
   podman_build "$build_drone" "$work/build-drone.log"
   step_done
+
+  if ((prune)); then
+    step "--prune: dangling images the builds did not use"
+    prune_stale_images "$work"/build-{training,serving,serving-cpu,drone}.log
+    step_done
+  fi
 fi
 
 step "images: sizes and contents"
@@ -410,6 +454,23 @@ bash scripts/kubeflow/test-kubeflow-jobs.sh --image mrcnn-training --work "$work
   fail "scripts/kubeflow/test-kubeflow-jobs.sh failed"
 grep '^\[kubeflow-jobs\] \(pytorchjob\|trainjob\):' "$failure_log" | sed 's/^\[kubeflow-jobs\]/   /' >&2
 check "both job styles: both pods exit 0, same final weights, the model written by rank 0 only"
+step_done
+
+step "Kubeflow Pipelines, locally: $run_pipeline"
+# The README's command; a failing step must fail the run naming it (a misspelt key fails
+# the train step in seconds), then the whole pipeline: dataset -> train -> evaluate (COCO AP,
+# box AP50 floor 0.5: the demo's recipe reaches 0.73) -> serving smoke test.
+failure_log=$work/kfp-failing.log
+"$top/.venv/bin/python" scripts/kubeflow/run_local.py --work "$work/kfp-failing" --train-images 8 --val-images 4 \
+  --opts "SOLVER.NOT_A_KEY 1" --expect-failure train >"$failure_log" 2>&1 ||
+  fail "run_local.py did not fail at the train step as expected"
+grep -q 'NOT_A_KEY' "$failure_log" || fail "the failing step's lines do not show the trainer's error"
+check "a pipeline whose train step fails: the run fails naming step train, with the container's last lines (the trainer's error)"
+failure_log=$work/kfp.log
+"$top/.venv/bin/python" scripts/kubeflow/run_local.py --work "$work/kfp" --min-box-ap50 0.5 >"$failure_log" 2>&1 ||
+  fail "the local Kubeflow pipeline failed"
+sed -n 's/^\[run-local\] checked: /   /p; /^\[run-local\] steps:/,/^\[run-local\]/{/^ /s/^/   /p}' "$failure_log" >&2
+check "kfp.local + DockerRunner through podman: every step exit 0, outputs checked (above)"
 step_done
 
 step "serving: $run_serving"
