@@ -469,7 +469,10 @@ check "a pipeline whose train step fails: the run fails naming step train, with 
 failure_log=$work/kfp.log
 "$top/.venv/bin/python" scripts/kubeflow/run_local.py --work "$work/kfp" --min-box-ap50 0.5 >"$failure_log" 2>&1 ||
   fail "the local Kubeflow pipeline failed"
-sed -n 's/^\[run-local\] checked: /   /p; /^\[run-local\] steps:/,/^\[run-local\]/{/^ /s/^/   /p}' "$failure_log" >&2
+{
+  sed -n '/^\[run-local\] steps:/,/^\[run-local\] checked/{/^ /s/^/   /p}' "$failure_log"
+  sed -n 's/^\[run-local\] checked: /   /p' "$failure_log"
+} >&2
 check "kfp.local + DockerRunner through podman: every step exit 0, outputs checked (above)"
 step_done
 
