@@ -62,20 +62,49 @@ if(MRCNN_WITH_TORCH)
   if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
     set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
   endif()
-  find_package(Torch REQUIRED)
-  # The wheel's include dir ships fmt 12 headers, which shadow Debian's fmt 9 in every
-  # translation unit that sees Torch's includes; such a TU then needs fmt 12 symbols that
-  # no library provides. Header-only mode makes those TUs self-contained.
-  set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
-  if(MRCNN_TORCH_CPU_ONLY)
-    # Torch's `torch` target is libtorch.so, which needs libtorch_cuda.so, and TORCH_LIBRARIES
-    # adds libc10_cuda, cudart and NVRTC: link the two CPU libraries instead, with the same
-    # headers (SYSTEM, as for the imported targets: -Werror must not reach them).
+  if(MRCNN_LIBTORCH_DIR)
+    # What Torch's config gives torch_cpu and c10 (Caffe2Targets.cmake, torch 2.11), from
+    # the package folder itself (MrcnnOptions.cmake says why).
+    set(TORCH_INCLUDE_DIRS ${MRCNN_LIBTORCH_DIR}/include ${MRCNN_LIBTORCH_DIR}/include/torch/csrc/api/include)
+    foreach(lib torch_cpu c10)
+      if(NOT EXISTS ${MRCNN_LIBTORCH_DIR}/lib/lib${lib}.so)
+        message(FATAL_ERROR "MRCNN_LIBTORCH_DIR=${MRCNN_LIBTORCH_DIR} has no lib/lib${lib}.so: "
+                            "point it at a torch package folder (a wheel's torch/)")
+      endif()
+      add_library(${lib} SHARED IMPORTED)
+      set_target_properties(${lib} PROPERTIES IMPORTED_LOCATION ${MRCNN_LIBTORCH_DIR}/lib/lib${lib}.so)
+    endforeach()
+    set_target_properties(torch_cpu PROPERTIES INTERFACE_COMPILE_DEFINITIONS
+                          "USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC;USE_TENSORPIPE")
     add_library(mrcnn_torch_cpu INTERFACE)
     target_include_directories(mrcnn_torch_cpu SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
     target_compile_definitions(mrcnn_torch_cpu INTERFACE FMT_HEADER_ONLY)
-    target_link_libraries(mrcnn_torch_cpu INTERFACE torch_cpu c10)
+    # libtorch_cpu's own dependencies (Arm Compute Library, NVPL) sit beside it: the linker
+    # resolves them there. At run time the binaries' RUNPATH (CMake's, naming lib/) finds
+    # them: the image keeps the folder at the path it had in the build.
+    target_link_libraries(mrcnn_torch_cpu INTERFACE torch_cpu c10 "-Wl,-rpath-link,${MRCNN_LIBTORCH_DIR}/lib")
+    # The wheel's libtorch_cpu imports 26 CUDA runtime and CUPTI functions for its profiler's
+    # CUDA tracing, from libraries that are not here (nor in the image: the copy there has
+    # those entries removed, scripts/containers/elf_drop_needed.py). An executable's link
+    # checks its shared libraries' undefined symbols by default; these are never called.
+    target_link_options(mrcnn_torch_cpu INTERFACE "LINKER:--allow-shlib-undefined")
     set(TORCH_LIBRARIES mrcnn_torch_cpu)
+  else()
+    find_package(Torch REQUIRED)
+    # The wheel's include dir ships fmt 12 headers, which shadow Debian's fmt 9 in every
+    # translation unit that sees Torch's includes; such a TU then needs fmt 12 symbols that
+    # no library provides. Header-only mode makes those TUs self-contained.
+    set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
+    if(MRCNN_TORCH_CPU_ONLY)
+      # Torch's `torch` target is libtorch.so, which needs libtorch_cuda.so, and TORCH_LIBRARIES
+      # adds libc10_cuda, cudart and NVRTC: link the two CPU libraries instead, with the same
+      # headers (SYSTEM, as for the imported targets: -Werror must not reach them).
+      add_library(mrcnn_torch_cpu INTERFACE)
+      target_include_directories(mrcnn_torch_cpu SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+      target_compile_definitions(mrcnn_torch_cpu INTERFACE FMT_HEADER_ONLY)
+      target_link_libraries(mrcnn_torch_cpu INTERFACE torch_cpu c10)
+      set(TORCH_LIBRARIES mrcnn_torch_cpu)
+    endif()
   endif()
   find_package(Python3 COMPONENTS Interpreter)
 endif()

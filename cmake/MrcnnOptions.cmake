@@ -24,6 +24,14 @@ option(MRCNN_TORCH_CPU_ONLY "Link LibTorch's CPU libraries only (no CUDA at run 
 if(MRCNN_TORCH_CPU_ONLY AND MRCNN_CUDA STREQUAL "ON")
   message(FATAL_ERROR "MRCNN_TORCH_CPU_ONLY=ON builds no CUDA kernels: set MRCNN_CUDA to OFF or AUTO")
 endif()
+# MRCNN_LIBTORCH_DIR: a torch package folder (a wheel's torch/: lib/, include/). With
+# MRCNN_TORCH_CPU_ONLY, its libtorch_cpu and libc10 are linked directly, without Torch's
+# CMake config, which enables CUDA for the wheel's CUDA build and cannot run when
+# cross-compiling: the arm64 CPU serving image (cmake/toolchain-aarch64-linux-gnu.cmake).
+set(MRCNN_LIBTORCH_DIR "" CACHE PATH "torch package folder to link without Torch's CMake config (CPU-only builds)")
+if(MRCNN_LIBTORCH_DIR AND NOT MRCNN_TORCH_CPU_ONLY)
+  message(FATAL_ERROR "MRCNN_LIBTORCH_DIR links LibTorch's CPU part only: set MRCNN_TORCH_CPU_ONLY=ON too")
+endif()
 option(MRCNN_WERROR "Treat warnings as errors in our targets" ON)
 
 # Sanitizer builds (scripts/test-sanitizers.sh, Torch-free): MRCNN_SANITIZE is what every
@@ -53,7 +61,8 @@ endif()
 
 set(MRCNN_CUDA_ENABLED OFF)
 # nvcc, for the CUDA kernels, and for Torch's own CMake config in a CPU-only link (below).
-if(MRCNN_WITH_TORCH AND NOT CMAKE_CUDA_COMPILER AND (MRCNN_TORCH_CPU_ONLY OR NOT MRCNN_CUDA STREQUAL "OFF"))
+if(MRCNN_WITH_TORCH AND NOT CMAKE_CUDA_COMPILER AND NOT MRCNN_LIBTORCH_DIR
+   AND (MRCNN_TORCH_CPU_ONLY OR NOT MRCNN_CUDA STREQUAL "OFF"))
   find_program(MRCNN_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
   if(MRCNN_NVCC)
     set(CMAKE_CUDA_COMPILER ${MRCNN_NVCC})
@@ -78,7 +87,7 @@ if(NOT MRCNN_CUDA STREQUAL "OFF" AND MRCNN_WITH_TORCH AND NOT MRCNN_TORCH_CPU_ON
   elseif(MRCNN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MRCNN_CUDA=ON but no CUDA compiler was found (set CUDA_HOME or put nvcc on PATH)")
   endif()
-elseif(MRCNN_TORCH_CPU_ONLY AND MRCNN_WITH_TORCH)
+elseif(MRCNN_TORCH_CPU_ONLY AND MRCNN_WITH_TORCH AND NOT MRCNN_LIBTORCH_DIR)
   # Torch's CMake config enables the CUDA language whenever the wheel is a CUDA build, even to
   # link only its CPU part (and stops without a CUDA toolkit): it gets the nvcc and the
   # architectures the CUDA build would use (in the image build nvcc is not on PATH, and

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the three images with podman and runs them for real, without a GPU, the way users do:
 #   1. podman and the Debian base image (scripts/containers/podman-setup.sh, idempotent)
-#   2. builds the training, serving, CPU serving (DEVICE=cpu) and drone images with the
-#      README's `docker build` commands run through podman; checks the run-time images carry
-#      no build tools, and the CPU serving image (at most 1.5 GB) no CUDA library: no file of
-#      one, and none in `ldd` of its binaries
+#   2. builds the training, serving, CPU serving (DEVICE=cpu), arm64 CPU serving
+#      (DEVICE=cpu-arm64: cross-compiled, its base a local arm64 Debian, qemu-user in
+#      binfmt_misc for its RUN steps) and drone images with the README's `docker build`
+#      commands run through podman; checks the run-time images carry no build tools, and the
+#      CPU serving images (at most 1.5 GB each) no CUDA library: no file of one, and none in
+#      `ldd` of their binaries (the arm64 one's under qemu; file(1) says its binaries are
+#      aarch64)
 #   3. training on a shapes /opt/ml tree (JSON-encoded hyperparameters, as SageMaker writes
 #      them): `podman stop` mid-way -> exit 0 within the grace period with a checkpoint of the
 #      stopped iteration; the same command again resumes from it and finishes: model/
@@ -24,7 +27,9 @@
 #      Inference's conditions: read-only root filesystem, /tmp the only writable place, user
 #      65534:65534, 6 GB memory, the model mounted read-only -> /ping 200 within 180 s (the
 #      time from `podman run` to it is printed), /invocations answers what `trainer predict`
-#      answers, `podman stop` -> exit 0
+#      answers, `podman stop` -> exit 0; then the arm64 CPU serving image the same way under
+#      qemu (/ping within 600 s: emulated, not a speed), its answer the x86 CPU image's within
+#      tolerances (check_outputs.py close-detections)
 #   5b. other hosting modes on the serving image: a multi-model endpoint
 #      (SAGEMAKER_MULTI_MODEL=true; scripts/containers/mme_sequence.py: load, duplicate 409,
 #      invoke, unknown 404, list, delete; five models round robin under a budget for two,
@@ -156,19 +161,20 @@ readme_has() {
 build_training='docker build -t mrcnn-training .'
 build_serving='docker build -f Dockerfile.serving -t mrcnn-serving .'
 build_serving_cpu='docker build -f Dockerfile.serving --build-arg DEVICE=cpu -t mrcnn-serving-cpu .'
+build_serving_arm64='docker build -f Dockerfile.serving --build-arg DEVICE=cpu-arm64 -t mrcnn-serving-cpu-arm64 .'
 build_drone='docker build -f Dockerfile.dronetraining --build-arg BASE_IMAGE=mrcnn-training -t mrcnn-drone .'
 run_training='docker run --rm -v "$PWD/opt_ml":/opt/ml mrcnn-training train'
 run_pipeline='.venv/bin/python scripts/kubeflow/run_local.py --work build-kfp --min-box-ap50 0.5'
 run_serving='docker run -d --name mrcnn-serving -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model mrcnn-serving serve'
 stop_serving='docker stop mrcnn-serving'
 run_serverless='docker run -d --name mrcnn-serving-cpu --read-only --tmpfs /tmp --user 65534:65534 --memory 6g -p 8080:8080 -v "$PWD/opt_ml/model":/opt/ml/model:ro mrcnn-serving-cpu serve'
-for line in "$build_training" "$build_serving" "$build_serving_cpu" "$build_drone" "$run_training" "$run_serving" \
+for line in "$build_training" "$build_serving" "$build_serving_cpu" "$build_serving_arm64" "$build_drone" "$run_training" "$run_serving" \
   "$stop_serving" "$run_serverless" "$run_pipeline"; do
   readme_has "$line"
 done
 
 # `podman build` from a README `docker build` line: local flags go after `build`.
-podman_build() {  # README-LINE LOG
+podman_build() {  # README-LINE LOG [FLAG...]: FLAGs are added to the local ones
   local words
   read -r -a words <<<"$1"
   [[ ${words[0]} == docker && ${words[1]} == build ]] || fail "not a docker build line: $1"
@@ -178,6 +184,7 @@ podman_build() {  # README-LINE LOG
     --build-arg WITH_EFA=0 --build-arg BUILD_JOBS="$jobs")
   [[ -n $archs ]] && flags+=(--build-arg TORCH_CUDA_ARCH_LIST="$archs")
   failure_log=$2
+  flags+=("${@:3}")
   log "   podman build ${flags[*]} ${words[*]:2}"
   local before left
   before=$(buildah containers -q 2>/dev/null | sort)
@@ -230,6 +237,12 @@ failure_log=$work/podman-setup.log
 bash scripts/containers/podman-setup.sh >"$failure_log" 2>&1 || fail "podman-setup.sh failed"
 podman image exists docker.io/library/debian:bookworm-slim || fail "no debian:bookworm-slim"
 check "rootful podman works, localhost/debian:bookworm-slim is also docker.io/library/debian:bookworm-slim"
+# arm64 (the arm64 CPU serving image): qemu-user in binfmt_misc and a local arm64 Debian.
+failure_log=$work/podman-arm64-setup.log
+bash -c 'source scripts/containers/podman-setup.sh && podman_arm64_setup' >"$failure_log" 2>&1 ||
+  fail "podman_arm64_setup (scripts/containers/podman-setup.sh --arm64) failed"
+arm64_base=$(bash -c 'source scripts/containers/podman-setup.sh && echo "$MRCNN_ARM64_BASE_IMAGE"')
+check "qemu-aarch64 registered with binfmt_misc (F flag); $arm64_base runs as aarch64"
 grep '^\[podman-setup\] storage:' "$failure_log" | sed 's/^\[podman-setup\]/   /' >&2 || true
 # shellcheck source=scripts/containers/podman-setup.sh
 source scripts/containers/podman-setup.sh
@@ -265,19 +278,25 @@ if ((skip_build == 0)); then
   grep -h '^elf_drop_needed:' "$work/build-serving-cpu.log" | sed 's/^/    /' >&2 || true
   step_done
 
+  step "build the arm64 CPU serving image (cross-compiled; its own RUN steps under qemu): $build_serving_arm64"
+  podman_build "$build_serving_arm64" "$work/build-serving-cpu-arm64.log" --build-arg ARM64_BASE_IMAGE="$arm64_base"
+  grep -h '^mrcnn-build:' "$work/build-serving-cpu-arm64.log" | sed 's/^/    /' >&2 || check "arm64 cross-compile stage cached by podman: no ccache numbers"
+  grep -h '^elf_drop_needed:' "$work/build-serving-cpu-arm64.log" | sed 's/^/    /' >&2 || true
+  step_done
+
   step "build the drone image: $build_drone"
   podman_build "$build_drone" "$work/build-drone.log"
   step_done
 
   if ((prune)); then
     step "--prune: dangling images the builds did not use"
-    prune_stale_images "$work"/build-{training,serving,serving-cpu,drone}.log
+    prune_stale_images "$work"/build-{training,serving,serving-cpu,serving-cpu-arm64,drone}.log
     step_done
   fi
 fi
 
 step "images: sizes and contents"
-for image in mrcnn-training mrcnn-serving mrcnn-serving-cpu mrcnn-drone; do
+for image in mrcnn-training mrcnn-serving mrcnn-serving-cpu mrcnn-serving-cpu-arm64 mrcnn-drone; do
   podman image exists "$image" || fail "no image $image"
   log "   $image: $(image_mb "$image") MB"
 done
@@ -315,6 +334,36 @@ podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-dro
   "test -f \"\$MRCNN_CONFIG_DIR/$drone_cfg\"" || fail "the drone image lacks its default config $drone_cfg"
 check "no compiler, -dev package, pip cache or CUDA toolkit in training/serving; no Python or trainer in serving; drone default config $drone_cfg present"
 check "CPU serving image: $cpu_mb MB (limit 1500); no CUDA library file; ldd of entrypoint, server, libmrcnn_kernels: $cpu_libs libraries, none CUDA, none missing"
+# The arm64 image: arm64 in its config, aarch64 binaries (file(1) here on copies), and the
+# same checks as the x86 CPU image's, its ldd run in the image under qemu.
+arm64_mb=$(image_mb mrcnn-serving-cpu-arm64)
+((arm64_mb <= 1500)) || fail "the arm64 CPU serving image is $arm64_mb MB, more than 1500 MB"
+arch=$(podman image inspect -f '{{.Os}}/{{.Architecture}}' mrcnn-serving-cpu-arm64)
+[[ $arch == linux/arm64 ]] || fail "mrcnn-serving-cpu-arm64 is a $arch image"
+failure_log=$work/contents-arm64.log
+rm -rf "$work/arm64-bin"
+mkdir -p "$work/arm64-bin"
+arm64_ctr=$(podman create --name "$tool_ctr" mrcnn-serving-cpu-arm64 2>>"$failure_log") || fail "podman create of the arm64 image failed"
+for f in build/bin/server build/bin/entrypoint build/lib/libmrcnn_kernels.so; do
+  podman cp "$arm64_ctr:/opt/mrcnn/src/$f" "$work/arm64-bin/" 2>>"$failure_log" || fail "podman cp $f out of the arm64 image failed"
+done
+podman rm "$arm64_ctr" >/dev/null
+file_says=$(file -b "$work/arm64-bin/server")
+for f in server entrypoint libmrcnn_kernels.so; do
+  file -b "$work/arm64-bin/$f" | grep -q 'ARM aarch64' || fail "file says $f of the arm64 image is: $(file -b "$work/arm64-bin/$f")"
+done
+podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-serving-cpu-arm64 -c \
+  'uname -m; find / -xdev \( -name "libcuda*" -o -name "libcudart*" -o -name "libcupti*" -o -name "libnvrtc*" -o -name "libnccl*" \
+     -o -name "libcudnn*" -o -name "libcublas*" -o -name "libtorch_cuda*" -o -name "libc10_cuda*" -o -name "libtorch.so" \
+     -o -name nvidia \) -print | sed "s/^/has /";
+   ldd /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/server /opt/mrcnn/src/build/lib/libmrcnn_kernels.so' \
+  >"$failure_log" 2>&1 || fail "ldd in the arm64 image (under qemu) failed: $(tr '\n' ' ' <"$failure_log")"
+[[ $(head -n 1 "$failure_log") == aarch64 ]] || fail "the arm64 image's uname -m says $(head -n 1 "$failure_log")"
+! grep -E '^has ' "$failure_log" || fail "the arm64 image has CUDA files: $(grep '^has ' "$failure_log" | tr '\n' ' ')"
+! grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" || fail "ldd in the arm64 image: $(grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" | tr '\n' ' ')"
+grep -q 'libtorch_cpu.so => /opt/mrcnn/src/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so' "$failure_log" ||
+  fail "ldd in the arm64 image does not show the server loading libtorch_cpu.so from the image's torch/lib"
+check "arm64 CPU serving image: $arm64_mb MB (limit 1500), linux/arm64; file: server is $file_says; under qemu: uname -m aarch64, ldd of entrypoint, server, libmrcnn_kernels: $(grep -c '=>' "$failure_log") libraries, none CUDA, none missing"
 step_done
 step "a shapes /opt/ml tree (trainer make-shapes in the training image)"
 tree=$work/opt_ml
@@ -525,8 +574,10 @@ step_done
 # root filesystem read-only, /tmp the only writable place, an unprivileged user, 6 GB of
 # memory, the model read-only. /ping must answer 200 within 180 s of `podman run`, and
 # /invocations what `trainer predict` answered above (predicted.json, same image and model).
-serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first /ping 200
-  local image=$1 started code="" ready="" rc
+serve_restricted() {  # IMAGE [LIMIT-S [ANSWER]]: prints the seconds from `podman run` to the first /ping 200
+  # With ANSWER (another image's answer for the same request), the detections are compared
+  # with it within tolerances (check_outputs.py close-detections) instead of with predict's.
+  local image=$1 limit=${2:-180} reference=${3:-} started code="" ready="" rc
   failure_log=$work/serve-restricted-$image.log
   podman network create "$net" >/dev/null
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -535,7 +586,7 @@ serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first
     --read-only --read-only-tmpfs=false --tmpfs /tmp --user 65534:65534 --memory 6g \
     -e MRCNN_SERVING_PRECISION=fp32 \
     -v "$tree/model":/opt/ml/model:ro "$image" serve >/dev/null || fail "podman run $image failed"
-  while awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 180) }'; do
+  while awk -v a="$started" -v b="$(date +%s.%N)" -v l="$limit" 'BEGIN { exit !(b - a < l) }'; do
     code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/ping" || true)
     if [[ $code == 200 ]]; then
       ready=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -544,7 +595,7 @@ serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first
     [[ $(podman inspect -f '{{.State.Running}}' "$serve_ctr") == true ]] || { serve_logs; fail "$image exited before it was ready"; }
     sleep 0.2
   done
-  [[ -n $ready ]] || { serve_logs; fail "$image: /ping answered ${code:-nothing} 180 s after podman run"; }
+  [[ -n $ready ]] || { serve_logs; fail "$image: /ping answered ${code:-nothing} $limit s after podman run"; }
   # What the container ran under, as podman applied it.
   local applied
   applied=$(podman inspect -f '{{.HostConfig.ReadonlyRootfs}} {{.Config.User}} {{.HostConfig.Memory}}' "$serve_ctr")
@@ -555,20 +606,30 @@ serve_restricted() {  # IMAGE: prints the seconds from `podman run` to the first
     { serve_logs; fail "$image: POST /invocations failed"; }
   [[ $(cat "$work/invocations.status") == 200 ]] ||
     { serve_logs; fail "$image: /invocations answered $(cat "$work/invocations.status"): $(head -c 300 "$work/detections-$image.json")"; }
-  same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections-$image.json" "$work/predicted.json") ||
-    fail "$image: the served detections differ from trainer predict's"
+  if [[ -n $reference ]]; then
+    same=$(python3 scripts/containers/check_outputs.py close-detections "$work/detections-$image.json" "$reference") ||
+      fail "$image: the served detections are not those of $reference"
+  else
+    same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections-$image.json" "$work/predicted.json") ||
+      fail "$image: the served detections differ from trainer predict's"
+  fi
   tmp_files=$(podman exec "$serve_ctr" find /tmp -mindepth 1 | wc -l)
   podman stop -t 30 "$serve_ctr" >/dev/null
   rc=$(podman inspect -f '{{.State.ExitCode}}' "$serve_ctr")
   ((rc == 0)) || { serve_logs; fail "$image exited $rc on podman stop"; }
   podman rm "$serve_ctr" >/dev/null
   podman network rm "$net" >/dev/null
-  check "$image: read-only root, --tmpfs /tmp only, user 65534:65534, --memory 6g, model :ro -> /ping 200 $ready s after podman run (limit 180 s); /invocations 200, $same; $tmp_files files in /tmp; podman stop -> exit 0"
+  check "$image: read-only root, --tmpfs /tmp only, user 65534:65534, --memory 6g, model :ro -> /ping 200 $ready s after podman run (limit $limit s); /invocations 200, $same; $tmp_files files in /tmp; podman stop -> exit 0"
   echo "$ready"
 }
 
 step "the CPU serving image under serverless limits: $run_serverless"
 cpu_ready=$(serve_restricted mrcnn-serving-cpu)
+step_done
+
+step "the arm64 CPU serving image under the same limits, under qemu, against the x86 CPU image's answer (fp32 both)"
+# Emulated: its time to /ping (limit 600 s) says nothing about a Graviton's speed.
+arm64_ready=$(serve_restricted mrcnn-serving-cpu-arm64 600 "$work/detections-mrcnn-serving-cpu.json")
 step_done
 
 step "the (CUDA) serving image read-only as a non-root user, on the CPU"
@@ -805,5 +866,5 @@ SHIM
 fi
 
 summary
-log "start to first /ping 200 under serverless limits: mrcnn-serving-cpu $cpu_ready s, mrcnn-serving $gpu_ready s"
+log "start to first /ping 200 under serverless limits: mrcnn-serving-cpu $cpu_ready s, mrcnn-serving $gpu_ready s, mrcnn-serving-cpu-arm64 $arm64_ready s (under qemu: not a measure of arm64 speed)"
 log "OK: all steps passed in $(( $(date +%s) - start_all )) s"

@@ -143,7 +143,7 @@ void AddModelOptions(CLI::App& app, ServerConfig& config) {
   app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
   app.add_option("--precision", config.precision,
                  "auto, fp32, bf16, or fp16 on CUDA (MRCNN_SERVING_PRECISION); auto is bf16 on a "
-                 "CPU with AVX512_BF16 or AMX, else fp32")
+                 "CPU with AVX512_BF16, AMX or (arm64) BF16, else fp32")
       ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
   app.add_option("--num-threads", config.num_threads,
                  "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "

@@ -251,11 +251,17 @@ def main():
     unknown = [name for name in wanted if name not in makers]
     if unknown:
         raise SystemExit(f"--engines: unknown {unknown}; known: {sorted(makers)}")
-    engines = []
+    engines, skipped = [], []
     try:
         for name in wanted:
             began = time.perf_counter()
-            engine = makers[name]()
+            try:
+                engine = makers[name]()
+            except ImportError as error:
+                # A peer without a wheel for this machine (bench_cpu_peers.sh said which).
+                skipped.append(f"{name} ({error})")
+                print(f"# {name}: skipped, not installed for {platform.machine()}: {error}", flush=True)
+                continue
             engine.run(jpeg, rgb)  # warm-up: first-call allocations, oneDNN primitive creation
             print(f"# {name}: ready in {time.perf_counter() - began:.1f} s, precision {engine.precision}",
                   flush=True)
@@ -273,19 +279,32 @@ def main():
                 detections[engine.name] = found
             print(f"# round {r + 1}/{args.rounds}: " +
                   ", ".join(f"{e.name} {times[e.name][-1] * 1000:.0f} ms" for e in engines), flush=True)
-        report(engines, times, detections, args, width, height)
+        report(engines, times, detections, args, width, height, skipped)
     finally:
         for engine in engines:
             if hasattr(engine, "close"):
                 engine.close()
 
 
-def report(engines, times, detections, args, width, height):
+def cpu_name():
+    """The CPU's model name: /proc/cpuinfo's on x86; on arm64, which lists only part numbers
+    there, lscpu's (it names Neoverse-V1, -V2, ...)."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def report(engines, times, detections, args, width, height, skipped):
     medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
-    print(f"\n# {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; {width}x{height} JPEG, "
-          f"{THREADS} threads per engine, {args.rounds} rounds rotated; torch {torch.__version__}")
+    print(f"\n# {cpu_name()} ({platform.machine()}), {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
+          f"{width}x{height} JPEG, {THREADS} threads per engine, {args.rounds} rounds rotated; torch {torch.__version__}")
+    if skipped:
+        print(f"# skipped (no package for this machine): {', '.join(skipped)}")
     reference = detections.get("torchvision")
     peer = "openvino" if "openvino" in medians else None
     print("| engine | precision | median lone request (ms) | min (ms) |" +

@@ -9,6 +9,12 @@
                                    scores within 1e-4 and boxes within 0.01 px (the server and
                                    predict may use different intra-op thread counts, which
                                    changes float sums in the last bits)
+  close-detections A B             two served /invocations JSON answers for one image from
+                                   different machines' arithmetic (the arm64 image under qemu
+                                   against the x86 CPU image, both fp32): the same detections,
+                                   paired by category and box, scores within 2e-3, box corners
+                                   within 0.5 px, mask IoU at least 0.98; prints the largest
+                                   differences seen
   classes CLASSES_JSON NAME...     the model's classes.json names exactly these categories
 Each prints one line saying what held, or exits 1 naming what did not.
 """
@@ -90,6 +96,70 @@ def same_detections(served_path, predicted_path):
     print(f"{len(served)} detections equal trainer predict's (category, score, box, RLE mask)")
 
 
+def rle_area_mask(rle):
+    """A COCO compressed RLE ({"size": [h, w], "counts": str}) as a bytearray, column-major."""
+    h, w = rle["size"]
+    text, counts, p = rle["counts"], [], 0
+    while p < len(text):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(text[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p, k = p + 1, k + 1
+            if not more and c & 0x10:
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    mask, at, value = bytearray(h * w), 0, 0
+    for run in counts:
+        if value:
+            mask[at:at + run] = b"\x01" * run
+        at, value = at + run, 1 - value
+    if at != h * w:
+        fail(f"an RLE mask covers {at} pixels, its size says {h}x{w}")
+    return mask
+
+
+def box_iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy
+    return ix * iy / union if union > 0 else 0.0
+
+
+def close_detections(a_path, b_path, score_tol=2e-3, box_tol=0.5, min_mask_iou=0.98):
+    a, b = (json.load(open(p)) for p in (a_path, b_path))
+    if (a.get("width"), a.get("height")) != (b.get("width"), b.get("height")):
+        fail(f"the answers are for {a.get('width')}x{a.get('height')} and {b.get('width')}x{b.get('height')}")
+    da, db = a["detections"], b["detections"]
+    if len(da) != len(db) or not da:
+        fail(f"{a_path} has {len(da)} detections, {b_path} {len(db)}")
+    unmatched, worst = list(range(len(db))), {"score": 0.0, "box": 0.0, "mask_iou": 1.0}
+    for i, got in enumerate(da):
+        same_class = [j for j in unmatched if db[j]["category_id"] == got["category_id"]]
+        if not same_class:
+            fail(f"detection {i} of {a_path} ({got['label']}, score {got['score']:.4f}) has no partner left in {b_path}")
+        j = max(same_class, key=lambda j: box_iou(got["box"], db[j]["box"]))
+        unmatched.remove(j)
+        want = db[j]
+        score = abs(got["score"] - want["score"])
+        box = max(abs(g - e) for g, e in zip(got["box"], want["box"]))
+        ma, mb = rle_area_mask(got["mask"]), rle_area_mask(want["mask"])
+        inter = sum(1 for x, y in zip(ma, mb) if x and y)
+        union = sum(1 for x, y in zip(ma, mb) if x or y)
+        mask_iou = inter / union if union else 1.0
+        if score > score_tol or box > box_tol or mask_iou < min_mask_iou:
+            fail(f"detection {i} ({got['label']}): score differs by {score:.2e} (limit {score_tol}), box by "
+                 f"{box:.3f} px (limit {box_tol}), mask IoU {mask_iou:.4f} (floor {min_mask_iou}): "
+                 f"{json.dumps(got)[:200]} vs {json.dumps(want)[:200]}")
+        worst = {"score": max(worst["score"], score), "box": max(worst["box"], box),
+                 "mask_iou": min(worst["mask_iou"], mask_iou)}
+    print(f"{len(da)} detections paired (category, box): largest score difference {worst['score']:.1e}, "
+          f"box corner {worst['box']:.4f} px, smallest mask IoU {worst['mask_iou']:.4f}")
+
+
 def classes(path, *names):
     got = [c["name"] for c in json.load(open(path))]
     if got != list(names):
@@ -98,7 +168,7 @@ def classes(path, *names):
 
 
 COMMANDS = {"metric-regexes": metric_regexes, "same-weights": same_weights,
-            "same-detections": same_detections, "classes": classes}
+            "same-detections": same_detections, "close-detections": close_detections, "classes": classes}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

@@ -1,9 +1,11 @@
-"""Removes shared-library dependencies (DT_NEEDED) from an x86-64 ELF shared library, in place.
+"""Removes shared-library dependencies (DT_NEEDED) from an x86-64 or arm64 (aarch64) ELF shared
+library, in place.
 
 Why: PyPI's torch wheel is a CUDA build, and even its libtorch_cpu.so names libcudart.so.13
 and libcupti.so.13 as dependencies: Kineto, the profiler linked into it, calls 26 of their
 functions, but only when a CUDA profiling session is started. The CPU serving image
-(Dockerfile.serving, DEVICE=cpu) ships libtorch_cpu.so without any CUDA library, so those two
+(Dockerfile.serving, DEVICE=cpu and cpu-arm64; the aarch64 wheel is a CUDA build for Grace
+and names the same two) ships libtorch_cpu.so without any CUDA library, so those two
 entries are removed here, with what the loader checks alongside them:
   - the DT_NEEDED entries;
   - their version-needed entries (.gnu.version_r): glibc's loader asserts that every one of
@@ -31,7 +33,8 @@ SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFE, 0x6FFFFFFF
 DT_NULL, DT_NEEDED, DT_JMPREL, DT_BIND_NOW, DT_FLAGS = 0, 1, 23, 24, 30
 DT_FLAGS_1, DT_VERNEEDNUM = 0x6FFFFFFB, 0x6FFFFFFF
 DF_BIND_NOW, DF_1_NOW = 0x8, 0x1
-R_X86_64_JUMP_SLOT = 7
+# The PLT relocation type of each machine handled (e_machine: EM_X86_64, EM_AARCH64).
+JUMP_SLOT = {62: 7, 183: 1026}  # R_X86_64_JUMP_SLOT, R_AARCH64_JUMP_SLOT
 VER_NDX_GLOBAL = 1
 
 
@@ -49,8 +52,9 @@ def drop_needed(path, libs):
         if m[:4] != b"\x7fELF" or m[4] != 2 or m[5] != 1:
             raise Refused(f"{path}: not a little-endian 64-bit ELF file")
         (e_machine,) = struct.unpack_from("<H", m, 18)
-        if e_machine != 62:
-            raise Refused(f"{path}: not x86-64 (e_machine {e_machine})")
+        if e_machine not in JUMP_SLOT:
+            raise Refused(f"{path}: not x86-64 or aarch64 (e_machine {e_machine})")
+        jump_slot = JUMP_SLOT[e_machine]
         e_shoff, = struct.unpack_from("<Q", m, 40)
         e_shentsize, e_shnum = struct.unpack_from("<HH", m, 58)
         sections = []
@@ -123,7 +127,7 @@ def drop_needed(path, libs):
             for r in range(s["size"] // 24):
                 _, r_info, _ = struct.unpack_from("<QQq", m, s["offset"] + 24 * r)
                 sym, rtype = r_info >> 32, r_info & 0xFFFFFFFF
-                if sym in symbols and not (plt and rtype == R_X86_64_JUMP_SLOT):
+                if sym in symbols and not (plt and rtype == jump_slot):
                     name, lib = symbols[sym]
                     raise Refused(f"{path}: {name} ({lib}) has a relocation of type {rtype} resolved at load time")
 

@@ -2,7 +2,8 @@
 # Rootful podman on a Debian 12 development machine, and a local Debian base image made
 # with debootstrap (no registry is reachable from here, only Debian's archive and PyPI).
 #
-# Run it (`scripts/containers/podman-setup.sh`) or source it and call `podman_setup`.
+# Run it (`scripts/containers/podman-setup.sh [--arm64]`) or source it and call `podman_setup`
+# (and `podman_arm64_setup`: qemu-user and an arm64 base image, below).
 # Idempotent: with everything in place it only re-checks (a second or two).
 #
 # What it does, and why:
@@ -191,18 +192,35 @@ podman_setup() (
     alias_base
     exit 0
   fi
+  podman_debian_image "$codename" amd64 "$MRCNN_BASE_IMAGE"
+  alias_base
+)
+
+# podman_debian_image CODENAME ARCH IMAGE: a minbase Debian of ARCH, imported as IMAGE (step 3).
+# A foreign ARCH is bootstrapped in two stages, the second run in a chroot through qemu-user
+# (podman_arm64_setup registers it with binfmt_misc first).
+podman_debian_image() (
+  set -euo pipefail
+  local codename=$1 arch=$2 image=$3 sources mirror rootfs foreign=()
+  [[ $arch == "$(dpkg --print-architecture)" ]] || foreign=(--foreign --arch="$arch")
   sources=$(podman_debian_sources "$codename")
   mirror=${MRCNN_DEBIAN_MIRROR:-$(awk -v c="$codename" '$3 == c { print $2; exit }' <<<"$sources")}
   [[ -n $mirror ]] || { podman_log "no apt entry for suite $codename found; set MRCNN_DEBIAN_MIRROR"; exit 1; }
   rootfs=$(mktemp -d /var/tmp/mrcnn-debootstrap.XXXXXX)
-  trap 'rm -rf "$rootfs"' EXIT
-  podman_log "debootstrap --variant=minbase $codename from $mirror (a few minutes)"
-  if ! debootstrap --variant=minbase "$codename" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
+  trap 'rm -rf "$rootfs" "$rootfs.log"' EXIT
+  podman_log "debootstrap --variant=minbase ${foreign[*]} $codename from $mirror (a few minutes)"
+  if ! debootstrap --variant=minbase "${foreign[@]}" "$codename" "$rootfs" "$mirror" >"$rootfs.log" 2>&1; then
     tail -n 30 "$rootfs.log" >&2
-    rm -f "$rootfs.log"
     exit 1
   fi
-  rm -f "$rootfs.log"
+  if ((${#foreign[@]})); then
+    podman_log "debootstrap second stage for $arch under qemu-user (several minutes)"
+    if ! chroot "$rootfs" /debootstrap/debootstrap --second-stage >"$rootfs.log" 2>&1; then
+      tail -n 30 "$rootfs.log" >&2
+      tail -n 30 "$rootfs/debootstrap/debootstrap.log" >&2 2>/dev/null || true
+      exit 1
+    fi
+  fi
   # apt inside sees what apt here sees (same suites, security updates included); this
   # machine's CA bundle, since TLS to PyPI may need a CA that Debian's bundle lacks.
   rm -f "$rootfs/etc/apt/sources.list.d/"*
@@ -216,12 +234,52 @@ podman_setup() (
   fi
   # A slim image: no package cache, no downloaded lists (a build runs apt-get update).
   rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"* "$rootfs/debootstrap"
-  podman_log "importing $MRCNN_BASE_IMAGE"
-  tar -C "$rootfs" -c . | podman import --quiet - "$MRCNN_BASE_IMAGE" >/dev/null
-  alias_base
+  podman_log "importing $image ($arch)"
+  tar -C "$rootfs" -c . | podman import --quiet --os linux --arch "$arch" - "$image" >/dev/null
+)
+
+# podman_arm64_setup: what building and running arm64 images here needs (the arm64 CPU
+# serving image, Dockerfile.serving DEVICE=cpu-arm64): qemu-user-static, its aarch64 entry
+# in binfmt_misc with the F flag (the interpreter is opened when registering, so it runs in
+# containers and chroots that do not have it), and $MRCNN_ARM64_BASE_IMAGE, an arm64 minbase
+# Debian made like the amd64 one. Idempotent; the image is made once (~5 min under qemu).
+: "${MRCNN_ARM64_BASE_IMAGE:=localhost/debian-arm64:bookworm-slim}"
+podman_arm64_setup() (
+  set -euo pipefail
+  local codename conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+  codename=${MRCNN_DEBIAN_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}
+  if ! dpkg-query -W -f='${Status}' qemu-user-static 2>/dev/null | grep -q 'install ok installed'; then
+    podman_log "installing qemu-user-static"
+    [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static >/dev/null
+  fi
+  if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || {
+      podman_log "FAILED: cannot mount binfmt_misc on /proc/sys/fs/binfmt_misc: arm64 programs cannot run here"
+      exit 1
+    }
+  fi
+  if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
+    [[ -f $conf ]] || { podman_log "FAILED: qemu-user-static installed no $conf"; exit 1; }
+    podman_log "registering qemu-aarch64 with binfmt_misc ($conf)"
+    cat "$conf" > /proc/sys/fs/binfmt_misc/register
+  fi
+  grep -q '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 || {
+    podman_log "FAILED: binfmt_misc's qemu-aarch64 entry lacks the F flag (containers would not find the interpreter): echo -1 > /proc/sys/fs/binfmt_misc/qemu-aarch64 and run again"
+    exit 1
+  }
+  if ! podman image exists "$MRCNN_ARM64_BASE_IMAGE"; then
+    podman_debian_image "$codename" arm64 "$MRCNN_ARM64_BASE_IMAGE"
+  fi
+  [[ $(podman image inspect -f '{{.Architecture}}' "$MRCNN_ARM64_BASE_IMAGE") == arm64 ]] ||
+    { podman_log "FAILED: $MRCNN_ARM64_BASE_IMAGE is not an arm64 image: podman rmi it and run again"; exit 1; }
+  [[ $(podman run --rm --network none "$MRCNN_ARM64_BASE_IMAGE" uname -m) == aarch64 ]] ||
+    { podman_log "FAILED: $MRCNN_ARM64_BASE_IMAGE does not run as aarch64 under qemu"; exit 1; }
+  podman_log "arm64: qemu-aarch64 in binfmt_misc, $MRCNN_ARM64_BASE_IMAGE runs (uname -m: aarch64)"
 )
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
-  podman_setup "$@"
+  podman_setup
+  if [[ ${1:-} == --arm64 ]]; then podman_arm64_setup; fi
 fi

@@ -66,7 +66,7 @@ def test_entrypoint_is_exec_form(name):
         assert not cmds, "CMD would be replaced by `train` anyway"
 
 
-SERVING_DEVICES = ["cuda", "cpu"]
+SERVING_DEVICES = ["cuda", "cpu", "cpu-arm64"]
 
 
 def expand_device(text, device):
@@ -78,12 +78,20 @@ def expand_device(text, device):
 @pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.serving"])
 def test_images_are_debian_and_pin_setup_shs_torch(name):
     ins = instructions(name)
+    global_args = dict(rest.split("=", 1) for word, rest in ins[:next(i for i, (w, _) in enumerate(ins) if w == "FROM")]
+                       if word == "ARG" and "=" in rest)
     for device in SERVING_DEVICES + [None]:  # None: DEVICE not given, the FROM line's default
         stages = []
         for word, rest in ins:
             if word == "FROM":
                 base, _, alias = rest.partition(" AS ")
                 base = expand_device(base, device)
+                # The arm64 stage: an arm64 variant of the same Debian (a build argument, so a
+                # locally made arm64 base can stand in for the registry's multi-arch one).
+                if base.startswith("--platform=linux/arm64 "):
+                    base = base.removeprefix("--platform=linux/arm64 ")
+                    assert base == "${ARM64_BASE_IMAGE}" and global_args["ARM64_BASE_IMAGE"] == "debian:bookworm-slim"
+                    base = global_args["ARM64_BASE_IMAGE"]
                 assert base == "debian:bookworm-slim" or base in stages, f"{name}: FROM {base} (DEVICE={device})"
                 if alias:
                     stages.append(alias.strip())
@@ -151,6 +159,33 @@ def test_cpu_serving_image_takes_nothing_cuda():
     build_cpu = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "build-cpu"))
     assert "-DMRCNN_TORCH_CPU_ONLY=ON" in build_cpu and "-DMRCNN_CUDA=OFF" in build_cpu
     assert "elf_drop_needed.py" in build_cpu and "libcudart.so.13 libcupti.so.13" in build_cpu
+
+
+def test_arm64_serving_image_is_cross_compiled_and_takes_nothing_cuda():
+    build = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "build-arm64"))
+    # Compiled natively on the build machine (no --platform: the build machine's Debian), for
+    # aarch64, against the aarch64 wheel's CPU libraries without Torch's CMake config.
+    assert "-DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake" in build
+    assert "-DMRCNN_LIBTORCH_DIR=" in build and "-DMRCNN_TORCH_CPU_ONLY=ON" in build and "-DMRCNN_CUDA=OFF" in build
+    assert "--platform manylinux_2_28_aarch64" in build and "torch==${TORCH_VERSION}" in build
+    assert "--target entrypoint mrcnn_server" in build, "only what the serving image needs"
+    assert "ARM aarch64" in build, "the stage checks with file(1) that it built aarch64 binaries"
+    assert "elf_drop_needed.py /opt/torch-cpu-lib/libtorch_cpu.so libcudart.so.13 libcupti.so.13" in build
+    assert "libtorch_cuda" not in build and "nvidia/" not in build
+    toolchain = (ROOT / "cmake" / "toolchain-aarch64-linux-gnu.cmake").read_text()
+    assert "set(CMAKE_SYSTEM_PROCESSOR aarch64)" in toolchain and "aarch64-linux-gnu-g++" in toolchain
+    image = stage_text("Dockerfile.serving", "serving-cpu-arm64")
+    copies = [rest for word, rest in image if word == "COPY"]
+    assert copies and all(c.startswith("--from=build-arm64 ") for c in copies), copies
+    runs = " ".join(rest for word, rest in image if word == "RUN")
+    assert "ldd" in runs and "cuda" in runs and "not found" in runs
+    # The x86 CPU image's run-time packages, arm64 builds of the same (protobuf-lite aside:
+    # the server does not link it).
+    cpu_runs = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "serving-cpu") if word == "RUN")
+    def packages(text):
+        return set(text.split("--no-install-recommends", 1)[1].split(">/dev/null", 1)[0].split())
+    assert packages(runs) == packages(cpu_runs) - {"libprotobuf-lite32"}
+    assert {"zlib1g", "libjpeg62-turbo", "libopencv-core406"} <= packages(runs)
 
 
 def test_build_args_default_to_the_full_images():

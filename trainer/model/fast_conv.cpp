@@ -8,6 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #include "kernels/ops.h"
 #include "trainer/model/parts.h"
 
@@ -78,6 +83,12 @@ const std::vector<at::Tensor>& Bf16Copies::Of(const std::vector<at::Tensor>& sou
 }
 
 bool CpuHasFastBf16() {
+#if defined(__aarch64__)
+  // ARMv8.6's BF16 dot products (BFDOT/BFMMLA; Graviton3 and later, Neoverse V1/V2), as the
+  // kernel reports them: oneDNN's Arm backend uses them for bf16 convolutions and GEMMs.
+  static const bool fast = (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+  return fast;
+#else
   static const bool fast = [] {
     const auto capabilities = at::cpu::get_cpu_capabilities();
     auto has = [&](const char* name) {
@@ -87,6 +98,7 @@ bool CpuHasFastBf16() {
     return has("avx512_bf16") || has("amx_bf16");
   }();
   return fast;
+#endif
 }
 
 bool CpuInferenceFastPath(const at::Tensor& x) {

@@ -95,8 +95,9 @@ class Bf16Copies {
   std::vector<at::Tensor> copies_;
 };
 
-// Whether this CPU computes bf16 dot products natively (AVX512_BF16 or AMX-BF16, by cpuinfo):
-// what precision "auto" means bf16 on.
+// Whether this CPU computes bf16 dot products natively (x86: AVX512_BF16 or AMX-BF16, by
+// cpuinfo; arm64: the BF16 extension, by the kernel's HWCAP2): what precision "auto" means
+// bf16 on.
 bool CpuHasFastBf16();
 
 // Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem

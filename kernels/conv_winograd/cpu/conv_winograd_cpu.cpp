@@ -312,7 +312,10 @@ template <int M>
 // The transforms are long runs of constant combinations over contiguous floats: on CPUs
 // with AVX2 (every x86 server since 2013) the same code compiled for 8-wide vectors runs
 // them about twice as fast as the SSE2 baseline the library is built for. Only these two
-// functions are compiled for AVX2 and they run only after the CPU says it has it.
+// functions are compiled for AVX2 and they run only after the CPU says it has it. On arm64
+// the baseline is already vectorised (NEON, 4-wide, part of ARMv8-A): there is only it.
+#if defined(__x86_64__) || defined(__i386__)
+#define MRCNN_WINOGRAD_AVX2 1
 template <int M>
 [[gnu::target("avx2,fma")]] void InputChannelsAvx2(const float* x, const Geometry& g,
                                                    const std::vector<Segment>& segments,
@@ -322,6 +325,8 @@ template <int M>
   InputChannels<M>(x, g, segments, chunk_tiles, v, c0, c1, band, taps, horizontal);
 }
 
+#endif
+
 template <int M>
 void InputChannelsBaseline(const float* x, const Geometry& g, const std::vector<Segment>& segments,
                            int64_t chunk_tiles, float* v, int64_t c0, int64_t c1, float* band,
@@ -329,6 +334,7 @@ void InputChannelsBaseline(const float* x, const Geometry& g, const std::vector<
   InputChannels<M>(x, g, segments, chunk_tiles, v, c0, c1, band, taps, horizontal);
 }
 
+#if MRCNN_WINOGRAD_AVX2
 template <int M>
 [[gnu::target("avx2,fma")]] void OutputChannelsAvx2(const float* m, const float* bias, bool relu,
                                                     const Geometry& g,
@@ -339,6 +345,8 @@ template <int M>
   OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles, line);
 }
 
+#endif
+
 template <int M>
 void OutputChannelsBaseline(const float* m, const float* bias, bool relu, const Geometry& g,
                             const std::vector<Segment>& segments, int64_t chunk_tiles, float* y,
@@ -346,10 +354,12 @@ void OutputChannelsBaseline(const float* m, const float* bias, bool relu, const 
   OutputChannels<M>(m, bias, relu, g, segments, chunk_tiles, y, k0, k1, horizontal, tiles, line);
 }
 
+#if MRCNN_WINOGRAD_AVX2
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
 }
+#endif
 
 // Writes the transformed input of the chunk's tiles into v: alpha² × C × chunk_tiles.
 // Per channel: the alpha² taps of every tile of the chunk gathered into contiguous runs
@@ -364,7 +374,11 @@ void TransformInput(const float* x, const Geometry& g, const std::vector<Segment
   int64_t max_rows = 0;
   for (const auto& s : segments)
     max_rows = std::max(max_rows, s.rows);
+#if MRCNN_WINOGRAD_AVX2
   const auto Input = CpuHasAvx2() ? &InputChannelsAvx2<M> : &InputChannelsBaseline<M>;
+#else
+  const auto Input = &InputChannelsBaseline<M>;
+#endif
   at::parallel_for(0, g.c, 4, [&](int64_t c0, int64_t c1) {
     std::vector<float> band((max_rows * M + 2) * band_w), taps(A * A * chunk_tiles),
         horizontal(A * A * chunk_tiles);
@@ -378,7 +392,11 @@ template <int M>
 void TransformOutput(const float* m, const float* bias, bool relu, const Geometry& g,
                      const std::vector<Segment>& segments, int64_t chunk_tiles, float* y) {
   constexpr int A = M + 2;
+#if MRCNN_WINOGRAD_AVX2
   const auto Output = CpuHasAvx2() ? &OutputChannelsAvx2<M> : &OutputChannelsBaseline<M>;
+#else
+  const auto Output = &OutputChannelsBaseline<M>;
+#endif
   at::parallel_for(0, g.k, 4, [&](int64_t k0, int64_t k1) {
     std::vector<float> horizontal(A * M * chunk_tiles), tiles(M * M * chunk_tiles),
         line(g.tiles_w * M);
