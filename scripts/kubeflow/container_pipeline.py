@@ -92,7 +92,12 @@ test -f "$annotations" || { echo "evaluate: no $annotations in the dataset"; exi
 find "$data/$split" -maxdepth 1 -type f \( -name '*.jpg' -o -name '*.jpeg' -o -name '*.png' \) | sort >"$work/images"
 test -s "$work/images" || { echo "evaluate: no JPEG or PNG images in $data/$split"; exit 1; }
 echo "$(wc -l <"$work/images") images of split $split"
-xargs -d '\n' trainer predict --model-dir "$model" --annotations "$annotations" --output "$results/detections.json" --images <"$work/images"
+# On the GPUs when the step got some (the NVIDIA runtime then mounts /dev/nvidia0).
+device=cpu
+[ -e /dev/nvidia0 ] && device=cuda
+echo "predicting on $device"
+xargs -d '\n' trainer predict --device "$device" --model-dir "$model" --annotations "$annotations" \
+  --output "$results/detections.json" --images <"$work/images"
 trainer evaluate --annotations "$annotations" --results "$results/detections.json" --iou-type bbox --output "$results/bbox.json"
 trainer evaluate --annotations "$annotations" --results "$results/detections.json" --iou-type segm --output "$results/segm.json"
 python3 - "$results" "$executor_output" "$metrics_uri" "$results_uri" "$min_box_ap50" <<'PY'
