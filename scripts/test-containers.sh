@@ -251,15 +251,15 @@ storage_mib_at_start=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
 step_done
 
 if ((skip_build == 0)); then
-  # What the builds need from empty storage (session 6-12 sizes): the training image 5.4 GB
-  # and the serving images 4.3 and 1.0 GB, sharing base layers; their build stages
-  # (compilers, -dev packages, the build tree) and podman's temporary copies about as much
-  # again. Layers already in storage (the torch layers of an earlier build: 10 GB after a
-  # prune) are reused, so a rebuild needs the rest, but never less than 4 GB (the build
-  # stages and the new top layers).
-  build_need=$((16000 - storage_mib_at_start))
+  # What the builds need from empty storage (session 6-13 sizes): the training image 5.5 GB
+  # and the serving images 4.3, 1.0 and 0.8 (arm64) GB, sharing base layers; their build
+  # stages (compilers, -dev packages, the build trees; the arm64 one 2.5 GB) and podman's
+  # temporary copies about as much again. Layers already in storage (an earlier build's:
+  # 15 GB after a prune) are reused, so a rebuild needs the rest, but never less than 4 GB
+  # (the build stages and the new top layers).
+  build_need=$((19000 - storage_mib_at_start))
   ((build_need >= 4000)) || build_need=4000
-  podman_need_disk "$build_need" "building the training, serving, CPU serving and drone images ($storage_mib_at_start MiB of about 16000 already in storage)" ||
+  podman_need_disk "$build_need" "building the training, serving, CPU serving (x86, arm64) and drone images ($storage_mib_at_start MiB of about 19000 already in storage)" ||
     fail "not enough free disk for the image builds (above); podman image prune removes dangling images (earlier builds), podman system prune -a every unused one"
   step "build the training image: $build_training"
   podman_build "$build_training" "$work/build-training.log"
