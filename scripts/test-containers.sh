@@ -226,6 +226,29 @@ prune_stale_images() {
   log "   --prune: $removed dangling images of earlier builds removed, storage $before -> $after MiB"
 }
 
+# cpu_image_cuda_free IMAGE WHAT: in IMAGE (a CPU serving image), no file of a CUDA library
+# (nor of libtorch's CUDA part), none loaded by its binaries (ldd lists every library the loader
+# would load), and the server's libtorch_cpu.so from the image's torch/lib. The output is left
+# in $failure_log, `uname -m` on its first line; podman's own stderr (for an arm64 image, that
+# it does not match this machine's platform) goes beside it.
+cpu_image_cuda_free() {
+  local image=$1 what=$2
+  failure_log=$work/contents-$image.log
+  podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh "$image" -c \
+    'uname -m; find / -xdev \( -name "libcuda*" -o -name "libcudart*" -o -name "libcupti*" -o -name "libnvrtc*" -o -name "libnccl*" \
+       -o -name "libcudnn*" -o -name "libcublas*" -o -name "libcufft*" -o -name "libcusparse*" -o -name "libcusolver*" \
+       -o -name "libcurand*" -o -name "libnvJitLink*" -o -name "libtorch_cuda*" -o -name "libc10_cuda*" -o -name "libtorch.so" \
+       -o -name nvidia \) -print | sed "s/^/has /";
+     ldd /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/server /opt/mrcnn/src/build/lib/libmrcnn_kernels.so 2>&1' \
+    >"$failure_log" 2>"$work/contents-$image.stderr" ||
+    fail "ldd in the $what failed: $(cat "$failure_log" "$work/contents-$image.stderr" | tr '\n' ' ')"
+  ! grep -E '^has ' "$failure_log" || fail "the $what has CUDA files: $(grep '^has ' "$failure_log" | tr '\n' ' ')"
+  ! grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" ||
+    fail "ldd in the $what: $(grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" | tr '\n' ' ')"
+  grep -q 'libtorch_cpu.so => /opt/mrcnn/src/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so' "$failure_log" ||
+    fail "ldd in the $what does not show the server loading libtorch_cpu.so from the image's torch/lib"
+}
+
 image_mb() { podman image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f", $1 / 1e6 }'; }
 
 rm -rf "$work"
@@ -315,19 +338,7 @@ podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-ser
    dpkg-query -W -f "\${Package}\n" | grep -- "-dev$" | sed "s/^/has /";
    test -e /opt/mrcnn/src/build/bin/trainer && echo "has the trainer"; test -e /usr/local/cuda && echo "has /usr/local/cuda"; true' >"$failure_log" 2>&1
 [[ ! -s $failure_log ]] || fail "the serving image has more than serving needs: $(tr '\n' ' ' <"$failure_log")"
-# The CPU serving image: no file of a CUDA library (nor of libtorch's CUDA part), and none
-# loaded by its binaries (ldd lists every library the loader would load).
-podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-serving-cpu -c \
-  'find / -xdev \( -name "libcuda*" -o -name "libcudart*" -o -name "libcupti*" -o -name "libnvrtc*" -o -name "libnccl*" \
-     -o -name "libcudnn*" -o -name "libcublas*" -o -name "libcufft*" -o -name "libcusparse*" -o -name "libcusolver*" \
-     -o -name "libcurand*" -o -name "libnvJitLink*" -o -name "libtorch_cuda*" -o -name "libc10_cuda*" -o -name "libtorch.so" \
-     -o -name nvidia \) -print | sed "s/^/has /";
-   ldd /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/server /opt/mrcnn/src/build/lib/libmrcnn_kernels.so' \
-  >"$failure_log" 2>&1 || fail "ldd in the CPU serving image failed: $(tr '\n' ' ' <"$failure_log")"
-! grep -E '^has ' "$failure_log" || fail "the CPU serving image has CUDA files: $(grep '^has ' "$failure_log" | tr '\n' ' ')"
-! grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" || fail "ldd in the CPU serving image: $(grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" | tr '\n' ' ')"
-grep -q 'libtorch_cpu.so => /opt/mrcnn/src/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so' "$failure_log" ||
-  fail "ldd in the CPU serving image does not show the server loading libtorch_cpu.so from the image's torch/lib"
+cpu_image_cuda_free mrcnn-serving-cpu "CPU serving image"
 cpu_libs=$(grep -c '=>' "$failure_log")
 drone_cfg=$(podman image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' mrcnn-drone | sed -n 's/^MRCNN_DEFAULT_CONFIG=//p')
 podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-drone -c \
@@ -335,7 +346,7 @@ podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-dro
 check "no compiler, -dev package, pip cache or CUDA toolkit in training/serving; no Python or trainer in serving; drone default config $drone_cfg present"
 check "CPU serving image: $cpu_mb MB (limit 1500); no CUDA library file; ldd of entrypoint, server, libmrcnn_kernels: $cpu_libs libraries, none CUDA, none missing"
 # The arm64 image: arm64 in its config, aarch64 binaries (file(1) here on copies), and the
-# same checks as the x86 CPU image's, its ldd run in the image under qemu.
+# same checks as the x86 CPU image's, run in the image under qemu.
 arm64_mb=$(image_mb mrcnn-serving-cpu-arm64)
 ((arm64_mb <= 1500)) || fail "the arm64 CPU serving image is $arm64_mb MB, more than 1500 MB"
 arch=$(podman image inspect -f '{{.Os}}/{{.Architecture}}' mrcnn-serving-cpu-arm64)
@@ -352,19 +363,8 @@ file_says=$(file -b "$work/arm64-bin/server" | cut -d, -f1-2)
 for f in server entrypoint libmrcnn_kernels.so; do
   file -b "$work/arm64-bin/$f" | grep -q 'ARM aarch64' || fail "file says $f of the arm64 image is: $(file -b "$work/arm64-bin/$f")"
 done
-podman run --rm --name "$tool_ctr" --network none --entrypoint /bin/sh mrcnn-serving-cpu-arm64 -c \
-  'uname -m; find / -xdev \( -name "libcuda*" -o -name "libcudart*" -o -name "libcupti*" -o -name "libnvrtc*" -o -name "libnccl*" \
-     -o -name "libcudnn*" -o -name "libcublas*" -o -name "libtorch_cuda*" -o -name "libc10_cuda*" -o -name "libtorch.so" \
-     -o -name nvidia \) -print | sed "s/^/has /";
-   ldd /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/server /opt/mrcnn/src/build/lib/libmrcnn_kernels.so 2>&1' \
-  >"$failure_log" 2>"$work/contents-arm64.stderr" ||
-  fail "ldd in the arm64 image (under qemu) failed: $(cat "$failure_log" "$work/contents-arm64.stderr" | tr '\n' ' ')"
-# podman's own stderr says the arm64 image does not match this machine's platform: expected.
+cpu_image_cuda_free mrcnn-serving-cpu-arm64 "arm64 CPU serving image"
 [[ $(head -n 1 "$failure_log") == aarch64 ]] || fail "the arm64 image's uname -m says $(head -n 1 "$failure_log")"
-! grep -E '^has ' "$failure_log" || fail "the arm64 image has CUDA files: $(grep '^has ' "$failure_log" | tr '\n' ' ')"
-! grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" || fail "ldd in the arm64 image: $(grep -iE 'not found|cuda|cupti|nvrtc|nccl|nvidia' "$failure_log" | tr '\n' ' ')"
-grep -q 'libtorch_cpu.so => /opt/mrcnn/src/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so' "$failure_log" ||
-  fail "ldd in the arm64 image does not show the server loading libtorch_cpu.so from the image's torch/lib"
 check "arm64 CPU serving image: $arm64_mb MB (limit 1500), linux/arm64; file: server is $file_says; under qemu: uname -m aarch64, ldd of entrypoint, server, libmrcnn_kernels: $(grep -c '=>' "$failure_log") libraries, none CUDA, none missing"
 step_done
 step "a shapes /opt/ml tree (trainer make-shapes in the training image)"

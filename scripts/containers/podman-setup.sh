@@ -43,6 +43,19 @@
 podman_log() { printf '[podman-setup] %s\n' "$*" >&2; }
 : "${MRCNN_STORAGE_CONF:=/etc/containers/storage.conf}"
 
+# podman_apt_install PACKAGE...: apt-get installs those not installed yet, saying which
+# (--no-install-recommends; the package lists are fetched only when there are none).
+podman_apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  podman_log "installing ${missing[*]}"
+  [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
 # The storage driver podman uses now, and where its storage root is ("DRIVER ROOT").
 podman_storage() { podman info --format '{{.Store.GraphDriverName}} {{.Store.GraphRoot}}'; }
 
@@ -141,16 +154,7 @@ podman_setup() (
   # 1. Packages. --no-install-recommends keeps crun (podman recommends it through
   # "crun | runc") and the rootless helpers out; naming runc satisfies podman's runtime
   # dependency.
-  local_packages=(podman buildah runc debootstrap golang-github-containernetworking-plugin-dnsname)
-  missing=()
-  for p in "${local_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    podman_log "installing ${missing[*]}"
-    [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  podman_apt_install podman buildah runc debootstrap golang-github-containernetworking-plugin-dnsname
 
   # 2. containers.conf drop-in. Limits: the hard limits root has here (podman's defaults
   # of 1048576 open files and 4194304 processes are refused); nproc below the hard limit
@@ -249,15 +253,7 @@ podman_arm64_setup() (
   local codename conf=/usr/lib/binfmt.d/qemu-aarch64.conf
   codename=${MRCNN_DEBIAN_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}
   # file: scripts/test-containers.sh asks it what the arm64 image's binaries are.
-  local missing=() p
-  for p in qemu-user-static file; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    podman_log "installing ${missing[*]}"
-    [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  podman_apt_install qemu-user-static file
   if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then
     mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || {
       podman_log "FAILED: cannot mount binfmt_misc on /proc/sys/fs/binfmt_misc: arm64 programs cannot run here"

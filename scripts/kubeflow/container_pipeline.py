@@ -208,9 +208,9 @@ def make_components(training_image: str, serving_image: str):
 
 
 def resourced(task, gpu_count, cpu_limit, memory_limit, step):
-    """Resources as pipeline parameters (gpu_count None: no accelerator); the step name as
-    MRCNN_PIPELINE_STEP, which run_local.py names steps by."""
-    task.set_cpu_limit(cpu_limit).set_memory_limit(memory_limit)
+    """Resources as pipeline parameters (gpu_count None: no accelerator); the step name as the
+    display name and as MRCNN_PIPELINE_STEP, which run_local.py names steps by."""
+    task.set_display_name(step).set_cpu_limit(cpu_limit).set_memory_limit(memory_limit)
     if gpu_count is not None:
         task.set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(gpu_count)
     task.set_env_variable("MRCNN_PIPELINE_STEP", step)
@@ -226,12 +226,12 @@ def build_pipelines(training_image: str = DEFAULT_TRAINING_IMAGE, serving_image:
                       memory_limit):
         trained = resourced(
             train(dataset=dataset, config_file=config_file, opts=opts, train_split=train_split, val_split=val_split),
-            gpu_count, cpu_limit, memory_limit, "train").set_display_name("train")
+            gpu_count, cpu_limit, memory_limit, "train")
         evaluated = resourced(
             evaluate(dataset=dataset, model=trained.outputs["model"], split=val_split, min_box_ap50=min_box_ap50),
-            gpu_count, cpu_limit, memory_limit, "evaluate").set_display_name("evaluate")
+            gpu_count, cpu_limit, memory_limit, "evaluate")
         resourced(serve_smoke(dataset=dataset, model=trained.outputs["model"], split=val_split),
-                  gpu_count, cpu_limit, memory_limit, "serve-smoke").set_display_name("serve-smoke").after(evaluated)
+                  gpu_count, cpu_limit, memory_limit, "serve-smoke").after(evaluated)
 
     @dsl.pipeline(name="mrcnn-shapes-train-eval",
                   description="Mask R-CNN on a synthetic shapes dataset: train, COCO AP, serving smoke test")
@@ -247,7 +247,7 @@ def build_pipelines(training_image: str = DEFAULT_TRAINING_IMAGE, serving_image:
                         memory_limit: str = "16G"):
         dataset = resourced(
             make_shapes(train_images=train_images, val_images=val_images, image_size=image_size, seed=dataset_seed),
-            None, "1", "2G", "dataset").set_display_name("dataset")
+            None, "1", "2G", "dataset")
         after_dataset(dataset.outputs["dataset"], config_file, opts, "train", "val", min_box_ap50, gpu_count,
                       cpu_limit, memory_limit)
 
