@@ -30,6 +30,9 @@ same operators, so the counts measured here hold there.
   .venv/bin/python bench/model/bench_train_step.py [--device cpu|cuda] [--amp off|fp16|bf16]
       [--size HxW] [--batch B] [--objects G] [--num-classes K] [--iters N] [--warmup W]
       [--threads T] [--phases] [--tv-resize] [--optimizer sgd|novograd] [--count-steps N]
+      [--loss-scaling]
+--loss-scaling runs our side with fp16's dynamic loss scaling (on by itself with --amp fp16)
+at any precision, so a CPU run counts its overflow check, skip and scale update too.
 Defaults: CPU 512x512 batch 2 fp32; CUDA 800x1333 batch 8 fp16 (the issue's GPU setting).
 """
 import argparse
@@ -237,6 +240,8 @@ def main():
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "novograd"],
                    help="our side's optimizer (SageMakerCV's recipe uses NovoGrad); torchvision's stays SGD")
     p.add_argument("--count-steps", type=int, default=2, help="untimed steps per side with operator counts (0: none)")
+    p.add_argument("--loss-scaling", action="store_true",
+                   help="our side with fp16's dynamic loss scaling at any precision (counts its operators on a CPU)")
     p.add_argument("--trace-op", default="", help="print the C++ stack of each call of this operator in our counted steps")
     args = p.parse_args()
     cuda = args.device == "cuda"
@@ -260,7 +265,8 @@ def main():
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"# batch {args.batch} x {height}x{width}, {args.objects} instances/image, {args.num_classes} classes, "
           f"SGD lr {args.lr} momentum 0.9 wd 1e-4; {args.warmup} warm-up + {args.iters} measured steps "
-          f"per side, interleaved; torchvision resize in step: {args.tv_resize}", flush=True)
+          f"per side, interleaved; torchvision resize in step: {args.tv_resize}; our loss scaling: "
+          f"{args.loss_scaling or args.amp == 'fp16'}", flush=True)
 
     ours_ms, tv_ms, ours_phases, tv_phases, ours_counts, ours_log_counts, tv_counts = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,6 +286,8 @@ def main():
             cmd.append("--phases")
         if args.trace_op:
             cmd += ["--trace-op", args.trace_op]
+        if args.loss_scaling:
+            cmd.append("--loss-scaling")
         ours = OursStep(cmd)
         theirs = TorchvisionStep(model, data, args)
         try:
@@ -339,7 +347,8 @@ def main():
             v = [get(c) for c in counts]
             return f"{min(v)}" if min(v) == max(v) else f"{min(v)}-{max(v)}"
 
-        print(f"| operators per step ({len(ours_counts)} counted steps of each kind) | ours ({args.optimizer}), "
+        scaling = ", loss scaling" if args.loss_scaling or args.amp == "fp16" else ""
+        print(f"| operators per step ({len(ours_counts)} counted steps of each kind) | ours ({args.optimizer}{scaling}), "
               f"non-logging step | ours, logging step (+ one read of its losses) | torchvision (sgd), every step "
               f"(reads its losses) |")
         print("|---|---|---|---|")

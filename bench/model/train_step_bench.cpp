@@ -8,7 +8,7 @@
 //                    [--warmup W] [--threads T] [--device cpu|cuda] [--amp off|fp16|bf16]
 //                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
 //                    [--optimizer sgd|novograd] [--steps-from-stdin] [--trace-op NAME]
-//                    [--graph-shapes HxW[,HxW...] [--graph-mode graph|pad]]
+//                    [--graph-shapes HxW[,HxW...] [--graph-mode graph|pad]] [--loss-scaling]
 // BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
 // labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
 // their size (the loader's resize happens before the step, on its worker threads).
@@ -165,7 +165,9 @@ int main(int argc, char** argv) {
     // As the loop: autocast only on CUDA; fp16 with dynamic loss scaling, bf16 without.
     const bool amp = cuda && amp_name != "off";
     const at::ScalarType amp_dtype = amp_name == "bf16" ? at::kBFloat16 : at::kHalf;
-    engine::GradScaler scaler(amp && amp_dtype == at::kHalf);
+    // --loss-scaling: fp16's dynamic loss scaling whatever the precision, so that its
+    // device-side overflow check, skip and scale update are counted on a CPU too.
+    engine::GradScaler scaler((amp && amp_dtype == at::kHalf) || Flag(argc, argv, "--loss-scaling"));
 
     torch::manual_seed(std::stoull(Arg(argc, argv, "--seed", "0")));
     model::ModelConfig mc = model::ModelConfig::FromYamlFile(model_dir / "config.yaml");
@@ -243,21 +245,28 @@ int main(int argc, char** argv) {
       ib.original_sizes = sizes;
       std::vector<model::ImageTarget> targets;
       for (const auto& t : cpu_targets)
-        targets.push_back({t.boxes.to(device), t.labels.to(device),
-                           t.masks.defined() ? t.masks.to(device) : t.masks});
+        targets.push_back({t.boxes.to(device, /*non_blocking=*/true),
+                           t.labels.to(device, /*non_blocking=*/true),
+                           t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true)
+                                             : t.masks});
       // No sampling generators: the samplers draw from the global generator (seeded by
       // --seed), as they did before the step was shared.
       const engine::MicroBatchLosses losses =
           train_step.ForwardBackward(ib, targets, {}, /*accumulation=*/1, step_number);
       optimizer->set_lr(lr);
-      train_step.Finish();
+      const at::Tensor found_inf = train_step.Finish();
       loss_values.clear();
       if (read_losses) {
         double total = 0;
         loss_values = losses.Read(&total);
         loss_values["total"] = total;
+        if (found_inf.defined())  // with loss scaling: 1 when the update was skipped
+          loss_values["skipped"] = found_inf.item<double>();
         train_step.CheckFinite(total, step_number);
       }
+      // The step itself waits for nothing: the time is the device's once it is done.
+      if (cuda)
+        torch::cuda::synchronize();
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
 

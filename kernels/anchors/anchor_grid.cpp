@@ -20,7 +20,6 @@ at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef str
               op, ": feature_sizes and strides need (H, W) per level and ratios_per_level one ",
               "count per level; got ", feature_sizes.size(), ", ", strides.size(), " and ",
               ratios_per_level.size(), " entries for ", levels, " levels");
-  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   const auto i32 = at::TensorOptions().dtype(at::kInt).device(device);
   std::vector<at::Tensor> per_level;
   size_t size_at = 0, ratio_at = 0;
@@ -31,21 +30,28 @@ at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef str
                 ": sizes_per_level/ratios_per_level ask for more values than given");
     TORCH_CHECK(feature_sizes[2 * l] >= 0 && feature_sizes[2 * l + 1] >= 0, op, ": level ", l,
                 " has a negative feature size");
+    // The cell anchors are a handful of numbers: computed on the CPU (in float32, as
+    // torchvision on any device: sqrt, reciprocal and products round the same everywhere)
+    // and copied without waiting, since a blocking host-to-device copy waits for all the
+    // work queued on the device, every step.
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
     const at::Tensor scales =
         at::tensor(at::ArrayRef<double>(sizes.data() + size_at, ns), at::kDouble).to(f32);
     const at::Tensor ratios =
-        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble).to(f32);
+        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble)
+            .to(f32);
     size_at += ns;
     ratio_at += nr;
     const at::Tensor h_ratios = at::sqrt(ratios);
     const at::Tensor w_ratios = at::reciprocal(h_ratios);
     const at::Tensor ws = (w_ratios.unsqueeze(1) * scales.unsqueeze(0)).view({-1});
     const at::Tensor hs = (h_ratios.unsqueeze(1) * scales.unsqueeze(0)).view({-1});
-    const at::Tensor base = at::round(at::stack({-ws, -hs, ws, hs}, 1) / 2);
+    const at::Tensor base =
+        at::round(at::stack({-ws, -hs, ws, hs}, 1) / 2).to(device, /*non_blocking=*/true);
 
-    // int32 grid times a 0-dim int64 stride stays int32, as in torchvision.
-    const at::Tensor stride_h = at::scalar_tensor(strides[2 * l], at::kLong).to(device);
-    const at::Tensor stride_w = at::scalar_tensor(strides[2 * l + 1], at::kLong).to(device);
+    // The int32 grid times the stride stays int32, as torchvision's 0-dim int64 stride
+    // tensor leaves it (a Scalar does the same, without a tensor to copy to the device).
+    const int64_t stride_h = strides[2 * l], stride_w = strides[2 * l + 1];
     const at::Tensor shifts_x = at::arange(0, feature_sizes[2 * l + 1], i32) * stride_w;
     const at::Tensor shifts_y = at::arange(0, feature_sizes[2 * l], i32) * stride_h;
     const auto grid = at::meshgrid({shifts_y, shifts_x}, "ij");

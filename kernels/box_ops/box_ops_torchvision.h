@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
 namespace mrcnn::kernels {
 
 // torchvision.ops._utils._upcast: float16/bfloat16 -> float32, small integers -> int32.
@@ -37,12 +39,15 @@ inline at::Tensor TorchvisionBoxIou(const at::Tensor& boxes1, const at::Tensor& 
   return inter / uni;
 }
 
-// torchvision BoxCoder.encode_single: weights as a tensor of the reference dtype, the
-// rest in promoted dtypes.
+// torchvision BoxCoder.encode_single: weights as 0-dim tensors of the reference dtype
+// (filled on the device: a host tensor copied there would wait for the device), the rest
+// in promoted dtypes.
 inline at::Tensor TorchvisionEncodeBoxes(const at::Tensor& reference_boxes,
                                          const at::Tensor& proposals,
                                          at::ArrayRef<double> weights) {
-  const at::Tensor w = at::tensor(weights.vec(), at::kDouble).to(reference_boxes.options());
+  std::vector<at::Tensor> w;
+  for (const double v : weights)
+    w.push_back(at::full({}, v, reference_boxes.options()));
   const at::Tensor p = proposals, r = reference_boxes;
   const at::Tensor ex_w = p.select(1, 2).unsqueeze(1) - p.select(1, 0).unsqueeze(1);
   const at::Tensor ex_h = p.select(1, 3).unsqueeze(1) - p.select(1, 1).unsqueeze(1);

@@ -75,7 +75,7 @@ MaskRcnnTrainer::MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::Da
 void MaskRcnnTrainer::RunStep() {
   using Clock = std::chrono::steady_clock;
   double data_time = 0;
-  PendingLosses pending{iter(), {}};
+  PendingLosses pending{iter(), {}, {}};
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto d0 = Clock::now();
     std::optional<data::Batch> batch = loader_.Next();
@@ -92,12 +92,14 @@ void MaskRcnnTrainer::RunStep() {
         step_.ForwardBackward(ib, targets, std::move(generators), accumulation_, iter() + 1));
   }
   step_.Finish();
+  // fp16: the dynamic loss scale after this step's update (it halves on overflow), read
+  // with the losses. A copy: the scaler updates its tensor in place.
+  if (state_.scaler.enabled())
+    pending.loss_scale = state_.scaler.scale_tensor().clone();
   pending_.push_back(std::move(pending));
   EventStorage& s = storage();
   s.PutScalar("data_time", data_time);
   s.PutScalar("max_mem_mb", PeakMemoryMb(device_));
-  if (state_.scaler.enabled())  // fp16: the dynamic loss scale (halves on overflow)
-    s.PutScalar("amp/loss_scale", state_.scaler.scale());
 }
 
 void MaskRcnnTrainer::FlushDeferred() {
@@ -105,9 +107,12 @@ void MaskRcnnTrainer::FlushDeferred() {
     return;
   // Every micro-batch's values end to end: one copy to the host for the whole window.
   std::vector<at::Tensor> all;
-  for (const PendingLosses& p : pending_)
+  for (const PendingLosses& p : pending_) {
     for (const MicroBatchLosses& m : p.micro)
       all.push_back(m.values);
+    if (p.loss_scale.defined())
+      all.push_back(p.loss_scale.to(all.front().device()));
+  }
   const at::Tensor host = torch::cat(all).to(torch::kCPU).contiguous();
   const float* r = host.data_ptr<float>();
   const double parts = static_cast<double>(accumulation_);
@@ -128,6 +133,8 @@ void MaskRcnnTrainer::FlushDeferred() {
     for (const auto& [k, value] : losses)
       s.PutScalarAt(k, p.iteration, value, RankReduce::kMean);
     s.PutScalarAt("total_loss", p.iteration, total, RankReduce::kMean);
+    if (p.loss_scale.defined())
+      s.PutScalarAt("amp/loss_scale", p.iteration, static_cast<double>(*r++));
   }
   s.SyncMeans();
 }

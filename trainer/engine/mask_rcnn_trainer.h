@@ -4,7 +4,7 @@
 // TrainStep::Finish (all-reduce, unscale, clip, optimizer step). It puts into the event
 // store: every loss and "total_loss" (means over the micro-batches, then over the ranks),
 // "data_time" (seconds waiting for the loader), "max_mem_mb" (peak memory, see
-// PeakMemoryMb) and, with fp16 loss scaling, "amp/loss_scale".
+// PeakMemoryMb) and, with fp16 loss scaling, "amp/loss_scale" (read with the losses).
 //
 // The losses stay on the device until FlushDeferred (the writers call it at every logging
 // iteration, the checkpointer before each save): then one copy brings the whole window to
@@ -48,6 +48,7 @@ class MaskRcnnTrainer : public TrainerBase {
   struct PendingLosses {
     int64_t iteration;
     std::vector<MicroBatchLosses> micro;
+    at::Tensor loss_scale;  // fp16: the scale after the step (float32 [1]); else undefined
   };
   std::vector<PendingLosses> pending_;
   TrainStep& step_;

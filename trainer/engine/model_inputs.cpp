@@ -23,8 +23,12 @@ std::vector<model::ImageTarget> ToTargets(const data::Batch& batch, const c10::D
   std::vector<model::ImageTarget> targets;
   targets.reserve(batch.targets.size());
   for (const auto& t : batch.targets) {
-    targets.push_back({t.boxes.to(device), t.labels.to(device),
-                       t.masks.defined() ? t.masks.to(device) : t.masks});
+    // Asynchronous: a blocking host-to-device copy waits for everything queued on the
+    // device before it. The loader's tensors are pageable, so CUDA stages them at once and
+    // they may be freed as soon as the call returns.
+    targets.push_back({t.boxes.to(device, /*non_blocking=*/true),
+                       t.labels.to(device, /*non_blocking=*/true),
+                       t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true) : t.masks});
   }
   return targets;
 }

@@ -153,7 +153,7 @@ void TrainStep::CheckFinite(double total, int64_t iteration) const {
   }
 }
 
-bool TrainStep::Finish() {
+at::Tensor TrainStep::Finish() {
   net_.set_sampling_generators({});
   micro_batches_ = 0;
   // Averaged (or, with DIST.OVERLAP_BACKWARD, finished and waited for) before unscaling:
@@ -161,24 +161,22 @@ bool TrainStep::Finish() {
   // the update.
   if (dp_ != nullptr)
     dp_->AverageGradients(trainable_);
-  const bool finite = scaler_.enabled() ? scaler_.Unscale(trainable_) : true;
-  if (finite && options_.clip) {
+  // Undefined without loss scaling. With it, clipping and the probe also see an
+  // overflowed step's gradients; the optimizer then leaves everything as it was.
+  const at::Tensor found_inf = scaler_.Unscale(trainable_);
+  if (options_.clip) {
     if (options_.clip_type == "norm")
       ClipGradNorm(trainable_, options_.clip_value, options_.clip_norm_type);
     else
       torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
   }
-  if (finite && gradient_probe_)
-    gradient_probe_(trainable_);
-  if (finite)
-    optimizer_.Step();
-  if (scaler_.enabled())
-    scaler_.Update(!finite);
+  if (gradient_probe_)
+    gradient_probe_(trainable_, found_inf);
+  optimizer_.Step(found_inf);
+  scaler_.Update(found_inf);
   optimizer_.ZeroGrad();
   Phase("optimizer");
-  if (device_.is_cuda())
-    torch::cuda::synchronize(device_.index());
-  return finite;
+  return found_inf;
 }
 
 }  // namespace mrcnn::engine

@@ -99,9 +99,12 @@ class TrainStep {
   void CheckFinite(double total, int64_t iteration) const;
 
   // Ends the iteration: averages gradients across processes, unscales (AMP), clips, steps
-  // the optimizer at its lr() unless a gradient overflowed, updates the loss scale, zeroes
-  // the gradients and waits for the device. Returns whether the update was applied.
-  bool Finish();
+  // the optimizer at its lr() unless a gradient overflowed, updates the loss scale and
+  // zeroes the gradients. Waits for nothing: with fp16 loss scaling, the overflow check,
+  // the skip and the scale update happen on the device. Returns the overflow flag
+  // (GradScaler::Unscale's: float32 [1] on the device, 1 where the update was skipped), or
+  // an undefined tensor without loss scaling (every update is applied).
+  at::Tensor Finish();
 
   // Called with a phase name as each part of the step ends ("backbone_fpn", "rpn",
   // "roi_heads", "loss_sum_item" (the sum, no longer read), "backward", "optimizer"), for
@@ -111,9 +114,10 @@ class TrainStep {
   void set_phase_hook(PhaseHook hook) { phase_hook_ = std::move(hook); }
 
   // Called in Finish with the parameters once their gradients are final (averaged over
-  // the ranks, unscaled, clipped) and before the update, when the update is applied;
-  // for ParameterHistogramsHook. Empty by default.
-  using GradientProbe = std::function<void(const std::vector<at::Tensor>& params)>;
+  // the ranks, unscaled, clipped) and before the update, with Finish's overflow flag (the
+  // update is skipped where it is nonzero); for ParameterHistogramsHook. Empty by default.
+  using GradientProbe =
+      std::function<void(const std::vector<at::Tensor>& params, const at::Tensor& found_inf)>;
   void set_gradient_probe(GradientProbe probe) { gradient_probe_ = std::move(probe); }
 
  private:

@@ -2,8 +2,10 @@
 // gradients, for the Python oracle test (test_optimizer_oracle.py):
 //   optimizer_oracle_tool INPUT.safetensors OUTPUT.safetensors "KEY VALUE ..."
 // INPUT: param.<name> (initial values, requires_grad), grad.<step>.<name> (a missing one:
-// no gradient that step), lr (one per step). Halfway, the state goes through State() and
-// LoadState() into a fresh optimizer, as a checkpoint resume would. OUTPUT: param.<name>.
+// no gradient that step), lr (one per step), optionally found_inf.<step> (a one-element
+// overflow flag: that step runs as Step(found_inf), the device-side skip of fp16 training).
+// Halfway, the state goes through State() and LoadState() into a fresh optimizer, as a
+// checkpoint resume would. OUTPUT: param.<name>.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -44,7 +46,10 @@ int main(int argc, char** argv) {
         p.mutable_grad() = it == in.end() ? at::Tensor() : it->second.clone();
       }
       optimizer->set_lr(lrs[step].item<double>());
-      optimizer->Step();
+      if (auto flag = in.find("found_inf." + std::to_string(step)); flag != in.end())
+        optimizer->Step(flag->second);
+      else
+        optimizer->Step();
       optimizer->ZeroGrad();
     }
     model::TensorMap out;

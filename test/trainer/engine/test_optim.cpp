@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "trainer/engine/solver/grad_scaler.h"
+#include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
 
 using namespace mrcnn::engine;
@@ -110,23 +111,107 @@ TEST_CASE("grad scaler: skip on overflow, back off, grow after an interval", "[o
   auto p = torch::ones({3}).requires_grad_();
   scaler.Scale((p * 2).sum()).backward();
   CHECK(p.grad()[0].item<double>() == 2048.0);
-  CHECK(scaler.Unscale({p}));
+  torch::Tensor found_inf = scaler.Unscale({p});
+  CHECK(found_inf.sizes() == torch::IntArrayRef{1});
+  CHECK(found_inf.item<float>() == 0);
   CHECK(p.grad()[0].item<double>() == 2.0);
-  scaler.Update(false);
+  scaler.Update(found_inf);
+  CHECK(scaler.growth_tracker() == 1);
   p.mutable_grad() = torch::tensor({1.0f, INFINITY, 0.0f});
-  CHECK_FALSE(scaler.Unscale({p}));
-  scaler.Update(true);
+  found_inf = scaler.Unscale({p});
+  CHECK(found_inf.item<float>() == 1);
+  scaler.Update(found_inf);
   CHECK(scaler.scale() == 512.0);
-  for (int i = 0; i < 3; ++i) scaler.Update(false);
+  CHECK(scaler.growth_tracker() == 0);
+  p.mutable_grad() = torch::tensor({NAN, 0.0f, 0.0f});  // NaN counts as an overflow too
+  CHECK(scaler.Unscale({p}).item<float>() == 1);
+  const torch::Tensor finite = torch::zeros({1});
+  for (int i = 0; i < 2; ++i) scaler.Update(finite);
+  CHECK(scaler.scale() == 512.0);
+  CHECK(scaler.growth_tracker() == 2);
+  scaler.Update(finite);  // the third good step in a row doubles it
   CHECK(scaler.scale() == 1024.0);
+  CHECK(scaler.growth_tracker() == 0);
+  scaler.Update(finite);
 
   GradScaler restored(true);
   restored.LoadState(scaler.State());
   CHECK(restored.scale() == 1024.0);
-  CHECK(restored.growth_tracker() == 0);
+  CHECK(restored.growth_tracker() == 1);
+  CHECK(scaler.State().at("scaler/scale").scalar_type() == torch::kDouble);  // the file's format
 
   GradScaler off(false);
   CHECK(off.scale() == 1.0);
   p.mutable_grad() = torch::tensor({NAN, 0.0f, 0.0f});
-  CHECK(off.Unscale({p}));  // disabled: never skips (bf16/fp32 need no scaling)
+  CHECK_FALSE(off.Unscale({p}).defined());  // disabled: never skips (bf16/fp32 need no scaling)
+}
+
+namespace {
+
+std::vector<std::pair<std::string, torch::Tensor>> CloneParams(
+    const std::vector<std::pair<std::string, torch::Tensor>>& p) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [n, t] : p) out.emplace_back(n, t.detach().clone().requires_grad_());
+  return out;
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const std::string& kind,
+                                         const std::vector<std::pair<std::string, torch::Tensor>>& p) {
+  if (kind == "sgd") {
+    SgdOptions o;
+    o.nesterov = true;
+    return std::make_unique<Sgd>(p, o);
+  }
+  NovoGradOptions o;
+  o.groups.weight_decay = 1e-3;
+  return std::make_unique<NovoGrad>(p, o);
+}
+
+}  // namespace
+
+// The device-side skip of fp16 training: Step(flag 0) must be Step() exactly (the resume
+// tests compare runs bit for bit), and Step(flag 1) must leave parameters and state alone,
+// also before the first applied step, when the state does not exist yet.
+TEST_CASE("Step(found_inf): a 0 flag equals Step() bit for bit, a 1 flag changes nothing", "[optim]") {
+  for (const std::string kind : {"sgd", "novograd"}) {
+    INFO(kind);
+    auto plain = MakeParams(4);
+    auto flagged = CloneParams(plain);
+    auto opt_plain = MakeOptimizer(kind, plain);
+    auto opt_flagged = MakeOptimizer(kind, flagged);
+    opt_plain->set_lr(0.05);
+    opt_flagged->set_lr(0.05);
+    const torch::Tensor keep = torch::zeros({1}), skip = torch::ones({1});
+    auto overflow = [&] {  // an overflowed step's gradients, then a skipped update
+      const auto before = CloneParams(flagged);
+      for (auto& [n, p] : flagged) p.mutable_grad() = torch::full_like(p, NAN);
+      flagged[0].second.mutable_grad().view(-1)[0] = INFINITY;
+      opt_flagged->Step(skip);
+      opt_flagged->ZeroGrad();
+      for (size_t i = 0; i < flagged.size(); ++i) CHECK(torch::equal(flagged[i].second, before[i].second));
+    };
+    overflow();
+    CHECK(opt_flagged->State().empty() == (kind == "novograd"));  // nothing applied yet
+    torch::manual_seed(11);
+    for (int step = 0; step < 4; ++step) {
+      auto x = torch::randn({2, 3, 6, 6});
+      Loss(plain, x).backward();
+      opt_plain->Step();
+      opt_plain->ZeroGrad();
+      Loss(flagged, x).backward();
+      opt_flagged->Step(keep);
+      opt_flagged->ZeroGrad();
+      if (step == 1) overflow();
+      for (size_t i = 0; i < plain.size(); ++i) {
+        INFO("step " << step << " " << plain[i].first);
+        CHECK(torch::equal(plain[i].second, flagged[i].second));
+      }
+    }
+    const auto a = opt_plain->State(), b = opt_flagged->State();
+    REQUIRE(a.size() == b.size());
+    for (const auto& [k, v] : a) {
+      INFO(k);
+      CHECK(torch::equal(v, b.at(k)));
+    }
+  }
 }

@@ -133,7 +133,8 @@ RankResult TrainRank(DataParallel& dp, const Inputs& in) {
     for (const torch::Tensor& t : p)
       averaged.push_back(t.grad().clone());
     out.averaged.push_back(averaged);
-    const bool finite = scaler.Unscale(p);
+    const torch::Tensor found_inf = scaler.Unscale(p);
+    const bool finite = found_inf.item<float>() == 0;
     out.finite.push_back(finite);
     if (finite) {
       torch::nn::utils::clip_grad_norm_(p, 1.0);
@@ -141,7 +142,7 @@ RankResult TrainRank(DataParallel& dp, const Inputs& in) {
       for (torch::Tensor& t : p)
         t.sub_(t.grad() * 0.1);
     }
-    scaler.Update(!finite);
+    scaler.Update(found_inf);
     for (torch::Tensor& t : p)
       t.mutable_grad() = torch::Tensor();
   }

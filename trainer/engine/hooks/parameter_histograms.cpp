@@ -62,9 +62,10 @@ ParameterHistogramsHook::ParameterHistogramsHook(int64_t period, const NamedPara
   for (const auto& [name, p] : parameters)
     groups_[ParameterGroup(name)].push_back(p);
   // The probe runs when the parameters' own .grad() are final: read them there.
-  step.set_gradient_probe([this](const std::vector<at::Tensor>&) {
+  step.set_gradient_probe([this](const std::vector<at::Tensor>&, const at::Tensor& found_inf) {
     if (!armed_)
       return;
+    found_inf_ = found_inf;
     torch::NoGradGuard no_grad;
     for (const auto& [group, params] : groups_) {
       std::vector<at::Tensor> grads;
@@ -79,6 +80,7 @@ ParameterHistogramsHook::ParameterHistogramsHook(int64_t period, const NamedPara
 void ParameterHistogramsHook::BeforeStep(TrainerBase& trainer) {
   armed_ = period_ > 0 && trainer.done() % period_ == 0;
   gradients_.clear();
+  found_inf_ = at::Tensor();
 }
 
 void ParameterHistogramsHook::AfterStep(TrainerBase& trainer) {
@@ -93,6 +95,10 @@ void ParameterHistogramsHook::AfterStep(TrainerBase& trainer) {
     s.PutScalar("weights_norm/" + group, w.norm().item<double>());
     s.PutHistogram(HistogramOf(w, "weights/" + group, step));
   }
+  // A step that overflowed (fp16) was skipped: its gradients are not the run's. This hook
+  // reads values to the host anyway; the flag is one more.
+  if (found_inf_.defined() && found_inf_.item<float>() != 0)
+    gradients_.clear();
   for (const auto& [group, g] : gradients_) {
     s.PutScalar("grads_norm/" + group, g.norm().item<double>());
     s.PutHistogram(HistogramOf(g, "grads/" + group, step));

@@ -4,7 +4,8 @@
 // ("weights_norm/<group>", "grads_norm/<group>") and histograms of both ("weights/<group>",
 // "grads/<group>") into the event store, for TensorBoard: what SageMakerCV's team looked
 // at to find their learning-rate schedule. Gradients are read through TrainStep's probe,
-// once final (averaged, unscaled, clipped) and before the update. Rank 0 only.
+// once final (averaged, unscaled, clipped) and before the update; those of a step skipped
+// for an fp16 overflow are dropped. Rank 0 only.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -37,6 +38,7 @@ class ParameterHistogramsHook : public HookBase {
   std::map<std::string, std::vector<at::Tensor>> groups_;  // group -> parameters
   bool armed_ = false;
   std::map<std::string, at::Tensor> gradients_;  // group -> flat gradient copy
+  at::Tensor found_inf_;                         // the probed step's overflow flag, if any
 };
 
 }  // namespace mrcnn::engine

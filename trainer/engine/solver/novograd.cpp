@@ -46,8 +46,10 @@ NovoGrad::NovoGrad(const NamedParameters& named_parameters, NovoGradOptions opti
   }
 }
 
-void NovoGrad::Step() {
+void NovoGrad::Step(const at::Tensor& found_inf) {
   c10::NoGradGuard no_grad;
+  // As Sgd::Step: a 0-d bool on the device, new values committed with where.
+  const at::Tensor apply = found_inf.defined() ? found_inf.reshape({}) == 0 : at::Tensor();
   for (auto& e : entries_) {
     const at::Tensor& grad = e.param.grad();
     if (!grad.defined())
@@ -56,18 +58,37 @@ void NovoGrad::Step() {
     // host each step (v and sqrt(v) + eps in double, the division in the gradient's dtype),
     // without the wait.
     const at::Tensor norm_sq = grad.to(at::kDouble).pow(2).sum();
-    // Two products and a sum, each rounded, as the host did (add_ with alpha may fuse).
-    e.v = e.v.defined() ? e.v * options_.beta2 + norm_sq * (1 - options_.beta2) : norm_sq;
-    at::Tensor u = grad / (e.v.sqrt() + options_.eps).to(grad.scalar_type());
+    at::Tensor v;
+    if (!apply.defined()) {
+      // Two products and a sum, each rounded, as the host did (add_ with alpha may fuse).
+      v = e.v.defined() ? e.v * options_.beta2 + norm_sq * (1 - options_.beta2) : norm_sq;
+    } else {
+      // The first applied step takes the norm itself, whatever was skipped before it.
+      if (!e.v.defined())
+        e.v = at::full({}, -1.0, norm_sq.options());
+      v = at::where(e.v < 0, norm_sq, e.v * options_.beta2 + norm_sq * (1 - options_.beta2));
+    }
+    at::Tensor u = grad / (v.sqrt() + options_.eps).to(grad.scalar_type());
     if (e.weight_decay != 0)
       u = u.add(e.param, e.weight_decay);
     if (options_.grad_averaging)
       u = u.mul(1 - options_.beta1);
+    if (!apply.defined()) {
+      e.v = v;
+      if (!e.m.defined())
+        e.m = u.clone();
+      else
+        e.m.mul_(options_.beta1).add_(u);
+      e.param.add_(e.m, -lr() * e.lr_factor);
+      continue;
+    }
+    // m starting at zero holds u after the first applied step, as the clone does.
     if (!e.m.defined())
-      e.m = u.clone();
-    else
-      e.m.mul_(options_.beta1).add_(u);
-    e.param.add_(e.m, -lr() * e.lr_factor);
+      e.m = at::zeros_like(e.param);
+    const at::Tensor m = e.m.mul(options_.beta1).add(u);
+    at::where_out(e.param, apply, e.param.add(m, -lr() * e.lr_factor), e.param);
+    at::where_out(e.m, apply, m, e.m);
+    at::where_out(e.v, apply, v, e.v);
   }
 }
 
@@ -90,8 +111,11 @@ std::map<std::string, at::Tensor> NovoGrad::State() const {
   for (const auto& e : entries_) {
     if (!e.v.defined())
       continue;
+    at::Tensor v = e.v.to(at::kCPU);
+    if (v.item<double>() < 0)  // every step so far was skipped: nothing to keep
+      continue;
     state[kMoment + e.name] = e.m;
-    state[kSecond + e.name] = e.v.to(at::kCPU);
+    state[kSecond + e.name] = v;
   }
   return state;
 }

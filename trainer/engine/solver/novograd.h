@@ -34,7 +34,8 @@ struct NovoGradOptions {
 class NovoGrad : public Optimizer {
  public:
   NovoGrad(const NamedParameters& named_parameters, NovoGradOptions options);
-  void Step() override;
+  using Optimizer::Step;
+  void Step(const at::Tensor& found_inf) override;
   void ZeroGrad() override;
   std::vector<at::Tensor> Parameters() const override;
   // "optimizer/novograd_m/<name>" and "optimizer/novograd_v/<name>" (a 0-d float64).
@@ -49,7 +50,8 @@ class NovoGrad : public Optimizer {
     double lr_factor;
     at::Tensor m;  // undefined until the first step
     // The layer's second moment: a 0-d float64 tensor on the parameter's device, so a step
-    // never waits for the device to hand a norm to the host. Undefined until the first step.
+    // never waits for the device to hand a norm to the host. Undefined until the first step;
+    // -1 (norms are >= 0) after steps that were all skipped (Step(found_inf)).
     at::Tensor v;
   };
   NovoGradOptions options_;

@@ -23,7 +23,12 @@ class Optimizer {
 
   // One update at lr() from the current .grad() of every parameter; a parameter without
   // a gradient is skipped (as torch does).
-  virtual void Step() = 0;
+  void Step() { Step(at::Tensor()); }
+  // The same, unless `found_inf` (GradScaler::Unscale's flag: a one-element tensor on the
+  // parameters' device) is nonzero: then parameters and optimizer state keep their values.
+  // Decided on the device, so the host never waits for the flag. Undefined: Step().
+  // A step with a flag gives the same values as Step() when the flag is 0.
+  virtual void Step(const at::Tensor& found_inf) = 0;
   // Drops every parameter's gradient.
   virtual void ZeroGrad() = 0;
   // The parameters it updates (those with requires_grad), in model order: the order the

@@ -98,23 +98,37 @@ std::vector<at::Tensor> Sgd::Parameters() const {
   return params;
 }
 
-void Sgd::Step() {
+void Sgd::Step(const at::Tensor& found_inf) {
   const double lr = this->lr();
   c10::NoGradGuard no_grad;
+  // Whether the update goes ahead, as a 0-d bool on the device; undefined: always. New
+  // values are then committed with where(apply, new, old), written in place.
+  const at::Tensor apply = found_inf.defined() ? found_inf.reshape({}) == 0 : at::Tensor();
   for (auto& e : entries_) {
     const at::Tensor& grad = e.param.grad();
     if (!grad.defined())
       continue;
     at::Tensor d_p = e.weight_decay != 0 ? grad.add(e.param, e.weight_decay) : grad;
     if (options_.momentum != 0) {
-      if (!e.momentum_buffer.defined()) {
-        e.momentum_buffer = d_p.clone().detach();
+      if (!apply.defined()) {
+        if (!e.momentum_buffer.defined())
+          e.momentum_buffer = d_p.clone().detach();
+        else
+          e.momentum_buffer.mul_(options_.momentum).add_(d_p);
       } else {
-        e.momentum_buffer.mul_(options_.momentum).add_(d_p);
+        // A buffer starting at zero holds d_p after the first applied step, as the clone
+        // does (dampening is 0), however many skipped steps came before it.
+        if (!e.momentum_buffer.defined())
+          e.momentum_buffer = at::zeros_like(e.param);
+        at::where_out(e.momentum_buffer, apply, e.momentum_buffer.mul(options_.momentum).add(d_p),
+                      e.momentum_buffer);
       }
       d_p = options_.nesterov ? d_p.add(e.momentum_buffer, options_.momentum) : e.momentum_buffer;
     }
-    e.param.add_(d_p, -lr * e.lr_factor);
+    if (!apply.defined())
+      e.param.add_(d_p, -lr * e.lr_factor);
+    else
+      at::where_out(e.param, apply, e.param.add(d_p, -lr * e.lr_factor), e.param);
   }
 }
 

@@ -54,7 +54,8 @@ class Sgd : public Optimizer {
   // Only parameters with requires_grad are optimised.
   Sgd(const std::vector<std::pair<std::string, at::Tensor>>& named_parameters, SgdOptions options);
 
-  void Step() override;
+  using Optimizer::Step;
+  void Step(const at::Tensor& found_inf) override;
   // set_lr(lr) then Step().
   void Step(double lr);
   void ZeroGrad() override;
@@ -72,7 +73,7 @@ class Sgd : public Optimizer {
     ParamKind kind;
     double weight_decay;
     double lr_factor;
-    at::Tensor momentum_buffer;  // undefined until the first step
+    at::Tensor momentum_buffer;  // undefined until the first step (zero if it was skipped)
   };
   const std::vector<Entry>& entries() const { return entries_; }
 
