@@ -30,12 +30,16 @@ same operators, so the counts measured here hold there.
   .venv/bin/python bench/model/bench_train_step.py [--device cpu|cuda] [--amp off|fp16|bf16]
       [--size HxW] [--batch B] [--objects G] [--num-classes K] [--iters N] [--warmup W]
       [--threads T] [--phases] [--tv-resize] [--optimizer sgd|novograd] [--count-steps N]
-      [--loss-scaling]
+      [--loss-scaling] [--mask-rows auto|fixed|exact]
 --loss-scaling runs our side with fp16's dynamic loss scaling (on by itself with --amp fp16)
 at any precision, so a CPU run counts its overflow check, skip and scale update too.
+--mask-rows fixed gives our mask head the fixed rows it has on CUDA (a CPU reads each image's
+positive count instead, one .item() per image, where that costs nothing): a CPU run then
+counts the operators of the CUDA step.
 Defaults: CPU 512x512 batch 2 fp32; CUDA 800x1333 batch 8 fp16 (the issue's GPU setting).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -46,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import torch
 import torchvision
@@ -122,6 +127,25 @@ def count_ops(names):
     return {"aten_ops": len(aten), "sync_ops": sum(by_op.values()), "sync_by_op": by_op}
 
 
+@contextlib.contextmanager
+def count_cuda_waits(cuda):
+    """Counts torch's "synchronizing CUDA operation" warnings (sync debug mode) in the block
+    into the yielded dict's "n": every wait of the host for the device that goes through
+    torch's sync helpers, as ours is counted (bench/model/cuda_sync_counter.h)."""
+    out = {"n": None}
+    if not cuda:
+        yield out
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield out
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    out["n"] = sum("synchronizing CUDA operation" in str(w.message) for w in caught)
+
+
 def sync(device):
     if device == "cuda":
         torch.cuda.synchronize()
@@ -144,25 +168,27 @@ class TorchvisionStep:
         self.targets = [{"boxes": data[f"boxes.{i}"], "labels": data[f"labels.{i}"], "masks": data[f"masks.{i}"]}
                         for i in range(args.batch)]
 
-    def __call__(self):
-        """Returns (ms, losses, phases_ms)."""
+    def __call__(self, counted=False):
+        """Returns (ms, losses, phases_ms). A counted step makes none of the bench's own
+        waits for the device (timing, phases), which the counters would see."""
         device, model, phases = self.args.device, self.model, {}
 
         def mark(name, last):
-            if not self.args.phases:
+            if not self.args.phases or counted:
                 return last
             sync(device)
             now = time.perf_counter()
             phases[name] = (now - last) * 1000
             return now
 
-        sync(device)
+        if not counted:
+            sync(device)
         start = time.perf_counter()
         last = start
         imgs = [img.to(device, non_blocking=True) for img in self.images]
         tgts = [{k: v.to(device) for k, v in t.items()} for t in self.targets]
         with torch.autocast("cuda", dtype=self.dtype, enabled=self.use_amp):
-            if self.args.phases:
+            if self.args.phases and not counted:
                 # GeneralizedRCNN.forward in train mode, stage by stage (same calls, timed).
                 il, tgts = model.transform(imgs, tgts)
                 last = mark("transform", last)
@@ -187,7 +213,8 @@ class TorchvisionStep:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         last = mark("optimizer", last)
-        sync(device)
+        if not counted:
+            sync(device)
         return (time.perf_counter() - start) * 1000, values, phases
 
 
@@ -242,6 +269,8 @@ def main():
     p.add_argument("--count-steps", type=int, default=2, help="untimed steps per side with operator counts (0: none)")
     p.add_argument("--loss-scaling", action="store_true",
                    help="our side with fp16's dynamic loss scaling at any precision (counts its operators on a CPU)")
+    p.add_argument("--mask-rows", default="auto", choices=["auto", "fixed", "exact"],
+                   help="our mask head's rows: auto as the trainer (fixed on CUDA, exact on CPU)")
     p.add_argument("--trace-op", default="", help="print the C++ stack of each call of this operator in our counted steps")
     args = p.parse_args()
     cuda = args.device == "cuda"
@@ -266,7 +295,7 @@ def main():
     print(f"# batch {args.batch} x {height}x{width}, {args.objects} instances/image, {args.num_classes} classes, "
           f"SGD lr {args.lr} momentum 0.9 wd 1e-4; {args.warmup} warm-up + {args.iters} measured steps "
           f"per side, interleaved; torchvision resize in step: {args.tv_resize}; our loss scaling: "
-          f"{args.loss_scaling or args.amp == 'fp16'}", flush=True)
+          f"{args.loss_scaling or args.amp == 'fp16'}; our mask rows: {args.mask_rows}", flush=True)
 
     ours_ms, tv_ms, ours_phases, tv_phases, ours_counts, ours_log_counts, tv_counts = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -288,6 +317,7 @@ def main():
             cmd += ["--trace-op", args.trace_op]
         if args.loss_scaling:
             cmd.append("--loss-scaling")
+        cmd += ["--mask-rows", args.mask_rows]
         ours = OursStep(cmd)
         theirs = TorchvisionStep(model, data, args)
         try:
@@ -316,9 +346,14 @@ def main():
             for _ in range(args.count_steps):
                 ours_counts.append(ours.count(logging=False))
                 ours_log_counts.append(ours.count(logging=True))
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                    theirs()
+                sync(args.device)
+                with count_cuda_waits(cuda) as waits, \
+                        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    theirs(counted=True)
+                sync(args.device)
                 tv_counts.append(count_ops([e.name for e in prof.events()]))
+                if cuda:
+                    tv_counts[-1]["cuda_syncs"] = waits["n"]
         finally:
             ours.close()
 
@@ -355,6 +390,11 @@ def main():
         for key, what in (("sync_ops", "host-sync operators"), ("aten_ops", "aten operators (launch proxy)")):
             print(f"| {what} | {span(ours_counts, lambda c: c[key])} | {span(ours_log_counts, lambda c: c[key])} | "
                   f"{span(tv_counts, lambda c: c[key])} |")
+        if any("cuda_syncs" in c for c in ours_counts + tv_counts):
+            def waits(c):
+                return c.get("cuda_syncs", "-")
+            print(f"| CUDA waits (torch's sync debug mode: blocking copies both ways, syncs) | "
+                  f"{span(ours_counts, waits)} | {span(ours_log_counts, waits)} | {span(tv_counts, waits)} |")
         for op in sorted(SYNC_OPS):
             def get(c, op=op):
                 return c["sync_by_op"].get(op, 0)

@@ -9,6 +9,7 @@
 //                    [--lr LR] [--momentum M] [--weight-decay WD] [--seed S] [--phases]
 //                    [--optimizer sgd|novograd] [--steps-from-stdin] [--trace-op NAME]
 //                    [--graph-shapes HxW[,HxW...] [--graph-mode graph|pad]] [--loss-scaling]
+//                    [--mask-rows auto|fixed|exact]
 // BATCH: image.<i> uint8 H x W x 3 (RGB), boxes.<i> float G x 4 (x1 y1 x2 y2 pixels),
 // labels.<i> int64 G (1..K), masks.<i> uint8 G x H x W (0/1), for i < B. Images are used at
 // their size (the loader's resize happens before the step, on its worker threads).
@@ -20,8 +21,10 @@
 // that reads its losses (a logging iteration); "count" and "count-log" run those under an
 // ATen operator observer (aten_op_counter.h) and add the operator and host-sync counts
 // ("ops") to the line. Counted steps are not timed steps: the observer slows every
-// operator a little. --trace-op NAME prints the C++ stack
-// of every call of that operator in a counted step (where a host sync comes from).
+// operator a little. On CUDA, counted steps also count every wait for the device that
+// torch's sync debug mode reports ("cuda_syncs", cuda_sync_counter.h). --trace-op NAME
+// prints the C++ stack of every call of that operator in a counted step (where a host
+// sync comes from); --trace-op cuda-sync that of every CUDA wait.
 //
 // The step is RunTrainJob's own (engine::TrainStep, trainer/engine/train_step.h) with
 // accumulation 1, one process, no clipping and a constant learning rate. --phases times
@@ -36,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,6 +47,7 @@
 
 #include "bench/model/aten_op_counter.h"
 #include "bench/model/bench_args.h"
+#include "bench/model/cuda_sync_counter.h"
 #include "common/allocator_tuning.h"
 #include "trainer/engine/cuda_graphs/padded_feature_stage.h"
 #include "trainer/engine/solver/grad_scaler.h"
@@ -177,6 +182,13 @@ int main(int argc, char** argv) {
                          (model_dir / "model.safetensors").string());
     net->to(device);
     net->train();
+    // The mask head's rows: auto as the trainer (fixed on CUDA, the exact positives read
+    // to the host on a CPU); fixed shows a CPU run the CUDA step's host syncs.
+    const std::string mask_rows = Arg(argc, argv, "--mask-rows", "auto");
+    if (mask_rows != "auto" && mask_rows != "fixed" && mask_rows != "exact")
+      throw std::runtime_error("--mask-rows must be auto, fixed or exact, got '" + mask_rows + "'");
+    if (mask_rows != "auto")
+      net->set_fixed_mask_rows(mask_rows == "fixed");
 
     engine::SgdOptions so;
     so.momentum = std::stod(Arg(argc, argv, "--momentum", "0.9"));
@@ -230,10 +242,15 @@ int main(int argc, char** argv) {
     // One training step; returns its wall time in ms. A logging step (`read_losses`) reads
     // its losses to the host into `loss_values` (one sync, as the trainer reads a window at
     // every logging iteration); other steps leave them on the device, as the trainer does.
+    // A `counted` step is the trainer's alone: none of the bench's own waits for the device
+    // (timing, phases, the overflow flag), which the counters would see.
     std::map<std::string, double> loss_values;
-    auto step = [&](bool read_losses) -> double {
+    auto step = [&](bool read_losses, bool counted) -> double {
       ++step_number;
-      if (cuda)
+      const bool wait = cuda && !counted;
+      const bool phases_on = phases.enabled;
+      phases.enabled = phases_on && !counted;
+      if (wait)
         torch::cuda::synchronize();
       const auto t0 = Clock::now();
       phases.Start();
@@ -260,12 +277,13 @@ int main(int argc, char** argv) {
         double total = 0;
         loss_values = losses.Read(&total);
         loss_values["total"] = total;
-        if (found_inf.defined())  // with loss scaling: 1 when the update was skipped
+        if (found_inf.defined() && !counted)  // loss scaling: 1 when the update was skipped
           loss_values["skipped"] = found_inf.item<double>();
         train_step.CheckFinite(total, step_number);
       }
+      phases.enabled = phases_on;
       // The step itself waits for nothing: the time is the device's once it is done.
-      if (cuda)
+      if (wait)
         torch::cuda::synchronize();
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
@@ -282,15 +300,27 @@ int main(int argc, char** argv) {
         nlohmann::json out;
         const bool logging = line == "log-step" || line == "count-log";
         if (line == "count" || line == "count-log") {
-          mrcnn::bench::AtenOpCounter counter(Arg(argc, argv, "--trace-op", ""));
-          out["ms"] = step(logging);
+          const std::string trace = Arg(argc, argv, "--trace-op", "");
+          // On CUDA also every wait torch makes for the device (cuda_sync_counter.h),
+          // the step's device-side ending included: the count is the host's.
+          std::optional<mrcnn::bench::CudaSyncCounter> waits;
+          if (cuda && mrcnn::bench::CudaSyncCounter::Available())
+            waits.emplace(trace == "cuda-sync");
+          if (cuda)  // what came before is not the step's
+            torch::cuda::synchronize();
+          mrcnn::bench::AtenOpCounter counter(trace);
+          out["ms"] = step(logging, /*counted=*/true);
           const mrcnn::bench::AtenOpCounts counts = counter.Take();
           out["ops"] = {{"aten_ops", counts.all_ops},
                         {"sync_ops", counts.sync_ops},
                         {"sync_by_op", counts.sync_by_op},
                         {"other_namespaces", counts.other_namespaces}};
+          if (waits)
+            out["ops"]["cuda_syncs"] = waits->Take();
+          if (cuda)
+            torch::cuda::synchronize();
         } else {
-          out["ms"] = step(logging);
+          out["ms"] = step(logging, /*counted=*/false);
         }
         out["losses"] = loss_values;
         out["phases_ms"] = phases.ms;
@@ -308,7 +338,7 @@ int main(int argc, char** argv) {
     for (int it = 0; it < warmup + iters; ++it) {
       if (it == warmup)
         phases.ms.clear();
-      const double elapsed = step(/*read_losses=*/it == 0);
+      const double elapsed = step(/*read_losses=*/it == 0, /*counted=*/false);
       if (it == 0)
         first_losses = loss_values;
       if (it >= warmup)

@@ -25,9 +25,14 @@ gpu_steps() {
     python3 "$repo/bench/model/bench_cuda_graphs.py" --device cuda --amp bf16 \
     --size 800x1333 --batch 8 --iters 8 --warmup 2
   # Training step: ours vs torchvision's, 800x1333, batch 8, with per-step operator and
-  # host-sync counts on both sides.
+  # host-sync counts on both sides, and every CUDA wait (torch's sync debug mode).
   gpu_step "training-step bench cuda --amp bf16 (800x1333, batch 8, vs torchvision)" 150 \
     python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp bf16 \
+    --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
+  # fp16 with dynamic loss scaling: the overflow check, skip and scale update on the device
+  # (session 14); the CUDA-wait row must read 0 on a non-logging step.
+  gpu_step "training-step bench cuda --amp fp16 (800x1333, batch 8, vs torchvision)" 120 \
+    python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp fp16 \
     --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
   # A real job through the entrypoint at 800 px with AMP; its model feeds the comparison.
   gpu_step "training through entrypoint train, cuda, bf16, 800 px" 150 \
@@ -59,9 +64,6 @@ gpu_steps() {
       python3 "$repo/bench/model/bench_inference.py" --device cuda --precision "$precision" \
       --sizes 800x1333 --batches 1,8 --iters 5
   done
-  gpu_step "training-step bench cuda --amp fp16 (800x1333, batch 8, vs torchvision)" 120 \
-    python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp fp16 \
-    --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
   gpu_step "training through entrypoint train, cuda, fp16, 800 px" 150 \
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp fp16
   gpu_step "kernel bench --device cuda" 120 \

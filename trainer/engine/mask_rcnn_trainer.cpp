@@ -62,13 +62,14 @@ double PeakMemoryMb(const c10::Device& device) {
 
 MaskRcnnTrainer::MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::DataLoader& loader,
                                  TrainingState& state, const c10::Device& device,
-                                 int64_t accumulation)
+                                 int64_t accumulation, int64_t read_period)
     : TrainerBase(std::move(storage)),
       step_(step),
       loader_(loader),
       state_(state),
       device_(device),
-      accumulation_(accumulation) {
+      accumulation_(accumulation),
+      read_period_(read_period) {
   state_.net.train();
 }
 
@@ -100,6 +101,8 @@ void MaskRcnnTrainer::RunStep() {
   EventStorage& s = storage();
   s.PutScalar("data_time", data_time);
   s.PutScalar("max_mem_mb", PeakMemoryMb(device_));
+  if (read_period_ > 0 && (done() % read_period_ == 0 || is_last_iteration()))
+    FlushDeferred();
 }
 
 void MaskRcnnTrainer::FlushDeferred() {

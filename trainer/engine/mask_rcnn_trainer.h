@@ -35,8 +35,13 @@ class MaskRcnnTrainer : public TrainerBase {
  public:
   // Keeps references to all; puts the model in training mode. `state.batches_consumed`
   // counts the loader's batches as they are taken (the checkpoint's resume position).
+  // `read_period` (SOLVER.LOG_PERIOD, the writers' period; 0: never): the step reads the
+  // window itself at the end of every iteration whose done() it divides, and of the last
+  // one, so the wait for the device falls inside the iteration's time (the step waits for
+  // nothing else, see TrainStep::Finish) rather than between iterations.
   MaskRcnnTrainer(EventStorage storage, TrainStep& step, data::DataLoader& loader,
-                  TrainingState& state, const c10::Device& device, int64_t accumulation);
+                  TrainingState& state, const c10::Device& device, int64_t accumulation,
+                  int64_t read_period);
 
   void FlushDeferred() override;
 
@@ -56,6 +61,7 @@ class MaskRcnnTrainer : public TrainerBase {
   TrainingState& state_;
   c10::Device device_;
   int64_t accumulation_;
+  int64_t read_period_;
 };
 
 }  // namespace mrcnn::engine

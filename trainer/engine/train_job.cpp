@@ -228,7 +228,8 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
       BuildTrainLoader(config, mc, *train, world, plan, state.seed, state.batches_consumed);
   TrainStep step(*net, *optimizer, scaler, dp.get(), device, std::move(step_options));
   EventStorage storage(world.world_size, [&dp](std::vector<double>& v) { dp->SumInPlace(v); });
-  MaskRcnnTrainer trainer(std::move(storage), step, *loader, state, device, plan.accumulation);
+  MaskRcnnTrainer trainer(std::move(storage), step, *loader, state, device, plan.accumulation,
+                          config.GetInt("SOLVER.LOG_PERIOD"));
   trainer.RegisterHooks(BuildHooks(parts, step, start_iter));
   trainer.Train(start_iter, plan.max_iter);
   if (const PaddedFeatureStage* stage = step.feature_stage()) {
