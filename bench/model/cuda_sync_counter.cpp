@@ -25,8 +25,9 @@ class SyncWarningCounter : public c10::WarningHandler {
     }
     ++count_;
     if (trace_)
-      std::fprintf(stderr, "[cuda sync] from:\n%s\n",
-                   c10::get_backtrace(/*frames_to_skip=*/1, /*maximum_number_of_frames=*/40).c_str());
+      std::fprintf(
+          stderr, "[cuda sync] from:\n%s\n",
+          c10::get_backtrace(/*frames_to_skip=*/1, /*maximum_number_of_frames=*/40).c_str());
   }
   int64_t count() const { return count_; }
   c10::WarningHandler* previous_ = nullptr;
@@ -40,7 +41,9 @@ std::unique_ptr<SyncWarningCounter> counter;
 
 }  // namespace
 
-bool CudaSyncCounter::Available() { return true; }
+bool CudaSyncCounter::Available() {
+  return true;
+}
 
 CudaSyncCounter::CudaSyncCounter(bool trace) {
   if (counter)

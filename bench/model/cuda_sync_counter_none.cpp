@@ -5,7 +5,9 @@
 
 namespace mrcnn::bench {
 
-bool CudaSyncCounter::Available() { return false; }
+bool CudaSyncCounter::Available() {
+  return false;
+}
 
 CudaSyncCounter::CudaSyncCounter(bool) {
   throw std::logic_error("CudaSyncCounter: this build has no CUDA (check Available() first)");
@@ -13,6 +15,8 @@ CudaSyncCounter::CudaSyncCounter(bool) {
 
 CudaSyncCounter::~CudaSyncCounter() = default;
 
-int64_t CudaSyncCounter::Take() { return 0; }
+int64_t CudaSyncCounter::Take() {
+  return 0;
+}
 
 }  // namespace mrcnn::bench

@@ -43,6 +43,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/model/aten_op_counter.h"
@@ -146,6 +147,206 @@ void SetGraphOptions(int argc, char** argv, int64_t batch_size, engine::TrainSte
   o.graph_padding_only = mode == "pad";
 }
 
+// The optimizer the bench steps with: the engine's Sgd at torch.optim.SGD's settings (one
+// weight decay for every parameter, the peer's setting: the engine's norm group only holds
+// trainable norm layers, which FrozenBN has none of), or NovoGrad at the engine's defaults
+// (SageMakerCV's betas and eps) with the same groups.
+std::unique_ptr<engine::Optimizer> MakeOptimizer(int argc, char** argv, model::MaskRcnn& net) {
+  engine::SgdOptions so;
+  so.momentum = std::stod(Arg(argc, argv, "--momentum", "0.9"));
+  so.weight_decay = std::stod(Arg(argc, argv, "--weight-decay", "1e-4"));
+  so.weight_decay_bias = so.weight_decay;
+  so.weight_decay_norm = so.weight_decay;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& p : net->named_parameters())
+    named.emplace_back(p.key(), p.value());
+  const std::string name = Arg(argc, argv, "--optimizer", "sgd");
+  if (name == "sgd")
+    return std::make_unique<engine::Sgd>(named, so);
+  if (name == "novograd") {
+    engine::NovoGradOptions no;
+    no.groups = so.groups();
+    return std::make_unique<engine::NovoGrad>(named, no);
+  }
+  throw std::runtime_error("--optimizer must be sgd or novograd, got '" + name + "'");
+}
+
+// The batch as the loader hands it over: CPU tensors, collated, moved in the step.
+struct HostBatch {
+  at::Tensor images;
+  std::vector<std::array<int64_t, 2>> sizes;
+  std::vector<model::ImageTarget> targets;
+};
+
+HostBatch ReadBatch(const std::string& path, int64_t batch_size, const model::ModelConfig& mc) {
+  const model::TensorMap input = model::ReadSafetensors(path);
+  std::vector<at::Tensor> images;
+  HostBatch batch;
+  for (int64_t i = 0; i < batch_size; ++i) {
+    const std::string k = std::to_string(i);
+    images.push_back(input.at("image." + k));
+    batch.targets.push_back({input.at("boxes." + k).to(torch::kFloat),
+                             input.at("labels." + k).to(torch::kLong),
+                             mc.mask_on ? input.at("masks." + k) : at::Tensor()});
+  }
+  batch.images = Collate(images, mc, batch.sizes);
+  return batch;
+}
+
+// One training step of the trainer's TrainStep on the fixed batch, as the trainer runs
+// it (accumulation 1, constant lr, no sampling generators: the samplers draw from the
+// global generator seeded by --seed).
+class BenchStep {
+ public:
+  BenchStep(engine::TrainStep& step, engine::Optimizer& optimizer, HostBatch batch,
+            const torch::Device& device, double lr, Phases& phases)
+      : step_(step),
+        optimizer_(optimizer),
+        batch_(std::move(batch)),
+        device_(device),
+        lr_(lr),
+        phases_(phases) {}
+
+  // Returns the step's wall time in ms. A logging step (`read_losses`) reads its losses to
+  // the host into losses() (one sync, as the trainer reads a window at every logging
+  // iteration); other steps leave them on the device, as the trainer does. A `counted`
+  // step is the trainer's alone: none of the bench's own waits for the device (timing,
+  // phases, the overflow flag), which the counters would see.
+  double Run(bool read_losses, bool counted) {
+    ++number_;
+    const bool wait = device_.is_cuda() && !counted;
+    const bool phases_on = phases_.enabled;
+    phases_.enabled = phases_on && !counted;
+    if (wait)
+      torch::cuda::synchronize();
+    const auto t0 = Clock::now();
+    phases_.Start();
+    // Moving the batch to the device is part of the trainer's step too (ToImageBatch,
+    // ToTargets); it falls into the first phase.
+    model::ImageBatch ib;
+    ib.tensors = batch_.images.to(device_, /*non_blocking=*/true);
+    ib.image_sizes = batch_.sizes;
+    ib.original_sizes = batch_.sizes;
+    std::vector<model::ImageTarget> targets;
+    for (const auto& t : batch_.targets)
+      targets.push_back({t.boxes.to(device_, /*non_blocking=*/true),
+                         t.labels.to(device_, /*non_blocking=*/true),
+                         t.masks.defined() ? t.masks.to(device_, /*non_blocking=*/true) : t.masks});
+    const engine::MicroBatchLosses losses =
+        step_.ForwardBackward(ib, targets, {}, /*accumulation=*/1, number_);
+    optimizer_.set_lr(lr_);
+    const at::Tensor found_inf = step_.Finish();
+    losses_.clear();
+    if (read_losses) {
+      double total = 0;
+      losses_ = losses.Read(&total);
+      losses_["total"] = total;
+      if (found_inf.defined() && !counted)  // loss scaling: 1 when the update was skipped
+        losses_["skipped"] = found_inf.item<double>();
+      step_.CheckFinite(total, number_);
+    }
+    phases_.enabled = phases_on;
+    // The step itself waits for nothing: the time is the device's once it is done.
+    if (wait)
+      torch::cuda::synchronize();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+
+  const std::map<std::string, double>& losses() const { return losses_; }
+
+ private:
+  engine::TrainStep& step_;
+  engine::Optimizer& optimizer_;
+  HostBatch batch_;
+  torch::Device device_;
+  double lr_;
+  Phases& phases_;
+  int64_t number_ = 0;
+  std::map<std::string, double> losses_;
+};
+
+// A counted step: its operators (aten_op_counter.h) and, on CUDA, every wait torch makes
+// for the device (cuda_sync_counter.h), into `out`.
+void CountedStep(BenchStep& step, bool logging, bool cuda, const std::string& trace,
+                 nlohmann::json& out) {
+  std::optional<mrcnn::bench::CudaSyncCounter> waits;
+  if (cuda && mrcnn::bench::CudaSyncCounter::Available())
+    waits.emplace(trace == "cuda-sync");
+  if (cuda)  // what came before is not the step's
+    torch::cuda::synchronize();
+  mrcnn::bench::AtenOpCounter counter(trace);
+  out["ms"] = step.Run(logging, /*counted=*/true);
+  const mrcnn::bench::AtenOpCounts counts = counter.Take();
+  out["ops"] = {{"aten_ops", counts.all_ops},
+                {"sync_ops", counts.sync_ops},
+                {"sync_by_op", counts.sync_by_op},
+                {"other_namespaces", counts.other_namespaces}};
+  if (waits)
+    out["ops"]["cuda_syncs"] = waits->Take();
+  if (cuda)
+    torch::cuda::synchronize();
+}
+
+// --steps-from-stdin: the driver interleaves our steps with torchvision's one by one, so
+// both sides see the same background load on a shared machine: one step per input line,
+// one JSON line per step.
+int RunStepsFromStdin(BenchStep& step, const engine::TrainStep& train_step, Phases& phases,
+                      bool cuda, const std::string& trace) {
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    phases.ms.clear();
+    nlohmann::json out;
+    const bool logging = line == "log-step" || line == "count-log";
+    if (line == "count" || line == "count-log")
+      CountedStep(step, logging, cuda, trace, out);
+    else
+      out["ms"] = step.Run(logging, /*counted=*/false);
+    out["losses"] = step.losses();
+    out["phases_ms"] = phases.ms;
+    if (const engine::PaddedFeatureStage* stage = train_step.feature_stage())
+      out["feature_stage_runs"] = {{"padded", stage->padded_runs()},
+                                   {"unpadded", stage->eager_runs()}};
+    std::printf("%s\n", out.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// `warmup` then `iters` timed steps; one JSON line with the times, the first losses and
+// the mean phase times.
+int RunTimed(BenchStep& step, Phases& phases, int warmup, int iters, int64_t batch_size) {
+  std::vector<double> ms;
+  std::map<std::string, double> first_losses;
+  for (int it = 0; it < warmup + iters; ++it) {
+    if (it == warmup)
+      phases.ms.clear();
+    const double elapsed = step.Run(/*read_losses=*/it == 0, /*counted=*/false);
+    if (it == 0)
+      first_losses = step.losses();
+    if (it >= warmup)
+      ms.push_back(elapsed);
+  }
+  double sum = 0;
+  for (double v : ms)
+    sum += v;
+  const double mean = sum / static_cast<double>(ms.size());
+  nlohmann::json out;
+  out["ms"] = ms;
+  out["mean_ms"] = mean;
+  out["min_ms"] = *std::min_element(ms.begin(), ms.end());
+  out["images_per_s"] = 1000.0 * static_cast<double>(batch_size) / mean;
+  out["threads"] = at::get_num_threads();
+  out["first_losses"] = first_losses;
+  nlohmann::json phase_ms = nlohmann::json::object();
+  for (const auto& [k, v] : phases.ms)
+    phase_ms[k] = v / iters;
+  out["phases_ms"] = phase_ms;
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,23 +357,25 @@ int main(int argc, char** argv) {
     const int iters = std::stoi(Arg(argc, argv, "--iters", "5"));
     const int warmup = std::stoi(Arg(argc, argv, "--warmup", "1"));
     const int threads = std::stoi(Arg(argc, argv, "--threads", "0"));
-    const std::string device_name = Arg(argc, argv, "--device", "cpu");
     const std::string amp_name = Arg(argc, argv, "--amp", "off");
-    const double lr = std::stod(Arg(argc, argv, "--lr", "1e-4"));
+    const std::string mask_rows = Arg(argc, argv, "--mask-rows", "auto");
     if (threads > 0)
       torch::set_num_threads(threads);
     if (iters < 1 || warmup < 0)
       throw std::runtime_error("--iters must be >= 1 and --warmup >= 0");
     if (amp_name != "off" && amp_name != "fp16" && amp_name != "bf16")
       throw std::runtime_error("--amp must be off, fp16 or bf16");
-    const torch::Device device(device_name);
+    if (mask_rows != "auto" && mask_rows != "fixed" && mask_rows != "exact")
+      throw std::runtime_error("--mask-rows must be auto, fixed or exact, got '" + mask_rows + "'");
+    const torch::Device device(Arg(argc, argv, "--device", "cpu"));
     const bool cuda = device.is_cuda();
     // As the loop: autocast only on CUDA; fp16 with dynamic loss scaling, bf16 without.
+    // --loss-scaling: fp16's loss scaling at any precision, so that its device-side
+    // overflow check, skip and scale update are counted on a CPU too.
     const bool amp = cuda && amp_name != "off";
     const at::ScalarType amp_dtype = amp_name == "bf16" ? at::kBFloat16 : at::kHalf;
-    // --loss-scaling: fp16's dynamic loss scaling whatever the precision, so that its
-    // device-side overflow check, skip and scale update are counted on a CPU too.
-    engine::GradScaler scaler((amp && amp_dtype == at::kHalf) || Flag(argc, argv, "--loss-scaling"));
+    engine::GradScaler scaler((amp && amp_dtype == at::kHalf) ||
+                              Flag(argc, argv, "--loss-scaling"));
 
     torch::manual_seed(std::stoull(Arg(argc, argv, "--seed", "0")));
     model::ModelConfig mc = model::ModelConfig::FromYamlFile(model_dir / "config.yaml");
@@ -182,35 +385,12 @@ int main(int argc, char** argv) {
                          (model_dir / "model.safetensors").string());
     net->to(device);
     net->train();
-    // The mask head's rows: auto as the trainer (fixed on CUDA, the exact positives read
-    // to the host on a CPU); fixed shows a CPU run the CUDA step's host syncs.
-    const std::string mask_rows = Arg(argc, argv, "--mask-rows", "auto");
-    if (mask_rows != "auto" && mask_rows != "fixed" && mask_rows != "exact")
-      throw std::runtime_error("--mask-rows must be auto, fixed or exact, got '" + mask_rows + "'");
+    // The mask head's rows: auto as the trainer (fixed on CUDA, the exact positives read to
+    // the host on a CPU); fixed shows a CPU run the CUDA step's host syncs.
     if (mask_rows != "auto")
       net->set_fixed_mask_rows(mask_rows == "fixed");
+    const std::unique_ptr<engine::Optimizer> optimizer = MakeOptimizer(argc, argv, net);
 
-    engine::SgdOptions so;
-    so.momentum = std::stod(Arg(argc, argv, "--momentum", "0.9"));
-    so.weight_decay = std::stod(Arg(argc, argv, "--weight-decay", "1e-4"));
-    // torch.optim.SGD applies one weight decay to every parameter (the peer's setting); the
-    // engine's norm group only holds trainable norm layers, which FrozenBN has none of.
-    so.weight_decay_bias = so.weight_decay;
-    so.weight_decay_norm = so.weight_decay;
-    std::vector<std::pair<std::string, at::Tensor>> named;
-    for (const auto& p : net->named_parameters())
-      named.emplace_back(p.key(), p.value());
-    const std::string optimizer_name = Arg(argc, argv, "--optimizer", "sgd");
-    std::unique_ptr<engine::Optimizer> optimizer;
-    if (optimizer_name == "sgd") {
-      optimizer = std::make_unique<engine::Sgd>(named, so);
-    } else if (optimizer_name == "novograd") {
-      engine::NovoGradOptions no;  // SageMakerCV's betas and eps, the engine's defaults
-      no.groups = so.groups();
-      optimizer = std::make_unique<engine::NovoGrad>(named, no);
-    } else {
-      throw std::runtime_error("--optimizer must be sgd or novograd, got '" + optimizer_name + "'");
-    }
     engine::TrainStepOptions step_options;
     if (amp)
       step_options.amp_dtype = amp_dtype;
@@ -218,150 +398,17 @@ int main(int argc, char** argv) {
     SetGraphOptions(argc, argv, batch_size, step_options);
     engine::TrainStep train_step(*net, *optimizer, scaler, /*dp=*/nullptr, device,
                                  std::move(step_options));
-
-    // The batch as the loader hands it over: CPU tensors, moved in the step.
-    const model::TensorMap input = model::ReadSafetensors(Arg(argc, argv, "--input", nullptr));
-    std::vector<at::Tensor> images;
-    std::vector<model::ImageTarget> cpu_targets;
-    for (int64_t i = 0; i < batch_size; ++i) {
-      const std::string k = std::to_string(i);
-      images.push_back(input.at("image." + k));
-      cpu_targets.push_back({input.at("boxes." + k).to(torch::kFloat),
-                             input.at("labels." + k).to(torch::kLong),
-                             mc.mask_on ? input.at("masks." + k) : at::Tensor()});
-    }
-    std::vector<std::array<int64_t, 2>> sizes;
-    const at::Tensor cpu_images = Collate(images, mc, sizes);
-
     Phases phases;
     phases.enabled = Flag(argc, argv, "--phases");
     phases.cuda = cuda;
     if (phases.enabled)
       train_step.set_phase_hook([&phases](const char* name) { phases.Mark(name); });
-    int step_number = 0;
-    // One training step; returns its wall time in ms. A logging step (`read_losses`) reads
-    // its losses to the host into `loss_values` (one sync, as the trainer reads a window at
-    // every logging iteration); other steps leave them on the device, as the trainer does.
-    // A `counted` step is the trainer's alone: none of the bench's own waits for the device
-    // (timing, phases, the overflow flag), which the counters would see.
-    std::map<std::string, double> loss_values;
-    auto step = [&](bool read_losses, bool counted) -> double {
-      ++step_number;
-      const bool wait = cuda && !counted;
-      const bool phases_on = phases.enabled;
-      phases.enabled = phases_on && !counted;
-      if (wait)
-        torch::cuda::synchronize();
-      const auto t0 = Clock::now();
-      phases.Start();
-      // Moving the batch to the device is part of the trainer's step too (ToImageBatch,
-      // ToTargets); it falls into the first phase.
-      model::ImageBatch ib;
-      ib.tensors = cpu_images.to(device, /*non_blocking=*/true);
-      ib.image_sizes = sizes;
-      ib.original_sizes = sizes;
-      std::vector<model::ImageTarget> targets;
-      for (const auto& t : cpu_targets)
-        targets.push_back({t.boxes.to(device, /*non_blocking=*/true),
-                           t.labels.to(device, /*non_blocking=*/true),
-                           t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true)
-                                             : t.masks});
-      // No sampling generators: the samplers draw from the global generator (seeded by
-      // --seed), as they did before the step was shared.
-      const engine::MicroBatchLosses losses =
-          train_step.ForwardBackward(ib, targets, {}, /*accumulation=*/1, step_number);
-      optimizer->set_lr(lr);
-      const at::Tensor found_inf = train_step.Finish();
-      loss_values.clear();
-      if (read_losses) {
-        double total = 0;
-        loss_values = losses.Read(&total);
-        loss_values["total"] = total;
-        if (found_inf.defined() && !counted)  // loss scaling: 1 when the update was skipped
-          loss_values["skipped"] = found_inf.item<double>();
-        train_step.CheckFinite(total, step_number);
-      }
-      phases.enabled = phases_on;
-      // The step itself waits for nothing: the time is the device's once it is done.
-      if (wait)
-        torch::cuda::synchronize();
-      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    };
-
-    if (Flag(argc, argv, "--steps-from-stdin")) {
-      // The driver interleaves our steps with torchvision's one by one, so both sides see
-      // the same background load on a shared machine: one step per input line, one JSON
-      // line per step.
-      std::printf("ready\n");
-      std::fflush(stdout);
-      std::string line;
-      while (std::getline(std::cin, line)) {
-        phases.ms.clear();
-        nlohmann::json out;
-        const bool logging = line == "log-step" || line == "count-log";
-        if (line == "count" || line == "count-log") {
-          const std::string trace = Arg(argc, argv, "--trace-op", "");
-          // On CUDA also every wait torch makes for the device (cuda_sync_counter.h),
-          // the step's device-side ending included: the count is the host's.
-          std::optional<mrcnn::bench::CudaSyncCounter> waits;
-          if (cuda && mrcnn::bench::CudaSyncCounter::Available())
-            waits.emplace(trace == "cuda-sync");
-          if (cuda)  // what came before is not the step's
-            torch::cuda::synchronize();
-          mrcnn::bench::AtenOpCounter counter(trace);
-          out["ms"] = step(logging, /*counted=*/true);
-          const mrcnn::bench::AtenOpCounts counts = counter.Take();
-          out["ops"] = {{"aten_ops", counts.all_ops},
-                        {"sync_ops", counts.sync_ops},
-                        {"sync_by_op", counts.sync_by_op},
-                        {"other_namespaces", counts.other_namespaces}};
-          if (waits)
-            out["ops"]["cuda_syncs"] = waits->Take();
-          if (cuda)
-            torch::cuda::synchronize();
-        } else {
-          out["ms"] = step(logging, /*counted=*/false);
-        }
-        out["losses"] = loss_values;
-        out["phases_ms"] = phases.ms;
-        if (const engine::PaddedFeatureStage* stage = train_step.feature_stage())
-          out["feature_stage_runs"] = {{"padded", stage->padded_runs()},
-                                       {"unpadded", stage->eager_runs()}};
-        std::printf("%s\n", out.dump().c_str());
-        std::fflush(stdout);
-      }
-      return 0;
-    }
-
-    std::vector<double> ms;
-    std::map<std::string, double> first_losses;
-    for (int it = 0; it < warmup + iters; ++it) {
-      if (it == warmup)
-        phases.ms.clear();
-      const double elapsed = step(/*read_losses=*/it == 0, /*counted=*/false);
-      if (it == 0)
-        first_losses = loss_values;
-      if (it >= warmup)
-        ms.push_back(elapsed);
-    }
-
-    double sum = 0;
-    for (double v : ms)
-      sum += v;
-    const double mean = sum / static_cast<double>(ms.size());
-    nlohmann::json out;
-    out["ms"] = ms;
-    out["mean_ms"] = mean;
-    out["min_ms"] = *std::min_element(ms.begin(), ms.end());
-    out["images_per_s"] = 1000.0 * static_cast<double>(batch_size) / mean;
-    out["threads"] = at::get_num_threads();
-    out["first_losses"] = first_losses;
-    nlohmann::json phase_ms = nlohmann::json::object();
-    for (const auto& [k, v] : phases.ms)
-      phase_ms[k] = v / iters;
-    out["phases_ms"] = phase_ms;
-    std::printf("%s\n", out.dump().c_str());
-    return 0;
+    BenchStep step(train_step, *optimizer,
+                   ReadBatch(Arg(argc, argv, "--input", nullptr), batch_size, mc), device,
+                   std::stod(Arg(argc, argv, "--lr", "1e-4")), phases);
+    if (Flag(argc, argv, "--steps-from-stdin"))
+      return RunStepsFromStdin(step, train_step, phases, cuda, Arg(argc, argv, "--trace-op", ""));
+    return RunTimed(step, phases, warmup, iters, batch_size);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_bench: %s\n", e.what());
     return 1;

@@ -38,8 +38,7 @@ at::Tensor GenerateAnchorGrid(at::IntArrayRef feature_sizes, at::IntArrayRef str
     const at::Tensor scales =
         at::tensor(at::ArrayRef<double>(sizes.data() + size_at, ns), at::kDouble).to(f32);
     const at::Tensor ratios =
-        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble)
-            .to(f32);
+        at::tensor(at::ArrayRef<double>(aspect_ratios.data() + ratio_at, nr), at::kDouble).to(f32);
     size_at += ns;
     ratio_at += nr;
     const at::Tensor h_ratios = at::sqrt(ratios);

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "test/trainer/model/small_model_config.h"
 #include "trainer/engine/builders.h"
 #include "trainer/engine/cuda_graphs/padded_feature_stage.h"
 #include "trainer/engine/solver/grad_scaler.h"
@@ -24,12 +25,7 @@ using mrcnn::engine::TrainStep;
 using mrcnn::engine::TrainStepOptions;
 
 mrcnn::model::ModelConfig SmallConfig() {
-  mrcnn::model::ModelConfig c;
-  c.backbone = "resnet18";
-  c.num_classes = 3;
-  c.box_fc_dim = 32;
-  c.mask_conv_dim = 16;
-  c.fpn_out_channels = 32;
+  mrcnn::model::ModelConfig c = mrcnn::test::SmallModelConfig();
   // Every candidate fits its quota: sampling draws nothing at random.
   c.rpn_batch_size_per_image = 100000;
   c.box_batch_size_per_image = 100000;

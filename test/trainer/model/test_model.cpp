@@ -9,6 +9,7 @@
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/registry.h"
+#include "test/trainer/model/small_model_config.h"
 #include "trainer/model/safetensors.h"
 
 using namespace mrcnn::model;
@@ -33,16 +34,7 @@ std::string Header(const std::string& json, const std::string& data) {
   return out + json + data;
 }
 
-// A small model so the tests stay fast: ResNet-18, tiny box head.
-ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.backbone = "resnet18";
-  c.num_classes = 3;
-  c.box_fc_dim = 32;
-  c.mask_conv_dim = 16;
-  c.fpn_out_channels = 32;
-  return c;
-}
+ModelConfig SmallConfig() { return mrcnn::test::SmallModelConfig(); }
 
 }  // namespace
 

@@ -59,9 +59,13 @@ void GradScaler::Update(const at::Tensor& found_inf) {
                          growth_interval_);
 }
 
-double GradScaler::scale() const { return scale_.item<double>(); }
+double GradScaler::scale() const {
+  return scale_.item<double>();
+}
 
-int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int64_t>(); }
+int64_t GradScaler::growth_tracker() const {
+  return growth_tracker_.item<int64_t>();
+}
 
 std::map<std::string, at::Tensor> GradScaler::State() const {
   return {{"scaler/scale", scale_.to(at::kCPU, at::kDouble)},
