@@ -136,8 +136,11 @@ void MaskRcnnTrainer::FlushDeferred() {
     for (const auto& [k, value] : losses)
       s.PutScalarAt(k, p.iteration, value, RankReduce::kMean);
     s.PutScalarAt("total_loss", p.iteration, total, RankReduce::kMean);
-    if (p.loss_scale.defined())
-      s.PutScalarAt("amp/loss_scale", p.iteration, static_cast<double>(*r++));
+    if (p.loss_scale.defined()) {
+      const double scale = *r++;
+      s.PutScalarAt("amp/loss_scale", p.iteration, scale);
+      step_.CheckLossScale(scale, p.iteration + 1);
+    }
   }
   s.SyncMeans();
 }

@@ -9,7 +9,9 @@
 // The losses stay on the device until FlushDeferred (the writers call it at every logging
 // iteration, the checkpointer before each save): then one copy brings the whole window to
 // the host, each iteration's values are put at their own iteration, and a non-finite loss
-// stops the job with TrainStep::CheckFinite's message naming the iteration it appeared at.
+// stops the job with TrainStep::CheckFinite's message naming the iteration it appeared at
+// (with fp16 loss scaling, a scale that fell below TrainStep::kMinLossScale does,
+// TrainStep::CheckLossScale).
 // Iterations in between read nothing from the device.
 #include <cstdint>
 #include <vector>

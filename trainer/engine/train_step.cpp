@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -151,6 +152,17 @@ void TrainStep::CheckFinite(double total, int64_t iteration) const {
     throw std::runtime_error("loss became " + std::to_string(total) + " at iteration " +
                              std::to_string(iteration) + ": " + options_.nonfinite_advice);
   }
+}
+
+void TrainStep::CheckLossScale(double scale, int64_t iteration) const {
+  if (scale >= kMinLossScale)
+    return;
+  std::ostringstream message;
+  message << "fp16 loss scale fell to " << scale << " at iteration " << iteration << " (below "
+          << kMinLossScale
+          << "): steps keep overflowing, so the loss or the gradients are not finite: "
+          << options_.nonfinite_advice << ", or train in bfloat16 (SOLVER.AMP.DTYPE)";
+  throw std::runtime_error(message.str());
 }
 
 at::Tensor TrainStep::Finish() {

@@ -98,6 +98,14 @@ class TrainStep {
   // skip such steps; `iteration` (1-based) names the step in the message.
   void CheckFinite(double total, int64_t iteration) const;
 
+  // With loss scaling, every overflowed step halves the scale and is skipped: a loss or
+  // gradient that is never finite again would skip steps for the rest of the job. As
+  // fairseq's min_loss_scale: throws std::runtime_error ("fp16 loss scale fell to X at
+  // iteration N ...: <advice>") once the scale read after iteration `iteration` is below
+  // kMinLossScale.
+  static constexpr double kMinLossScale = 1e-4;
+  void CheckLossScale(double scale, int64_t iteration) const;
+
   // Ends the iteration: averages gradients across processes, unscales (AMP), clips, steps
   // the optimizer at its lr() unless a gradient overflowed, updates the loss scale and
   // zeroes the gradients. Waits for nothing: with fp16 loss scaling, the overflow check,

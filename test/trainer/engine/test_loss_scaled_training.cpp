@@ -43,65 +43,84 @@ class ParameterTrace : public engine::HookBase {
   std::vector<at::Tensor> after_;
 };
 
+// The trainer's loop over 6 synthetic shapes images (2 per batch) with a small model and
+// loss scaling on a CPU. Box-regression losses weighted 2^20 give gradients of 10^4 and
+// more (a tiny lr keeps the run stable), which a first scale of 2^127 takes past float32's
+// range: the first step overflows for certain.
+struct LossScaledRun {
+  test::TempDir dir{"loss_scaled_training_"};
+  std::unique_ptr<data::DataLoader> loader;
+  model::MaskRcnn net{nullptr};
+  std::unique_ptr<engine::Sgd> sgd;
+  std::unique_ptr<engine::GradScaler> scaler;
+  std::unique_ptr<engine::TrainStep> step;
+  std::unique_ptr<engine::TrainingState> state;
+  std::unique_ptr<engine::MaskRcnnTrainer> trainer;
+  std::vector<double> flags;  // the overflow flag the step hands its gradient probe
+  ParameterTrace* trace = nullptr;
+  at::Tensor initial;
+
+  LossScaledRun(double backoff, int64_t growth_interval) {
+    data::ShapesOptions shapes;
+    shapes.output = dir.path;
+    shapes.train_images = 6;
+    shapes.val_images = 1;
+    shapes.image_size = 96;
+    shapes.max_objects = 2;
+    data::WriteShapesDataset(shapes);
+    auto dataset = std::make_shared<const data::CocoDataset>(
+        data::CocoDataset::Load(dir.path / "annotations" / "instances_train.json"));
+    torch::manual_seed(5);
+    model::ModelConfig mc = test::SmallModelConfig();
+    mc.bbox_reg_loss_weight = mc.rpn_bbox_reg_loss_weight = std::ldexp(1.0, 20);
+    net = model::MaskRcnn(mc);
+    net->train();
+    data::LoaderOptions lo;
+    lo.image_root = dir.path / "train";
+    lo.batch_size = 2;
+    lo.num_workers = 1;
+    lo.transform.min_sizes = {96};
+    lo.transform.max_size = 96;
+    lo.transform.training = true;
+    lo.normalization = engine::NormalizationOf(mc);
+    lo.size_divisibility = mc.size_divisibility;
+    loader = std::make_unique<data::DataLoader>(dataset, lo);
+    sgd = std::make_unique<engine::Sgd>(engine::ParametersOf(*net), engine::SgdOptions{});
+    sgd->set_lr(1e-9);
+    scaler = std::make_unique<engine::GradScaler>(true, std::ldexp(1.0, 127), 2.0, backoff,
+                                                  growth_interval);
+    engine::TrainStepOptions options;
+    options.nonfinite_advice = "lower SOLVER.BASE_LR";
+    step = std::make_unique<engine::TrainStep>(*net, *sgd, *scaler, nullptr, torch::kCPU, options);
+    step->set_gradient_probe([this](const std::vector<at::Tensor>&, const at::Tensor& found_inf) {
+      flags.push_back(found_inf.item<double>());
+    });
+    state =
+        std::make_unique<engine::TrainingState>(engine::TrainingState{*net, *sgd, *scaler, 0, 0});
+    trainer = std::make_unique<engine::MaskRcnnTrainer>(engine::EventStorage(), *step, *loader,
+                                                        *state, torch::kCPU,
+                                                        /*accumulation=*/1, /*read_period=*/2);
+    const at::Tensor watched = sgd->Parameters().front();
+    initial = watched.detach().clone();
+    auto hook = std::make_unique<ParameterTrace>(watched);
+    trace = hook.get();
+    std::vector<std::unique_ptr<engine::HookBase>> hooks;
+    hooks.push_back(std::move(hook));
+    trainer->RegisterHooks(std::move(hooks));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("loss-scaled training skips an overflowed step on the device and logs the scale",
           "[engine][amp]") {
-  test::TempDir dir("loss_scaled_training_");
-  data::ShapesOptions shapes;
-  shapes.output = dir.path;
-  shapes.train_images = 6;
-  shapes.val_images = 1;
-  shapes.image_size = 96;
-  shapes.max_objects = 2;
-  data::WriteShapesDataset(shapes);
-  auto dataset = std::make_shared<const data::CocoDataset>(
-      data::CocoDataset::Load(dir.path / "annotations" / "instances_train.json"));
+  // The backoff brings the scale to 2^67 at once, where the gradients fit; then it doubles
+  // after every 2 good steps.
+  LossScaledRun run(std::ldexp(1.0, -60), 2);
+  run.trainer->Train(0, 5);
 
-  torch::manual_seed(5);
-  model::ModelConfig mc = test::SmallModelConfig();
-  mc.bbox_reg_loss_weight = mc.rpn_bbox_reg_loss_weight = std::ldexp(1.0, 20);
-  model::MaskRcnn net(mc);
-  net->train();
-  data::LoaderOptions lo;
-  lo.image_root = dir.path / "train";
-  lo.batch_size = 2;
-  lo.num_workers = 1;
-  lo.transform.min_sizes = {96};
-  lo.transform.max_size = 96;
-  lo.transform.training = true;
-  lo.normalization = engine::NormalizationOf(mc);
-  lo.size_divisibility = mc.size_divisibility;
-  data::DataLoader loader(dataset, lo);
-
-  engine::Sgd sgd(engine::ParametersOf(*net), engine::SgdOptions{});
-  sgd.set_lr(1e-9);
-  // Box-regression losses weighted 2^20 give gradients of 10^4 and more (a tiny lr keeps
-  // the run stable), which a scale of 2^127 takes past float32's range: the first step
-  // overflows for certain. The backoff brings the scale to 2^67 at once, where they fit;
-  // then it doubles after every 2 good steps.
-  const double first_scale = std::ldexp(1.0, 127);
-  engine::GradScaler scaler(true, first_scale, 2.0, std::ldexp(1.0, -60), 2);
-  engine::TrainStep step(*net, sgd, scaler, nullptr, torch::kCPU, engine::TrainStepOptions{});
-  // The flag the step hands its gradient probe (ParameterHistogramsHook's way in).
-  std::vector<double> flags;
-  step.set_gradient_probe([&flags](const std::vector<at::Tensor>&, const at::Tensor& found_inf) {
-    flags.push_back(found_inf.item<double>());
-  });
-  engine::TrainingState state{*net, sgd, scaler, 0, 0};
-  engine::MaskRcnnTrainer trainer(engine::EventStorage(), step, loader, state, torch::kCPU,
-                                  /*accumulation=*/1, /*read_period=*/2);
-  const at::Tensor watched = sgd.Parameters().front();
-  const at::Tensor initial = watched.detach().clone();
-  auto trace = std::make_unique<ParameterTrace>(watched);
-  ParameterTrace& seen = *trace;
-  std::vector<std::unique_ptr<engine::HookBase>> hooks;
-  hooks.push_back(std::move(trace));
-  trainer.RegisterHooks(std::move(hooks));
-  trainer.Train(0, 5);
-
-  const engine::EventStorage& s = trainer.storage();
-  CHECK(flags == std::vector<double>{1, 0, 0, 0, 0});
+  const engine::EventStorage& s = run.trainer->storage();
+  CHECK(run.flags == std::vector<double>{1, 0, 0, 0, 0});
   REQUIRE(s.Has("amp/loss_scale"));
   const auto& logged = s.History("amp/loss_scale");
   const std::vector<double> want = {std::ldexp(1.0, 67), std::ldexp(1.0, 67), std::ldexp(1.0, 68),
@@ -111,11 +130,26 @@ TEST_CASE("loss-scaled training skips an overflowed step on the device and logs 
     CHECK(logged.At(it) == want[static_cast<size_t>(it)]);
     CHECK(std::isfinite(s.History("total_loss").At(it)));
   }
-  REQUIRE(seen.after().size() == 5);
-  CHECK(torch::equal(seen.after()[0], initial));        // skipped
-  CHECK_FALSE(torch::equal(seen.after()[1], initial));  // applied
-  CHECK_FALSE(torch::equal(seen.after()[2], seen.after()[1]));
-  CHECK(torch::isfinite(seen.after().back()).all().item<bool>());
-  CHECK(scaler.scale() == std::ldexp(1.0, 69));
-  CHECK(scaler.growth_tracker() == 0);
+  const std::vector<at::Tensor>& after = run.trace->after();
+  REQUIRE(after.size() == 5);
+  CHECK(torch::equal(after[0], run.initial));        // skipped
+  CHECK_FALSE(torch::equal(after[1], run.initial));  // applied
+  CHECK_FALSE(torch::equal(after[2], after[1]));
+  CHECK(torch::isfinite(after.back()).all().item<bool>());
+  CHECK(run.scaler->scale() == std::ldexp(1.0, 69));
+  CHECK(run.scaler->growth_tracker() == 0);
+}
+
+// A scale that fell below TrainStep::kMinLossScale means the steps keep overflowing: the
+// job stops at the next read, naming the iteration, rather than skipping every step.
+TEST_CASE("loss-scaled training stops when the scale falls below the minimum", "[engine][amp]") {
+  // One overflow takes 2^127 to 2^-73.
+  LossScaledRun run(std::ldexp(1.0, -200), 2000);
+  CHECK_THROWS_WITH(run.trainer->Train(0, 5), Catch::Contains("fp16 loss scale fell to") &&
+                                                  Catch::Contains("at iteration 1 ") &&
+                                                  Catch::Contains("lower SOLVER.BASE_LR"));
+  // Stopped at the first read, at the end of the second iteration's step (its hooks did not
+  // run).
+  CHECK(run.trace->after().size() == 1);
+  CHECK(torch::equal(run.trace->after()[0], run.initial));
 }
