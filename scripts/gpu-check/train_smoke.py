@@ -90,9 +90,13 @@ def main() -> int:
             failures.append("a logged value is NaN or inf")
         if not losses[-1] < losses[0]:
             failures.append(f"the loss did not fall: {losses[0]:.4f} -> {losses[-1]:.4f}")
+        # fp16: the loss scale, kept on the device and read with the losses, is in every window.
+        scales = [r.get("loss_scale") for r in windows]
+        if args.amp == "fp16" and not all(isinstance(v, float) and v > 0 for v in scales):
+            failures.append(f"fp16 windows without a positive loss_scale: {scales}")
         print(f"train-smoke: amp {args.amp}, {args.size} px, cuda graphs {'on' if args.cuda_graphs else 'off'}, {args.iters} iterations in {wall:.1f} s; "
               f"total_loss {losses[0]:.4f} -> {losses[-1]:.4f}; images/s (last window) {speeds[-1]:.1f}; "
-              f"max_mem_mb {windows[-1].get('max_mem_mb', 'n/a')}")
+              f"max_mem_mb {windows[-1].get('max_mem_mb', 'n/a')}; loss_scale {windows[-1].get('loss_scale', 'n/a')}")
     if not (base / "model" / "model.safetensors").exists():
         failures.append("no model/model.safetensors written")
     for f in failures:

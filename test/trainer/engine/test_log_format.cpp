@@ -25,6 +25,11 @@ TEST_CASE("train line carries every value, in regex-friendly form", "[log]") {
   auto j = TrainLogJson(e);
   CHECK(j["loss_mask"] == 0.25);
   CHECK(j["iteration"] == 20);
+  CHECK_FALSE(j.contains("loss_scale"));  // no loss scaling: no field
+  e.loss_scale = 1.4757395258967641e20;    // fp16: 2^67 after overflows
+  line = FormatTrainLine(e);
+  CHECK(line.find("  lr: 2e-05  loss_scale: 1.47574e+20  iter_time: ") != std::string::npos);
+  CHECK(TrainLogJson(e)["loss_scale"] == 1.4757395258967641e20);
   CHECK(FormatDuration(-1) == "0:00:00");
 }
 

@@ -29,6 +29,7 @@ std::string FormatTrainLine(const TrainLogEntry& e) {
   line += Field("total_loss", fmt::format("{:.4f}", e.total_loss));
   for (const auto& [name, value] : e.losses) line += Field(name, fmt::format("{:.4f}", value));
   line += Field("lr", fmt::format("{:.6g}", e.lr));
+  if (e.loss_scale) line += Field("loss_scale", fmt::format("{:.6g}", *e.loss_scale));
   line += Field("iter_time", fmt::format("{:.4f}", e.iter_time));
   line += Field("data_time", fmt::format("{:.4f}", e.data_time));
   line += Field("data_wait", fmt::format("{:.1f}%", 100.0 * e.data_wait_share));
@@ -46,6 +47,7 @@ nlohmann::json TrainLogJson(const TrainLogEntry& e) {
                       {"images_per_sec", e.images_per_sec}, {"eta_seconds", e.eta_seconds},
                       {"max_mem_mb", e.max_mem_mb}};
   for (const auto& [name, value] : e.losses) j[name] = value;
+  if (e.loss_scale) j["loss_scale"] = *e.loss_scale;
   return j;
 }
 
@@ -74,6 +76,7 @@ nlohmann::json MetricDefinitions() {
   add("train:total_loss", train + R"(\btotal_loss: )" + kNumber);
   for (const char* loss : kLossNames) add(std::string("train:") + loss, train + "\\b" + loss + ": " + kNumber);
   add("train:lr", train + R"(\blr: )" + kNumber);
+  add("train:loss_scale", train + R"(\bloss_scale: )" + kNumber);
   add("train:iter_time", train + R"(\biter_time: )" + kNumber);
   add("train:data_time", train + R"(\bdata_time: )" + kNumber);
   add("train:data_wait_percent", train + R"(\bdata_wait: )" + kNumber + "%");
@@ -104,6 +107,7 @@ std::vector<std::string> SampleLogLines() {
     e.images_per_sec = 51.2;
     e.eta_seconds = 90000 - iteration;
     e.max_mem_mb = iteration == 20 ? 0 : 20480;
+    if (iteration != 20) e.loss_scale = 32768;  // an fp16 run's line
     lines.push_back(FormatTrainLine(e));
   }
   for (const char* type : {"bbox", "segm"}) {

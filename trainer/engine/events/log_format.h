@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,10 +26,14 @@ struct TrainLogEntry {
   // MiB since the process started: CUDA peak allocated by the caching allocator
   // (max_memory_allocated); on CPU the process's peak resident set size.
   double max_mem_mb = 0;
+  // fp16 training: the dynamic loss scale at the window's end (it halves on an overflowed,
+  // skipped step); absent without loss scaling.
+  std::optional<double> loss_scale;
 };
 
 // "[train] iter: 20/1000  total_loss: 1.2345  loss_box_reg: ...  lr: 0.00502  iter_time: 0.5123
-//  data_time: 0.0100  images/s: 15.61  eta: 0:08:22  max_mem: 2817MB"
+//  data_time: 0.0100  images/s: 15.61  eta: 0:08:22  max_mem: 2817MB", with "loss_scale: 65536"
+// after lr in fp16 training.
 std::string FormatTrainLine(const TrainLogEntry& entry);
 // The same values as one metrics.jsonl record.
 nlohmann::json TrainLogJson(const TrainLogEntry& entry);

@@ -35,6 +35,8 @@ TrainLogEntry TrainWindowEntry(const EventStorage& storage, int64_t after,
       e.iter_time > 0 ? static_cast<double>(spec.images_per_iteration) / e.iter_time : 0.0;
   e.eta_seconds = Newest(storage, "eta_seconds");
   e.max_mem_mb = Newest(storage, "max_mem_mb");
+  if (storage.Has("amp/loss_scale") && !storage.History("amp/loss_scale").empty())
+    e.loss_scale = storage.History("amp/loss_scale").Latest();
   return e;
 }
 
