@@ -19,6 +19,7 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/data/synthetic_shapes.h"
 #include "trainer/engine/builders.h"
+#include "trainer/engine/events/train_window.h"
 #include "trainer/engine/mask_rcnn_trainer.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/engine/solver/grad_scaler.h"
@@ -138,6 +139,10 @@ TEST_CASE("loss-scaled training skips an overflowed step on the device and logs 
   CHECK(torch::isfinite(after.back()).all().item<bool>());
   CHECK(run.scaler->scale() == std::ldexp(1.0, 69));
   CHECK(run.scaler->growth_tracker() == 0);
+  // The writers' window (console line, metrics.jsonl) carries the newest scale.
+  const engine::TrainLogEntry entry = engine::TrainWindowEntry(s, 2, {5, 2});
+  REQUIRE(entry.loss_scale.has_value());
+  CHECK(*entry.loss_scale == std::ldexp(1.0, 69));
 }
 
 // A scale that fell below TrainStep::kMinLossScale means the steps keep overflowing: the

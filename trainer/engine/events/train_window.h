@@ -18,7 +18,7 @@ struct TrainWindowSpec {
 
 // The window is the iterations > `after` up to storage.iteration(). Scalars read: every
 // "loss_*", "total_loss", "time", "data_time" (window means), "lr", "eta_seconds",
-// "max_mem_mb" (newest); a missing one reads as 0.
+// "max_mem_mb" (newest); a missing one reads as 0. "amp/loss_scale" (newest) when put.
 TrainLogEntry TrainWindowEntry(const EventStorage& storage, int64_t after,
                                const TrainWindowSpec& spec);
 
