@@ -455,7 +455,8 @@ for f in model.safetensors config.yaml classes.json; do
   [[ -s $tree/model/$f ]] || fail "model/$f was not written"
 done
 (($(last_iteration "$tree") == train_iters)) || fail "metrics.jsonl ends at iteration $(last_iteration "$tree"), not $train_iters"
-regexes=$(python3 scripts/containers/check_outputs.py metric-regexes "$failure_log" "$work/metric-definitions.json") || fail "metric regexes"
+# A CPU job trains without fp16 loss scaling, so it has no loss_scale to print.
+regexes=$(python3 scripts/containers/check_outputs.py metric-regexes "$failure_log" "$work/metric-definitions.json" train:loss_scale) || fail "metric regexes"
 check "exit 0; resumed from $ckpt at iteration $stopped_at; reached iteration $train_iters; model/ written; stdout: $regexes"
 step_done
 

@@ -1,7 +1,10 @@
 """Checks scripts/test-containers.sh makes on what the containers wrote (standard library only).
 
-  metric-regexes LOG DEFINITIONS   every regex of `trainer metric-definitions` matches a line
-                                   of LOG, with a number in its group (SageMaker's rule)
+  metric-regexes LOG DEFINITIONS [ABSENT...]
+                                   every regex of `trainer metric-definitions` matches a line
+                                   of LOG, with a number in its group (SageMaker's rule), but
+                                   the metrics named ABSENT, which LOG's job cannot print
+                                   (train:loss_scale without fp16): they must match no line
   same-weights A B                 two safetensors files hold the same tensors bit for bit, and
                                    they are not the initial ones (INITIAL, optional third file)
   same-detections SERVED PREDICTED served /invocations JSON equals `trainer predict`'s COCO
@@ -29,15 +32,22 @@ def fail(message):
     sys.exit(1)
 
 
-def metric_regexes(log_path, definitions_path):
+def metric_regexes(log_path, definitions_path, *absent):
     lines = open(log_path, encoding="utf-8", errors="replace").read().splitlines()
     definitions = json.load(open(definitions_path))
     if not definitions:
         fail(f"{definitions_path} lists no metric definitions")
+    unknown = set(absent) - {d["Name"] for d in definitions}
+    if unknown:
+        fail(f"{definitions_path} defines no metric {', '.join(sorted(unknown))}")
     missing = []
     for d in definitions:
         pattern = re.compile(d["Regex"])
         values = [m.group(1) for m in map(pattern.search, lines) if m]
+        if d["Name"] in absent:
+            if values:
+                fail(f'{d["Name"]} should not appear in {log_path}, but its regex captured "{values[-1]}"')
+            continue
         if not values:
             missing.append(d["Name"])
             continue
@@ -47,7 +57,8 @@ def metric_regexes(log_path, definitions_path):
             fail(f'{d["Name"]}: the regex captured "{values[-1]}", not a number')
     if missing:
         fail(f"no line of {log_path} matches the regex of: {', '.join(missing)}")
-    print(f"all {len(definitions)} metric regexes match a line with a number")
+    print(f"all {len(definitions) - len(absent)} metric regexes match a line with a number"
+          + (f" ({', '.join(absent)} absent, as it should be)" if absent else ""))
 
 
 def read_safetensors(path):

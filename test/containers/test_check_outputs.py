@@ -1,6 +1,8 @@
 """scripts/containers/check_outputs.py close-detections, the arm64-vs-x86 serving comparison of
 scripts/test-containers.sh: its RLE decoding equals pycocotools', detections pair by category
-and box whatever their order, and each tolerance fails the check when exceeded."""
+and box whatever their order, and each tolerance fails the check when exceeded. And
+metric-regexes: every definition must match the log, but those named absent (a CPU job's
+train:loss_scale), which must not."""
 import copy
 import json
 import pathlib
@@ -80,3 +82,38 @@ def test_a_mask_that_moved_fails_on_its_iou(tmp_path):
     b["detections"][0]["mask"] = rle(m)
     r = run(tmp_path, a, b)
     assert r.returncode == 1 and "mask IoU 0.9048 (floor 0.98)" in r.stderr
+
+
+def write_metric_inputs(tmp_path, lines):
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    defs = tmp_path / "defs.json"
+    defs.write_text(json.dumps([
+        {"Name": "train:lr", "Regex": r"\[train\] .*\blr: ([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"},
+        {"Name": "train:loss_scale", "Regex": r"\[train\] .*\bloss_scale: ([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"},
+    ]))
+    return str(log), str(defs)
+
+
+def test_metric_regexes_every_definition_must_match(tmp_path, capsys):
+    log, defs = write_metric_inputs(tmp_path, ["[train] iter: 1/2  lr: 0.01  loss_scale: 65536"])
+    check_outputs.metric_regexes(log, defs)
+    assert "all 2 metric regexes match" in capsys.readouterr().out
+    log, defs = write_metric_inputs(tmp_path, ["[train] iter: 1/2  lr: 0.01"])
+    with pytest.raises(SystemExit):
+        check_outputs.metric_regexes(log, defs)
+    assert "train:loss_scale" in capsys.readouterr().err
+
+
+def test_metric_regexes_named_absent_metrics_must_not_match(tmp_path, capsys):
+    # A job without fp16 loss scaling: its log has no loss_scale, and must not have one.
+    log, defs = write_metric_inputs(tmp_path, ["[train] iter: 1/2  lr: 0.01"])
+    check_outputs.metric_regexes(log, defs, "train:loss_scale")
+    assert "train:loss_scale absent" in capsys.readouterr().out
+    log, defs = write_metric_inputs(tmp_path, ["[train] iter: 1/2  lr: 0.01  loss_scale: 65536"])
+    with pytest.raises(SystemExit):
+        check_outputs.metric_regexes(log, defs, "train:loss_scale")
+    assert "should not appear" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        check_outputs.metric_regexes(log, defs, "train:no_such_metric")
+    assert "defines no metric train:no_such_metric" in capsys.readouterr().err
