@@ -50,7 +50,9 @@
 #include "bench/model/bench_args.h"
 #include "bench/model/cuda_sync_counter.h"
 #include "common/allocator_tuning.h"
+#include "trainer/data/batch.h"
 #include "trainer/engine/cuda_graphs/padded_feature_stage.h"
+#include "trainer/engine/model_inputs.h"
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/novograd.h"
 #include "trainer/engine/solver/sgd.h"
@@ -67,6 +69,7 @@ using mrcnn::bench::Flag;
 using Clock = std::chrono::steady_clock;
 namespace model = mrcnn::model;
 namespace engine = mrcnn::engine;
+namespace data = mrcnn::data;
 
 // The data loader's collation (trainer/data/batch.cpp): RGB in [0, 1] normalised with the
 // model's pixel statistics, zero-padded bottom/right to a multiple of size_divisibility.
@@ -171,25 +174,22 @@ std::unique_ptr<engine::Optimizer> MakeOptimizer(int argc, char** argv, model::M
   throw std::runtime_error("--optimizer must be sgd or novograd, got '" + name + "'");
 }
 
-// The batch as the loader hands it over: CPU tensors, collated, moved in the step.
-struct HostBatch {
-  at::Tensor images;
-  std::vector<std::array<int64_t, 2>> sizes;
-  std::vector<model::ImageTarget> targets;
-};
-
-HostBatch ReadBatch(const std::string& path, int64_t batch_size, const model::ModelConfig& mc) {
+// The batch as the loader hands it over (data::Batch: CPU tensors, collated), moved to the
+// device in the step by the trainer's own ToImageBatch and ToTargets.
+data::Batch ReadBatch(const std::string& path, int64_t batch_size, const model::ModelConfig& mc) {
   const model::TensorMap input = model::ReadSafetensors(path);
   std::vector<at::Tensor> images;
-  HostBatch batch;
+  data::Batch batch;
   for (int64_t i = 0; i < batch_size; ++i) {
     const std::string k = std::to_string(i);
     images.push_back(input.at("image." + k));
+    batch.image_ids.push_back(i);
     batch.targets.push_back({input.at("boxes." + k).to(torch::kFloat),
                              input.at("labels." + k).to(torch::kLong),
                              mc.mask_on ? input.at("masks." + k) : at::Tensor()});
   }
-  batch.images = Collate(images, mc, batch.sizes);
+  batch.images = Collate(images, mc, batch.image_sizes);
+  batch.original_sizes = batch.image_sizes;
   return batch;
 }
 
@@ -198,7 +198,7 @@ HostBatch ReadBatch(const std::string& path, int64_t batch_size, const model::Mo
 // global generator seeded by --seed).
 class BenchStep {
  public:
-  BenchStep(engine::TrainStep& step, engine::Optimizer& optimizer, HostBatch batch,
+  BenchStep(engine::TrainStep& step, engine::Optimizer& optimizer, data::Batch batch,
             const torch::Device& device, double lr, Phases& phases)
       : step_(step),
         optimizer_(optimizer),
@@ -223,15 +223,8 @@ class BenchStep {
     phases_.Start();
     // Moving the batch to the device is part of the trainer's step too (ToImageBatch,
     // ToTargets); it falls into the first phase.
-    model::ImageBatch ib;
-    ib.tensors = batch_.images.to(device_, /*non_blocking=*/true);
-    ib.image_sizes = batch_.sizes;
-    ib.original_sizes = batch_.sizes;
-    std::vector<model::ImageTarget> targets;
-    for (const auto& t : batch_.targets)
-      targets.push_back({t.boxes.to(device_, /*non_blocking=*/true),
-                         t.labels.to(device_, /*non_blocking=*/true),
-                         t.masks.defined() ? t.masks.to(device_, /*non_blocking=*/true) : t.masks});
+    const model::ImageBatch ib = engine::ToImageBatch(batch_, device_);
+    const std::vector<model::ImageTarget> targets = engine::ToTargets(batch_, device_);
     const engine::MicroBatchLosses losses =
         step_.ForwardBackward(ib, targets, {}, /*accumulation=*/1, number_);
     optimizer_.set_lr(lr_);
@@ -257,7 +250,7 @@ class BenchStep {
  private:
   engine::TrainStep& step_;
   engine::Optimizer& optimizer_;
-  HostBatch batch_;
+  data::Batch batch_;
   torch::Device device_;
   double lr_;
   Phases& phases_;

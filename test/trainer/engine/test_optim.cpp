@@ -27,6 +27,13 @@ torch::Tensor Loss(const std::vector<std::pair<std::string, torch::Tensor>>& p, 
   return torch::linear(y, p[4].second).pow(2).sum();
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> CloneParams(
+    const std::vector<std::pair<std::string, torch::Tensor>>& p) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [n, t] : p) out.emplace_back(n, t.detach().clone().requires_grad_());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("parameter kinds: norm, bias, weight", "[optim]") {
@@ -91,8 +98,7 @@ TEST_CASE("Sgd state round trip continues identically", "[optim]") {
   CHECK(state.count("optimizer/momentum/gn.bias") == 1);
 
   // A copy of the parameters plus the saved state must take the same second step.
-  std::vector<std::pair<std::string, torch::Tensor>> b;
-  for (auto& [n, p] : a) b.emplace_back(n, p.detach().clone().requires_grad_());
+  auto b = CloneParams(a);
   Sgd second(b, SgdOptions{});
   second.LoadState(state);
   first.ZeroGrad();
@@ -147,13 +153,6 @@ TEST_CASE("grad scaler: skip on overflow, back off, grow after an interval", "[o
 }
 
 namespace {
-
-std::vector<std::pair<std::string, torch::Tensor>> CloneParams(
-    const std::vector<std::pair<std::string, torch::Tensor>>& p) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& [n, t] : p) out.emplace_back(n, t.detach().clone().requires_grad_());
-  return out;
-}
 
 std::unique_ptr<Optimizer> MakeOptimizer(const std::string& kind,
                                          const std::vector<std::pair<std::string, torch::Tensor>>& p) {

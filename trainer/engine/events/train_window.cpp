@@ -1,5 +1,7 @@
 #include "trainer/engine/events/train_window.h"
 
+#include <optional>
+
 namespace mrcnn::engine {
 namespace {
 
@@ -9,8 +11,14 @@ double WindowMean(const EventStorage& storage, const std::string& name, int64_t 
   return storage.History(name).MeanAfter(after).value_or(0.0);
 }
 
+std::optional<double> NewestIfPut(const EventStorage& storage, const std::string& name) {
+  if (!storage.Has(name) || storage.History(name).empty())
+    return std::nullopt;
+  return storage.History(name).Latest();
+}
+
 double Newest(const EventStorage& storage, const std::string& name) {
-  return storage.Has(name) && !storage.History(name).empty() ? storage.History(name).Latest() : 0.0;
+  return NewestIfPut(storage, name).value_or(0.0);
 }
 
 }  // namespace
@@ -35,8 +43,7 @@ TrainLogEntry TrainWindowEntry(const EventStorage& storage, int64_t after,
       e.iter_time > 0 ? static_cast<double>(spec.images_per_iteration) / e.iter_time : 0.0;
   e.eta_seconds = Newest(storage, "eta_seconds");
   e.max_mem_mb = Newest(storage, "max_mem_mb");
-  if (storage.Has("amp/loss_scale") && !storage.History("amp/loss_scale").empty())
-    e.loss_scale = storage.History("amp/loss_scale").Latest();
+  e.loss_scale = NewestIfPut(storage, "amp/loss_scale");
   return e;
 }
 

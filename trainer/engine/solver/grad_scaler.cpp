@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include <utility>
-
 namespace mrcnn::engine {
 
 GradScaler::GradScaler(bool enabled, double init_scale, double growth_factor, double backoff_factor,
