@@ -59,8 +59,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
  && .venv/bin/pip download -q -d "$PIP_CACHE_DIR/mrcnn-wheelhouse" torch==${TORCH_VERSION} \
  && .venv/bin/pip install -q --no-index --find-links "$PIP_CACHE_DIR/mrcnn-wheelhouse" torch==${TORCH_VERSION}
 
-# ---- build: compilers, headers, the CUDA compiler; compiles entrypoint, trainer, server ----
-FROM torch AS build
+# ---- toolchain: compilers, headers, the CUDA compiler; nothing of our sources, so
+# ---- `scripts/test-containers.sh --prepare` builds it while the host build compiles ----
+FROM torch AS toolchain
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential ninja-build ccache cmake pkg-config \
@@ -100,6 +101,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     done \
  && ln -s cuda-13.0 /usr/local/cuda \
  && /usr/local/cuda/bin/nvcc --version | tail -n 2
+
+# ---- build: compiles entrypoint, trainer, server ----
+FROM toolchain AS build
 COPY CMakeLists.txt ./
 COPY cmake/ cmake/
 COPY common/ common/
@@ -143,7 +147,9 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 # On top of the torch stage rather than a COPY of its venv: the 5 GB torch layer is then
 # stored once for the torch stage, the build stage and this image, and a build does not
 # write it again (a COPY of it needed about three times its size free while committing).
-FROM torch
+# Its run-time packages are a stage of their own (training-runtime): nothing of our sources,
+# so `scripts/test-containers.sh --prepare` builds it while the host build compiles.
+FROM torch AS training-runtime
 ENV PYTHONUNBUFFERED=1
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -183,6 +189,7 @@ RUN case "$WITH_EFA" in \
       *) echo "WITH_EFA must be 1 or 0, not '$WITH_EFA'" >&2; exit 1 ;; \
     esac
 
+FROM training-runtime
 WORKDIR /opt/mrcnn/src
 # Same paths as in the build stage: the binaries' RUNPATHs point into build/lib and the venv.
 COPY --from=build /opt/mrcnn/src/build/bin/entrypoint /opt/mrcnn/src/build/bin/trainer build/bin/

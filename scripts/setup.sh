@@ -2,7 +2,17 @@
 # Idempotent setup for a fresh Debian 12 machine: system packages, the project-local
 # Python environment (LibTorch comes from the torch wheel), then a configure + build.
 # A second run with nothing changed only re-checks and lets Ninja find nothing to do.
+# `scripts/setup.sh --packages` stops after the Debian packages (.ci/run: so that what it
+# starts beside the build never runs apt-get at the same time as this).
+# TORCH_CUDA_ARCH_LIST, when set at the first configure, is the CUDA kernels' architecture
+# list (default 8.0;9.0; .ci/run compiles for one).
 set -euo pipefail
+packages_only=0
+case ${1:-} in
+  --packages) packages_only=1 ;;
+  "") ;;
+  *) echo "setup.sh: unknown argument $1 (the only one is --packages)" >&2; exit 2 ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
@@ -29,6 +39,7 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+((packages_only == 0)) || { log "Debian packages in place (--packages: stopping here)"; exit 0; }
 
 # Python environment: torch/torchvision pinned to what the GPU machine carries.
 venv="$top/.venv"
@@ -59,7 +70,7 @@ if [[ ! -f $build/build.ninja ]]; then
   cmake_args=(-S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${MRCNN_BUILD_TYPE:-Release}"
     -DCMAKE_PREFIX_PATH="$torch_prefix" -DPython3_EXECUTABLE="$venv/bin/python")
   [[ -n ${MRCNN_CUDA:-} ]] && cmake_args+=(-DMRCNN_CUDA="$MRCNN_CUDA")
-  log "configuring build/"
+  log "configuring build/ (CUDA architectures: ${TORCH_CUDA_ARCH_LIST:-8.0;9.0})"
   cmake "${cmake_args[@]}"
 fi
 log "building"

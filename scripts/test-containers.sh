@@ -59,17 +59,28 @@
 #          this machine's ccache and pip caches mounted and named by CCACHE_DIR and
 #          PIP_CACHE_DIR (instead of the Dockerfiles' own cache mounts), WITH_EFA=0 (AWS's EFA
 #          installer cannot be downloaded here), TORCH_CUDA_ARCH_LIST (fewer GPU targets,
-#          default 8.0;9.0 = scripts/setup.sh's, so the kernels' compiles can hit the host's
-#          ccache entries) and BUILD_JOBS.
+#          the host build's list, so the kernels' compiles can hit the host's ccache
+#          entries: --archs) and BUILD_JOBS.
 #   run:   --network none for training; the two hosts and serving on podman networks this
 #          script creates and removes, serving published on 127.0.0.1 only; --name so cleanup
 #          finds every container (the SDK names its own: those new since step 8 began);
 #          --read-only-tmpfs=false with --read-only (podman, unlike docker, would otherwise
 #          also mount writable tmpfs on /run and /var/tmp: then more than /tmp is writable).
 #
-# Usage: scripts/test-containers.sh [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep] [--prune]
-#   --archs LIST   TORCH_CUDA_ARCH_LIST for the builds (default "8.0;9.0"; "" = the
-#                  Dockerfile's full list, sm_75..sm_100 + PTX: much longer)
+# Usage: scripts/test-containers.sh [--prepare] [--archs LIST] [--jobs N] [--skip-build] [--skip-sdk] [--keep] [--prune]
+#   --prepare      only step 1 and what needs nothing of this checkout's build: the images'
+#                  stages that hold none of our sources (torch and toolchain of both
+#                  Dockerfiles, training-runtime, serving-runtime, toolchain-arm64,
+#                  serving-runtime-arm64: apt-get, the torch, CUDA and aarch64 wheels, qemu's
+#                  dpkg runs), and step 8's docker-compose and SDK venv. On a fresh machine
+#                  these are downloads and layer writes; .ci/run starts this beside
+#                  scripts/test.sh, whose compiles have the cores meanwhile, and the full
+#                  run that follows takes these layers from podman's cache. Work folder
+#                  build-containers-prepare/.
+#   --archs LIST   TORCH_CUDA_ARCH_LIST for the builds (default: $TORCH_CUDA_ARCH_LIST as
+#                  scripts/setup.sh's configure saw it, else "8.0;9.0", setup.sh's default:
+#                  the host build's list, so the kernels' compiles hit its ccache entries;
+#                  "" = the Dockerfile's full list, sm_75..sm_100 + PTX: much longer)
 #   --jobs N       compile jobs in the image build (default: this machine's cores)
 #   --skip-build   use the images as they are (they must exist)
 #   --skip-sdk     leave out step 8 (it installs docker-compose and the SageMaker SDK)
@@ -85,9 +96,10 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-archs="8.0;9.0" jobs=$(nproc) skip_build=0 skip_sdk=0 keep=0 prune=0
+archs=${TORCH_CUDA_ARCH_LIST:-8.0;9.0} jobs=$(nproc) skip_build=0 skip_sdk=0 keep=0 prune=0 prepare=0
 while (($#)); do
   case $1 in
+    --prepare) prepare=1; shift ;;
     --archs) archs=${2?}; shift 2 ;;
     --jobs) jobs=${2:?}; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
@@ -101,6 +113,7 @@ done
 
 log() { printf '[test-containers] %s\n' "$*" >&2; }
 work=$top/build-containers
+((prepare == 0)) || work=$top/build-containers-prepare
 tag=$$
 train_ctr=mrcnn-test-train-$tag serve_ctr=mrcnn-test-serve-$tag bad_ctr=mrcnn-test-bad-$tag
 tool_ctr=mrcnn-test-tool-$tag net=mrcnn-test-net-$tag
@@ -249,6 +262,24 @@ cpu_image_cuda_free() {
     fail "ldd in the $what does not show the server loading libtorch_cpu.so from the image's torch/lib"
 }
 
+# sdk_environment: docker-compose (Debian's) and the SageMaker SDK in .venv-sagemaker, when
+# missing or when scripts/containers/requirements-sagemaker.txt changed; sets sdk_venv.
+sdk_environment() {
+  failure_log=$work/sdk-setup.log
+  if ! command -v docker-compose >/dev/null; then
+    sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    { "${sudo_cmd[@]}" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends docker-compose; } \
+      >"$failure_log" 2>&1 || fail "apt-get install docker-compose failed"
+  fi
+  sdk_venv=$top/.venv-sagemaker
+  local sdk_req=$top/scripts/containers/requirements-sagemaker.txt
+  if [[ ! -x $sdk_venv/bin/python ]] || ! cmp -s "$sdk_req" "$sdk_venv/requirements.txt"; then
+    { python3 -m venv "$sdk_venv" && "$sdk_venv/bin/pip" install -q -r "$sdk_req" &&
+      cp "$sdk_req" "$sdk_venv/requirements.txt"; } >>"$failure_log" 2>&1 || fail "installing the SageMaker SDK failed"
+  fi
+}
+
 image_mb() { podman image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f", $1 / 1e6 }'; }
 
 rm -rf "$work"
@@ -272,6 +303,35 @@ source scripts/containers/podman-setup.sh
 storage_root=$(podman info --format '{{.Store.GraphRoot}}')
 storage_mib_at_start=$(du -sm "$storage_root" 2>/dev/null | cut -f1)
 step_done
+
+if ((prepare)); then
+  # The stages with none of our sources (Dockerfile and Dockerfile.serving name them so), with
+  # the flags of the full builds: those find every layer here in podman's cache.
+  podman_need_disk 14000 "the images' stages before the sources" || fail "not enough free disk for --prepare (above)"
+  prepare_targets=(
+    "docker build --target toolchain ."
+    "docker build --target training-runtime ."
+    "docker build -f Dockerfile.serving --target serving-runtime ."
+    "docker build -f Dockerfile.serving --target toolchain-arm64 ."
+    "docker build -f Dockerfile.serving --target serving-runtime-arm64 ."
+  )
+  for line in "${prepare_targets[@]}"; do
+    target=$(awk '{ for (i = 1; i < NF; i++) if ($i == "--target") print $(i + 1) }' <<<"$line")
+    step "prepare: $line"
+    flags=()
+    [[ $target != *arm64 ]] || flags=(--build-arg ARM64_BASE_IMAGE="$arm64_base")
+    podman_build "$line" "$work/prepare-$target.log" "${flags[@]}"
+    step_done
+  done
+  if ((skip_sdk == 0)); then
+    step "prepare: docker-compose and the SageMaker SDK's venv (step 8)"
+    sdk_environment
+    step_done
+  fi
+  summary
+  log "OK: prepared in $(( $(date +%s) - start_all )) s"
+  exit 0
+fi
 
 if ((skip_build == 0)); then
   # What the builds need from empty storage (session 6-13 sizes): the training image 5.5 GB
@@ -786,19 +846,7 @@ if ((skip_sdk == 0)); then
   # (scripts/containers/requirements-sagemaker.txt), podman's Docker-compatible API on a
   # unix socket for docker-compose, and a `docker` command that runs podman (the SDK calls
   # `docker images`, `docker info`, `docker context inspect`).
-  failure_log=$work/sdk-setup.log
-  if ! command -v docker-compose >/dev/null; then
-    sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-    { "${sudo_cmd[@]}" apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends docker-compose; } \
-      >"$failure_log" 2>&1 || fail "apt-get install docker-compose failed"
-  fi
-  sdk_venv=$top/.venv-sagemaker
-  sdk_req=$top/scripts/containers/requirements-sagemaker.txt
-  if [[ ! -x $sdk_venv/bin/python ]] || ! cmp -s "$sdk_req" "$sdk_venv/requirements.txt"; then
-    { python3 -m venv "$sdk_venv" && "$sdk_venv/bin/pip" install -q -r "$sdk_req" &&
-      cp "$sdk_req" "$sdk_venv/requirements.txt"; } >>"$failure_log" 2>&1 || fail "installing the SageMaker SDK failed"
-  fi
+  sdk_environment
   mkdir -p "$work/bin"
   podman_sock=$work/podman.sock
   cat >"$work/bin/docker" <<SHIM

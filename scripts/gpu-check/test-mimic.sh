@@ -7,7 +7,7 @@
 # read-only. Expects gpu-check.sh to finish the build and stop at the GPU gate (exit 3).
 #
 # Usage: scripts/gpu-check/test-mimic.sh [--targets "T1 T2 ..."|none] [--jobs N]
-#          [--unpack-with dpkg|python] [--out DIR] [--keep] [--update-package-list]
+#          [--unpack-with dpkg|python] [--out DIR] [--keep] [--update-package-list] [--image-only]
 #   --targets LIST         passed to gpu-check.sh (default: its own, the GPU steps' targets;
 #                          "none" stops after configure; a subset keeps CI short)
 #   --jobs N               build jobs inside the mimic (default: this machine's cores)
@@ -17,6 +17,8 @@
 #   --keep                 keep the staged copy and its build dir (build-mimic/stage-*)
 #   --update-package-list  write the mimic's installed packages to already-there.txt (what
 #                          prepare-packages.sh does not carry), then carry on
+#   --image-only           stop once the mimic image is built (.ci/run does this beside the
+#                          host build: apt-get and pip, nothing of ours compiled)
 #
 # Sets up podman and the base image first (scripts/containers/podman-setup.sh), builds the
 # mimic image when its inputs changed, checks its package list against already-there.txt,
@@ -28,7 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
 image=localhost/mrcnn-gpu-mimic
-targets= jobs=$(nproc) unpack_with=dpkg out=$top/build-mimic/out keep=0 update_list=0
+targets= jobs=$(nproc) unpack_with=dpkg out=$top/build-mimic/out keep=0 update_list=0 image_only=0
 while (($#)); do
   case $1 in
     --targets) targets=${2?}; shift 2 ;;
@@ -37,6 +39,7 @@ while (($#)); do
     --out) out=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
     --update-package-list) update_list=1; shift ;;
+    --image-only) image_only=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "test-mimic: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -79,6 +82,10 @@ if [[ $(podman image inspect -f '{{index .Labels "mrcnn.mimic.inputs"}}' "$image
     { tail -n 30 "$top/build-mimic/image.log" >&2; die "podman build failed (log: build-mimic/image.log)"; }
 fi
 phase_done
+if ((image_only)); then
+  log "--image-only: $image is built ($(awk -v a="${phase_secs[0]}" -v b="${phase_secs[1]}" 'BEGIN { printf "%.0f", a + b }') s); stopping"
+  exit 0
+fi
 
 # 3. Its packages are what prepare-packages.sh takes as already there.
 phase "mimic package list vs already-there.txt"

@@ -162,7 +162,9 @@ def test_cpu_serving_image_takes_nothing_cuda():
 
 
 def test_arm64_serving_image_is_cross_compiled_and_takes_nothing_cuda():
-    build = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "build-arm64"))
+    # toolchain-arm64 (compilers, the wheel's headers and libraries) and build-arm64 (our sources).
+    build = " ".join(rest for stage in ("toolchain-arm64", "build-arm64")
+                     for word, rest in stage_text("Dockerfile.serving", stage))
     # Compiled natively on the build machine (no --platform: the build machine's Debian), for
     # aarch64, against the aarch64 wheel's CPU libraries without Torch's CMake config.
     assert "-DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake" in build
@@ -180,8 +182,11 @@ def test_arm64_serving_image_is_cross_compiled_and_takes_nothing_cuda():
     runs = " ".join(rest for word, rest in image if word == "RUN")
     assert "ldd" in runs and "cuda" in runs and "not found" in runs
     # The x86 CPU image's run-time packages, arm64 builds of the same (protobuf-lite aside:
-    # the server does not link it).
-    cpu_runs = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "serving-cpu") if word == "RUN")
+    # the server does not link it); each in the run-time stage its image starts from.
+    assert ("FROM", "serving-runtime-arm64 AS serving-cpu-arm64") in instructions("Dockerfile.serving")
+    assert ("FROM", "serving-runtime AS serving-cpu") in instructions("Dockerfile.serving")
+    runs = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "serving-runtime-arm64") if word == "RUN")
+    cpu_runs = " ".join(rest for word, rest in stage_text("Dockerfile.serving", "serving-runtime") if word == "RUN")
     def packages(text):
         return set(text.split("--no-install-recommends", 1)[1].split(">/dev/null", 1)[0].split())
     assert packages(runs) == packages(cpu_runs) - {"libprotobuf-lite32"}
@@ -240,3 +245,58 @@ def test_serving_image_declares_what_sagemaker_asks_of_it():
     labels = {rest for word, rest in instructions("Dockerfile.serving") if word == "LABEL"}
     assert "com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true" in labels
     assert "com.amazonaws.sagemaker.capabilities.multi-models=true" in labels
+
+
+def stage_graph(name):
+    """{stage: (base, [(INSTRUCTION, argument)])} for every named stage of a Dockerfile."""
+    graph, current = {}, None
+    for word, rest in instructions(name):
+        if word == "FROM":
+            base, _, alias = rest.partition(" AS ")
+            base = base.removeprefix("--platform=linux/arm64 ")
+            current = alias.strip() or None
+            if current:
+                graph[current] = (base, [])
+            continue
+        if current:
+            graph[current][1].append((word, rest))
+    return graph
+
+
+def prepare_targets():
+    """(Dockerfile, target) of every build in scripts/test-containers.sh --prepare."""
+    text = (ROOT / "scripts" / "test-containers.sh").read_text()
+    block = text[text.index("prepare_targets=("):]
+    block = block[:block.index("\n  )\n")]
+    lines = re.findall(r'"(docker build [^"]+)"', block)
+    out = []
+    for line in lines:
+        words = line.split()
+        dockerfile = words[words.index("-f") + 1] if "-f" in words else "Dockerfile"
+        out.append((dockerfile, words[words.index("--target") + 1]))
+    return out
+
+
+def test_prepared_stages_hold_none_of_our_sources():
+    # .ci/run builds these beside the host build (before anything of ours is compiled), and the
+    # full builds must then find them in podman's cache: so neither they nor a stage they start
+    # from may copy our sources or a stage that compiles them; a change to our code must not
+    # make them stale.
+    targets = prepare_targets()
+    assert {t for _, t in targets} == {"toolchain", "training-runtime", "serving-runtime", "toolchain-arm64",
+                                       "serving-runtime-arm64"}, targets
+    for dockerfile, target in targets:
+        graph = stage_graph(dockerfile)
+        stage = target
+        while stage in graph:
+            base, body = graph[stage]
+            copies = [rest for word, rest in body if word in ("COPY", "ADD")]
+            assert not copies, f"{dockerfile}: stage {stage} (before --prepare's {target}) copies {copies}"
+            stage = base
+        assert stage in ("debian:bookworm-slim", "${ARM64_BASE_IMAGE}"), (dockerfile, target, stage)
+    # Every image starts from the prepared stages: the full builds reuse their layers.
+    assert ("FROM", "training-runtime") in instructions("Dockerfile")
+    for name in ("Dockerfile", "Dockerfile.serving"):
+        assert ("FROM", "toolchain AS build") in instructions(name)
+    assert ("FROM", "toolchain-arm64 AS build-arm64") in instructions("Dockerfile.serving")
+    assert ("FROM", "serving-runtime AS serving-cuda") in instructions("Dockerfile.serving")
