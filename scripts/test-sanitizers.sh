@@ -11,10 +11,19 @@
 # every report goes to a file under <build>/sanitizer-reports: any report fails the run,
 # also one from a process whose exit status a test does not look at.
 # Exits non-zero on a failed test or any report.
+# `--build-only` configures and builds both trees and stops (.ci/run builds them at a low
+# priority beside scripts/test.sh; the run afterwards then only tests, at full speed, so no
+# timing of a sanitized test depends on what else runs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 log() { printf '[sanitizers] %s\n' "$*"; }
+build_only=0
+case ${1:-} in
+  --build-only) build_only=1 ;;
+  "") ;;
+  *) echo "test-sanitizers.sh: unknown argument $1 (the only one is --build-only)" >&2; exit 2 ;;
+esac
 
 if ! command -v clang++ >/dev/null; then
   echo "scripts/test-sanitizers.sh: clang++ not found; run scripts/setup.sh (installs clang and libclang-rt-14-dev)" >&2
@@ -77,18 +86,26 @@ configure "$asan" address,undefined -DMRCNN_FUZZ=ON -DMRCNN_FUZZ_SECONDS="$fuzz_
 log "building build-asan/"
 cmake --build "$asan" -j"$jobs"
 log "build-asan/ built in ${SECONDS} s"
+tsan=$top/build-tsan
+tsan_tests=(test_entrypoint_units test_entrypoint_supervisor test_entrypoint_launch
+  test_serving_units test_serving_http test_engine_ring test_coco_eval)
+build_tsan() {
+  SECONDS=0
+  configure "$tsan" thread
+  log "building build-tsan/"
+  cmake --build "$tsan" -j"$jobs" --target "${tsan_tests[@]}"
+  log "build-tsan/ built in ${SECONDS} s"
+}
+if ((build_only)); then
+  build_tsan
+  log "--build-only: both trees built"
+  exit 0
+fi
 SECONDS=0
 run_ctest "$asan" || status=1
 log "ASan/UBSan tests and fuzzing: ${SECONDS} s"
 
-SECONDS=0
-tsan=$top/build-tsan
-configure "$tsan" thread
-tsan_tests=(test_entrypoint_units test_entrypoint_supervisor test_entrypoint_launch
-  test_serving_units test_serving_http test_engine_ring test_coco_eval)
-log "building build-tsan/"
-cmake --build "$tsan" -j"$jobs" --target "${tsan_tests[@]}"
-log "build-tsan/ built in ${SECONDS} s"
+build_tsan
 SECONDS=0
 tsan_regex="^($(IFS='|'; echo "${tsan_tests[*]}")):"
 run_ctest "$tsan" -R "$tsan_regex" || status=1
