@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `.ci/run` as a fresh machine runs it, on this one: a clean clone of a commit (with ../shared
-# beside it, as CI has it), an empty ccache (CCACHE_DIR), an empty pip cache (PIP_CACHE_DIR)
+# `.ci/run` as a fresh machine runs it, on this one: a clean clone of a commit, an empty
+# ccache (CCACHE_DIR), an empty pip cache (PIP_CACHE_DIR)
 # and empty container storage (a storage.conf of its own, named by CONTAINERS_STORAGE_CONF
 # and MRCNN_STORAGE_CONF: no base image, no layer of an earlier build). Prints `.ci/run`'s
 # own per-part minutes, then a table of them and of the container test's steps.
@@ -35,7 +35,6 @@ done
 log() { printf '[ci-fresh] %s\n' "$*" >&2; }
 
 rev=$(git -C "$top" rev-parse --verify "$commit^{commit}") || { log "no commit $commit"; exit 2; }
-[[ -d $top/../shared ]] || log "warning: no $top/../shared: the clone gets none either (CI has one)"
 
 storage=$work/containers
 # Not `podman system reset`: that also removes the machine's podman networks (CNI's files are
@@ -49,7 +48,7 @@ if ((warm)); then
   [[ -f $work/storage.conf && -d $work/ccache && -d $work/pip ]] ||
     { log "--warm needs the caches of an earlier --keep run in $work"; exit 2; }
   log "warm: keeping $work's ccache ($(du -sh "$work/ccache" | cut -f1)), pip cache and container storage; a new clone"
-  rm -rf "$work/main" "$work/shared"
+  rm -rf "$work/main"
 elif [[ -d $work ]]; then
   log "emptying $work"
   reset_storage
@@ -58,7 +57,6 @@ fi
 mkdir -p "$work/ccache" "$work/pip" "$storage/storage" "$storage/run"
 git clone -q --no-hardlinks "$top" "$work/main"
 git -C "$work/main" checkout -q "$rev"
-[[ ! -d $top/../shared ]] || ln -s "$(cd "$top/../shared" && pwd)" "$work/shared"
 printf '%s\n' "# scripts/ci-fresh.sh: container storage of its own, empty at the start" "[storage]" \
   'driver = "overlay"' "runroot = \"$storage/run\"" "graphroot = \"$storage/storage\"" >"$work/storage.conf"
 
