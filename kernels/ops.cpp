@@ -151,6 +151,13 @@ at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes, in
   return op.call(masks, boxes, image_height, image_width, padding, threshold);
 }
 
+std::pair<at::Tensor, at::Tensor> MaskRleChanges(const at::Tensor& masks) {
+  static auto op =
+      FindOp<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>("mrcnn::mask_rle_changes");
+  auto [changes, offsets] = op.call(masks);
+  return {changes, offsets};
+}
+
 int64_t RegisteredOpCount() {
   int64_t count = 0;
   for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {

@@ -147,6 +147,15 @@ at::Tensor PasteMasks(const at::Tensor& masks, const at::Tensor& boxes, int64_t 
 at::Tensor PasteMasksBinary(const at::Tensor& masks, const at::Tensor& boxes, int64_t image_height,
                             int64_t image_width, int64_t padding, double threshold);
 
+// COCO RLE of binary masks, as change points: masks N×1×H×W or N×H×W (uint8, nonzero =
+// foreground; or bool) -> (changes int32, offsets int64 of N+1) on the masks' device. Mask
+// i's changes[offsets[i] .. offsets[i+1]) are, increasing, the indices in COCO's column-major
+// order (x outer, y inner) where its value differs from the pixel before (pixel -1 counts as
+// background); data::RleFromChanges makes of them the RLE data::EncodeMask gives. H·W must
+// fit int32. On CUDA it waits once on the stream (the output's size); what then has to reach
+// the host is 4 bytes per change, a few per column of each mask's box, not H×W bytes.
+std::pair<at::Tensor, at::Tensor> MaskRleChanges(const at::Tensor& masks);
+
 // 3×3 convolution, stride 1, padding 1, no dilation or groups, float32 CPU only, by
 // Winograd F(tile×tile, 3×3) with tile 2, 4 or 6: WinogradConv3x3Weight turns a K×C×3×3
 // weight into the alpha²×K×C form (alpha = tile + 2) once; WinogradConv3x3 then computes

@@ -293,6 +293,7 @@ TORCH_LIBRARY(mrcnn, m) {
   m.def(
       "paste_masks_binary(Tensor masks, Tensor boxes, int image_height, int image_width, "
       "int padding, float threshold) -> Tensor");
+  m.def("mask_rle_changes(Tensor masks) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, CompositeImplicitAutograd, m) {

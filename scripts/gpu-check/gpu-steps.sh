@@ -48,6 +48,10 @@ gpu_steps() {
   # reported with the test's name while the rest run.
   gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" 150 \
     python3 -m pytest -q -rf -n 4 -p no:cacheprovider "$repo/test/oracle/kernels"
+  # Masks encoded on the GPU (issue 40): bytes to the host and time from pasted masks to
+  # counts strings, change points vs pixels + the host encoder (strings checked equal).
+  gpu_step "mask RLE on the device vs pixels to the host (100 masks, 800x1333)" 60 \
+    python3 "$repo/bench/kernels/bench_mask_rle.py" --device cuda --repeats 5
   # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
   # Session 11: ours measured in 14 s, then its Python peer did not finish within 120 s.
   gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 180 \

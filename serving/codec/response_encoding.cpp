@@ -21,7 +21,15 @@ nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
         {"category_id", detection.category_id},
         {"score", detection.score},
     };
-    if (masks) {
+    if (masks && !detection.mask_rle.counts.empty()) {
+      if (detection.mask_rle.height != image.height || detection.mask_rle.width != image.width) {
+        throw std::runtime_error(fmt::format(
+            "the predictor returned a {}x{} mask RLE for a {}x{} image", detection.mask_rle.width,
+            detection.mask_rle.height, image.width, image.height));
+      }
+      item["mask"] = {{"size", {image.height, image.width}},
+                      {"counts", data::RleCountsToString(detection.mask_rle)}};
+    } else if (masks) {
       const data::MaskRegion whole{0, 0, image.width, image.height};
       const data::MaskRegion region =
           detection.mask_region == data::MaskRegion{} ? whole : detection.mask_region;

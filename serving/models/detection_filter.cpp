@@ -24,6 +24,7 @@ ImageDetections FilterDetections(ImageDetections detections, const PredictOption
       detection.mask.clear();
       detection.mask.shrink_to_fit();
       detection.mask_region = {};
+      detection.mask_rle = {};
     }
     kept.push_back(std::move(detection));
   }

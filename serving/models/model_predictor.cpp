@@ -78,6 +78,8 @@ class ModelPredictor final : public Predictor {
     model_options.tiled_max_detections = options.tiled_max_detections;
     model_options.max_detections_cap = options.max_detections_cap;
     model_options.masks = options.masks;
+    // Every response carries masks as RLE: on a GPU they are encoded there.
+    model_options.mask_rle = model::MaskRleWhere::kOnGpu;
     model_options.tiles.size = options.tile_size;
     model_options.tiles.overlap = options.tile_overlap;
     model_options.tiles.full_image = options.tile_full_image;
@@ -88,9 +90,9 @@ class ModelPredictor final : public Predictor {
       ImageDetections out{image.height, image.width, {}};
       out.detections.reserve(image.detections.size());
       for (model::Detection& detection : image.detections) {
-        out.detections.push_back(Detection{detection.box, detection.category_id,
-                                           std::move(detection.label_name), detection.score,
-                                           std::move(detection.mask), detection.mask_region});
+        out.detections.push_back(Detection{
+            detection.box, detection.category_id, std::move(detection.label_name), detection.score,
+            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle)});
       }
       results.push_back(std::move(out));
     }

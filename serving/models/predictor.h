@@ -36,6 +36,9 @@ struct Detection {
   // gives each detection's paste box only (memory grows with objects, not with the image).
   std::vector<uint8_t> mask;
   data::MaskRegion mask_region;
+  // The full-image RLE, already encoded (a model on a GPU encodes its masks there); when
+  // counts is not empty, mask and mask_region are empty and the response writes this.
+  data::Rle mask_rle;
 };
 
 struct ImageDetections {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "trainer/data/mask_rle.h"
 
 namespace mk = mrcnn::kernels;
 
@@ -59,7 +60,7 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
 }  // namespace
 
 TEST_CASE("library registers every mrcnn op", "[kernels]") {
-  CHECK(mk::RegisteredOpCount() == 19);
+  CHECK(mk::RegisteredOpCount() == 20);
 }
 
 TEST_CASE("nms edge cases", "[kernels][nms]") {
@@ -457,4 +458,86 @@ TEST_CASE("winograd 3x3 convolution equals direct convolution", "[kernels][conv_
                     Catch::Contains("K×C×3×3"));
   CHECK_THROWS_WITH(mk::WinogradConv3x3(x, u, at::zeros({7}), false, 4),
                     Catch::Contains("bias must have 3"));
+}
+
+namespace {
+
+// Masks that exercise every edge of the change-point walk: empty, full, first and last
+// pixel set, single rows and columns, boxes of random blobs, and a checkerboard (a change at
+// every pixel).
+std::vector<at::Tensor> RleCases() {
+  at::manual_seed(40);
+  std::vector<at::Tensor> cases;
+  cases.push_back(at::zeros({3, 1, 7, 5}, at::kByte));
+  cases.push_back(at::ones({2, 1, 4, 9}, at::kByte));
+  at::Tensor corners = at::zeros({2, 1, 6, 4}, at::kByte);
+  corners[0][0][0][0] = 1;
+  corners[1][0][5][3] = 1;
+  cases.push_back(corners);
+  cases.push_back((at::rand({4, 1, 1, 37}) > 0.5).to(at::kByte));
+  cases.push_back((at::rand({4, 1, 29, 1}) > 0.5).to(at::kByte));
+  at::Tensor blobs = at::zeros({6, 1, 61, 83}, at::kByte);
+  for (int64_t i = 0; i < 6; ++i) {
+    const int64_t y = 3 * i, x = 5 * i;
+    blobs[i][0]
+        .slice(0, y, y + 20 + i)
+        .slice(1, x, x + 30 + 2 * i)
+        .copy_((at::rand({20 + i, 30 + 2 * i}) > 0.3).to(at::kByte));
+  }
+  cases.push_back(blobs);
+  cases.push_back(((at::arange(17).view({17, 1}) + at::arange(13).view({1, 13})) % 2)
+                      .to(at::kByte)
+                      .view({1, 1, 17, 13}));
+  cases.push_back(at::rand({5, 33, 47}) > 0.5);  // bool, N×H×W
+  // Any nonzero byte is foreground, as in EncodeMask.
+  cases.push_back(at::randint(0, 4, {3, 1, 19, 23}, at::kByte));
+  cases.push_back(at::zeros({0, 1, 8, 8}, at::kByte));
+  cases.push_back(at::zeros({2, 1, 0, 8}, at::kByte));
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("mask rle changes give EncodeMask's runs", "[kernels][mask_rle]") {
+  for (const at::Tensor& masks : RleCases()) {
+    CAPTURE(masks.sizes(), masks.scalar_type());
+    const auto [changes, offsets] = mk::MaskRleChanges(masks);
+    REQUIRE(changes.scalar_type() == at::kInt);
+    REQUIRE(offsets.scalar_type() == at::kLong);
+    const int64_t n = masks.size(0), h = masks.size(-2), w = masks.size(-1);
+    REQUIRE(offsets.numel() == n + 1);
+    const int64_t* po = offsets.data_ptr<int64_t>();
+    CHECK(po[0] == 0);
+    CHECK(po[n] == changes.numel());
+    const at::Tensor bytes = masks.reshape({n, h, w}).to(at::kByte).contiguous();
+    for (int64_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      const mrcnn::data::Rle expected = mrcnn::data::EncodeMask(bytes[i].data_ptr<uint8_t>(), h, w);
+      const mrcnn::data::Rle got =
+          mrcnn::data::RleFromChanges(changes.data_ptr<int32_t>() + po[i], po[i + 1] - po[i], h, w);
+      CHECK(got == expected);
+    }
+  }
+}
+
+TEST_CASE("mask rle changes refuse what is not a stack of binary masks", "[kernels][mask_rle]") {
+  CHECK_THROWS_WITH(mk::MaskRleChanges(at::zeros({2, 3, 4, 4}, at::kByte)),
+                    Catch::Contains("masks must be N×1×H×W or N×H×W"));
+  CHECK_THROWS_WITH(mk::MaskRleChanges(at::zeros({2, 4, 4})),
+                    Catch::Contains("masks must be uint8 or bool"));
+  CHECK_THROWS_WITH(mk::MaskRleChanges(at::zeros({4, 4}, at::kByte)),
+                    Catch::Contains("masks must be N×1×H×W or N×H×W"));
+}
+
+TEST_CASE("RleFromChanges refuses changes out of order or outside the mask",
+          "[kernels][mask_rle]") {
+  const std::vector<int32_t> unordered{3, 2}, repeated{0, 0}, outside{5, 12};
+  CHECK_THROWS_WITH(mrcnn::data::RleFromChanges(unordered.data(), 2, 3, 4),
+                    Catch::Contains("change 1 is at 2, after 3"));
+  CHECK_THROWS_WITH(mrcnn::data::RleFromChanges(repeated.data(), 2, 3, 4),
+                    Catch::Contains("change 1 is at 0"));
+  CHECK_THROWS_WITH(mrcnn::data::RleFromChanges(outside.data(), 2, 3, 4),
+                    Catch::Contains("must increase and lie within it"));
+  const mrcnn::data::Rle full = mrcnn::data::RleFromChanges(repeated.data(), 1, 3, 4);
+  CHECK(full.counts == std::vector<uint32_t>{0, 12});
 }

@@ -278,3 +278,33 @@ TEST_CASE("mask paste cuda equals cpu on thin and border boxes", "[cuda]") {
     CHECK(at::equal(gpu.masked_fill(near, 0), cpu.masked_fill(near, 0)));
   }
 }
+
+TEST_CASE("mask rle changes cuda equal cpu", "[cuda]") {
+  // Full-size pasted masks (what serving encodes), tiles cut mid-column, and the edges:
+  // first and last pixel set, a change at every pixel, no mask, no pixel.
+  at::manual_seed(40);
+  const at::Tensor probabilities = at::rand({24, 1, 28, 28});
+  const at::Tensor boxes = RandomBoxes(24, 700, 500) - 50;
+  std::vector<at::Tensor> cases = {
+      mk::PasteMasksBinary(probabilities, boxes, 800, 1333, 1, 0.5),
+      (at::rand({3, 1, 2049, 3}) > 0.5).to(at::kByte),
+      at::rand({4, 61, 83}) > 0.9,
+      ((at::arange(517).view({517, 1}) + at::arange(333).view({1, 333})) % 2)
+          .to(at::kByte)
+          .view({1, 1, 517, 333}),
+      at::ones({2, 1, 40, 50}, at::kByte),
+      at::zeros({0, 1, 8, 8}, at::kByte),
+      at::zeros({2, 1, 0, 8}, at::kByte)};
+  at::Tensor corners = at::zeros({2, 1, 300, 700}, at::kByte);
+  corners[0][0][0][0] = 1;
+  corners[1][0][299][699] = 1;
+  cases.push_back(corners);
+  for (const at::Tensor& masks : cases) {
+    CAPTURE(masks.sizes());
+    const auto [cpu_changes, cpu_offsets] = mk::MaskRleChanges(masks);
+    const auto [gpu_changes, gpu_offsets] = mk::MaskRleChanges(masks.to(kCuda));
+    CHECK(gpu_changes.device() == kCuda);
+    CHECK(SameIndices(gpu_offsets, cpu_offsets));
+    CHECK(SameIndices(gpu_changes, cpu_changes));
+  }
+}

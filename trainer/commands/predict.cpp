@@ -33,6 +33,7 @@ struct PredictArgs {
   int batch_size = 1;
   int threads = 0;
   bool no_masks = false;
+  std::string mask_rle = "gpu";
   int64_t tile_size = 0;
   float tile_overlap = 0.2f;
   bool tile_full_image = false;
@@ -89,6 +90,10 @@ int Run(const PredictArgs& args) {
   predict.tiled_max_detections = args.max_detections_given ? args.max_detections : 0;
   predict.max_detections_cap = args.max_detections_cap;
   predict.masks = !args.no_masks;
+  // Masks leave a GPU as RLE change points (4 bytes per change), not H×W bytes each.
+  predict.mask_rle = args.mask_rle == "device" ? model::MaskRleWhere::kAlways
+                     : args.mask_rle == "host" ? model::MaskRleWhere::kHost
+                                               : model::MaskRleWhere::kOnGpu;
   predict.tiles.size = args.tile_size;
   predict.tiles.overlap = args.tile_overlap;
   predict.tiles.full_image = args.tile_full_image;
@@ -123,7 +128,10 @@ int Run(const PredictArgs& args) {
         r["category_id"] = d.category_id;
         r["bbox"] = {d.box[0], d.box[1], d.box[2] - d.box[0], d.box[3] - d.box[1]};
         r["score"] = d.score;
-        if (!d.mask.empty()) {
+        if (!d.mask_rle.counts.empty()) {
+          r["segmentation"] = {{"size", {out[k].height, out[k].width}},
+                               {"counts", data::RleCountsToString(d.mask_rle)}};
+        } else if (!d.mask.empty()) {
           const data::Rle rle =
               data::EncodeMaskRegion(d.mask.data(), d.mask_region, out[k].height, out[k].width);
           r["segmentation"] = {{"size", {out[k].height, out[k].width}},
@@ -180,6 +188,11 @@ const CommandRegistration kPredict{
       sub.add_option("--threads", args->threads, "Intra-op CPU threads (0 = torch default)")
           ->capture_default_str();
       sub.add_flag("--no-masks", args->no_masks, "Boxes only (skip the mask head)");
+      sub.add_option("--mask-rle", args->mask_rle,
+                     "Where each mask becomes its COCO RLE: gpu (on the model's device when it is "
+                     "a GPU, else on the host), device (on the model's device, a CPU too), host")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"gpu", "device", "host"}));
       sub.add_option(
              "--tile-size", args->tile_size,
              "Tiled inference of large images: tile side in pixels, each tile run like an image of "

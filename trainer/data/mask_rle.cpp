@@ -62,6 +62,28 @@ Rle EncodeMask(const uint8_t* mask, int64_t height, int64_t width) {
   return EncodeMaskRegion(mask, MaskRegion{0, 0, width, height}, height, width);
 }
 
+Rle RleFromChanges(const int32_t* changes, int64_t count, int64_t height, int64_t width) {
+  CheckSize(height, width, "RleFromChanges");
+  const int64_t pixels = height * width;
+  Rle rle{height, width, {}};
+  rle.counts.reserve(static_cast<size_t>(count) + 1);
+  int64_t before = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t at = changes[k];
+    // Index 0 may only open the list (a mask whose first pixel is set: an empty zero run).
+    if (at < before || (at == before && k > 0) || at >= pixels) {
+      throw std::invalid_argument("RleFromChanges: change " + std::to_string(k) + " is at " +
+                                  std::to_string(at) + ", after " + std::to_string(before) +
+                                  " in a " + std::to_string(width) + "x" + std::to_string(height) +
+                                  " mask: the changes must increase and lie within it");
+    }
+    rle.counts.push_back(static_cast<uint32_t>(at - before));
+    before = at;
+  }
+  rle.counts.push_back(static_cast<uint32_t>(pixels - before));
+  return rle;
+}
+
 Rle EncodeMaskRegion(const uint8_t* region_mask, const MaskRegion& region, int64_t image_height,
                      int64_t image_width) {
   CheckSize(image_height, image_width, "EncodeMaskRegion");

@@ -38,6 +38,12 @@ struct MaskRegion {
 // does not lie within the image.
 Rle EncodeMaskRegion(const uint8_t* region_mask, const MaskRegion& region, int64_t image_height,
                      int64_t image_width);
+// The RLE of a height×width mask from its change points: the COLUMN-major indices, strictly
+// increasing and below height·width, where a pixel differs from the one before (pixel -1
+// counting as 0), as mrcnn::mask_rle_changes gives them per mask. Equals EncodeMask of that
+// mask. Throws std::invalid_argument when the indices are not so.
+Rle RleFromChanges(const int32_t* changes, int64_t count, int64_t height, int64_t width);
+
 // Returns ROW-major height×width of 0/1. Throws std::invalid_argument when the counts
 // do not sum to height*width.
 std::vector<uint8_t> DecodeMask(const Rle& rle);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "kernels/ops.h"
 #include "trainer/model/config.h"
 #include "trainer/model/fast_conv.h"
 #include "trainer/model/inference_state.h"
@@ -210,9 +211,17 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
     at::Tensor boxes = r.boxes.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
     at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
-    at::Tensor masks;
-    if (s.masks && r.masks.defined())
+    at::Tensor masks, rle_changes, rle_offsets;
+    const bool encode_here =
+        options.mask_rle == MaskRleWhere::kAlways ||
+        (options.mask_rle == MaskRleWhere::kOnGpu && r.masks.defined() && r.masks.is_cuda());
+    if (s.masks && r.masks.defined() && encode_here) {
+      auto [changes, offsets] = kernels::MaskRleChanges(r.masks);
+      rle_changes = changes.to(torch::kCPU).contiguous();
+      rle_offsets = offsets.to(torch::kCPU).contiguous();
+    } else if (s.masks && r.masks.defined()) {
       masks = r.masks.to(torch::kCPU).contiguous();  // uint8 0/1
+    }
     const int64_t n = boxes.size(0);
     const float* b = boxes.data_ptr<float>();
     for (int64_t k = 0; k < n; ++k) {
@@ -223,6 +232,10 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
         const uint8_t* m = masks[k].data_ptr<uint8_t>();
         d.mask.assign(m, m + image.height * image.width);
         d.mask_region = data::MaskRegion{0, 0, image.width, image.height};
+      } else if (rle_changes.defined()) {
+        const int64_t* offsets = rle_offsets.data_ptr<int64_t>();
+        d.mask_rle = data::RleFromChanges(rle_changes.data_ptr<int32_t>() + offsets[k],
+                                          offsets[k + 1] - offsets[k], image.height, image.width);
       }
       image.detections.push_back(std::move(d));
     }

@@ -27,6 +27,18 @@ struct Detection {
   // makes the full-size RLE).
   std::vector<uint8_t> mask;
   data::MaskRegion mask_region;
+  // The full-image RLE instead of mask and mask_region, when PredictOptions::mask_rle had the
+  // mask encoded where the model ran (then mask is empty); counts is empty otherwise.
+  data::Rle mask_rle;
+};
+
+// Where untiled inference turns each pasted mask into its COCO RLE (PredictOptions::mask_rle).
+enum class MaskRleWhere {
+  kHost,    // not at all: Detection::mask holds the pixels, the caller encodes them
+  kOnGpu,   // on a CUDA device: mrcnn::mask_rle_changes there, and only the change points
+            // (4 bytes each) cross to the host instead of H×W bytes per mask; on a CPU as kHost
+            // (the host encoder scans only each mask's nonzero rectangle: faster there)
+  kAlways,  // mrcnn::mask_rle_changes on any device (tests compare it with kHost on a CPU)
 };
 
 struct ImageDetections {
@@ -74,6 +86,8 @@ struct PredictOptions {
   int max_detections_cap = 1000;
   bool masks = true;            // false skips the mask head and the paste
   float mask_threshold = 0.5f;  // a pasted mask pixel is 1 where its probability >= this
+  // Untiled images only: tiled ones keep each mask's box as pixels (Detection::mask_region).
+  MaskRleWhere mask_rle = MaskRleWhere::kHost;
   TileOptions tiles;
 };
 

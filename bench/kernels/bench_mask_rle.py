@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Masks to COCO RLE: encoded where the masks are (mrcnn::mask_rle_changes, then the counts
+strings on the host) vs today's host path (the pasted masks copied to the host as bytes and
+encoded there: pycocotools' encoder, which ours equals byte for byte), same masks, one run.
+
+The masks are what serving encodes for one image: 100 detections' 28x28 probabilities pasted
+into an 800x1333 image (paste_masks_binary), boxes from 8 to 400 px. Prints, per path, the
+bytes that cross from the masks' device to the host and the median time from pasted masks to
+counts strings, and the ratio (host path / ours: > 1 = ours is faster). On a CPU "crossing"
+is a copy in memory; the bytes are the point there, the GPU run gives the times.
+
+Usage: bench_mask_rle.py [--device cpu|cuda] [--detections N] [--size HxW] [--repeats R]
+Loads $MRCNN_BUILD_DIR/lib/libmrcnn_kernels.so (default: the checkout's build/).
+"""
+import argparse
+import os
+import pathlib
+import sys
+
+import numpy as np
+import torch
+from pycocotools import mask as mask_utils
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_kernels import timed  # noqa: E402  (median of repeats, a GPU synchronised around each)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--detections", type=int, default=100)
+    parser.add_argument("--size", default="800x1333")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    build = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", REPO / "build"))
+    torch.ops.load_library(str(build / "lib" / "libmrcnn_kernels.so"))
+    ops = torch.ops.mrcnn
+    height, width = map(int, args.size.split("x"))
+    g = torch.Generator().manual_seed(40)
+    n = args.detections
+    xy = torch.rand(n, 2, generator=g) * torch.tensor([width, height])
+    boxes = torch.cat([xy, xy + torch.rand(n, 2, generator=g) * 392 + 8], 1)
+    probabilities = torch.rand(n, 1, 28, 28, generator=g)
+    masks = ops.paste_masks_binary(probabilities.to(args.device), boxes.to(args.device), height, width, 1, 0.5)
+
+    def ours():
+        changes, offsets = ops.mask_rle_changes(masks)
+        changes, offsets = changes.cpu().numpy(), offsets.cpu().numpy()
+        strings = []
+        for i in range(n):
+            bounds = np.concatenate([[0], changes[offsets[i]:offsets[i + 1]], [height * width]])
+            runs = np.diff(bounds).astype(np.uint32).tolist()
+            strings.append(mask_utils.frPyObjects({"counts": runs, "size": [height, width]}, height, width)["counts"])
+        return strings, changes.nbytes + offsets.nbytes
+
+    def host():
+        pixels = masks.cpu().numpy()
+        strings = [mask_utils.encode(np.asfortranarray(pixels[i, 0]))["counts"] for i in range(n)]
+        return strings, pixels.nbytes
+
+    (ours_strings, ours_bytes), (host_strings, host_bytes) = ours(), host()
+    assert ours_strings == host_strings, "the two paths' counts strings differ"
+    t_ours, t_host = timed(ours, args.device, args.repeats), timed(host, args.device, args.repeats)
+    print(f"device {args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'host CPU'}), "
+          f"{n} masks of {height}x{width}, {masks.count_nonzero().item()} foreground pixels, strings equal")
+    print(f"  to the host: ours {ours_bytes / 1e6:.3f} MB (change points), host path {host_bytes / 1e6:.1f} MB "
+          f"(pixels): {host_bytes / ours_bytes:.0f}x less")
+    print(f"  masks -> counts strings: ours {t_ours * 1e3:.1f} ms, host path {t_host * 1e3:.1f} ms, "
+          f"ratio {t_host / t_ours:.2f}")
+
+
+if __name__ == "__main__":
+    main()
