@@ -27,6 +27,7 @@ apt_packages=(
   protobuf-compiler libprotobuf-dev
   chromium
   libjpeg-dev zlib1g-dev
+  libssl-dev  # tracking/: the AWS SigV4 signer's SHA-256 and HMAC
   clang libclang-rt-14-dev
 )
 missing=()
@@ -52,6 +53,24 @@ if [[ ! -x $venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$w
   "$venv/bin/pip" install -q --upgrade pip
   "$venv/bin/pip" install -q -r "$requirements"
   echo "$want" > "$stamp"
+fi
+
+# Prometheus for test/serving/test_server_prometheus.py: Debian's package unpacked into
+# .deb/prometheus, not installed (its postinst would start a system service on :9090).
+prometheus="$top/.deb/prometheus/usr/bin/prometheus"
+if [[ ! -x $prometheus ]]; then
+  log "unpacking Debian's prometheus into .deb/prometheus (the server's Prometheus test)"
+  debs=$(mktemp -d)
+  chmod 755 "$debs"  # apt-get download runs as _apt when it can
+  if ! (cd "$debs" && apt-get download -qq prometheus 2>/dev/null); then
+    sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    (cd "$debs" && apt-get download -qq prometheus)
+  fi
+  rm -rf "$top/.deb/prometheus" && mkdir -p "$top/.deb"
+  dpkg-deb -x "$debs"/prometheus_*.deb "$top/.deb/prometheus"
+  rm -rf "$debs"
+  "$prometheus" --version 2>&1 | head -1
 fi
 
 # ccache across clones and build dirs: paths under the checkout are hashed relative to

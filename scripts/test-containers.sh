@@ -27,7 +27,7 @@
 #      Inference's conditions: read-only root filesystem, /tmp the only writable place, user
 #      65534:65534, 6 GB memory, the model mounted read-only -> /ping 200 within 180 s (the
 #      time from `podman run` to it is printed), /invocations answers what `trainer predict`
-#      answers, `podman stop` -> exit 0; then the arm64 CPU serving image the same way under
+#      answers, GET /metrics counts that request, `podman stop` -> exit 0; then the arm64 CPU serving image the same way under
 #      qemu (/ping within 600 s: emulated, not a speed), its answer the x86 CPU image's within
 #      tolerances (check_outputs.py close-detections)
 #   5b. other hosting modes on the serving image: a multi-model endpoint
@@ -676,6 +676,11 @@ serve_restricted() {  # IMAGE [LIMIT-S [ANSWER]]: prints the seconds from `podma
     same=$(python3 scripts/containers/check_outputs.py same-detections "$work/detections-$image.json" "$work/predicted.json") ||
       fail "$image: the served detections differ from trainer predict's"
   fi
+  # Prometheus's view (GET /metrics): the one /invocations above, counted once.
+  curl -sS -o "$work/metrics-$image.txt" "http://127.0.0.1:$port/metrics" ||
+    { serve_logs; fail "$image: GET /metrics failed"; }
+  grep -qxF 'mrcnn_http_requests_total{method="POST",route="/invocations",code="200"} 1' "$work/metrics-$image.txt" ||
+    fail "$image: /metrics does not count the one /invocations: $(grep '^mrcnn_http_requests_total' "$work/metrics-$image.txt" | head -n 5 | tr '\n' ' ')"
   tmp_files=$(podman exec "$serve_ctr" find /tmp -mindepth 1 2>/dev/null | wc -l)
   # The server writes no file (README): /tmp, the one writable place, stays empty.
   ((tmp_files == 0)) || fail "$image wrote into /tmp: $(podman exec "$serve_ctr" find /tmp -mindepth 1 2>/dev/null | head -n 5 | tr '\n' ' ')"
@@ -684,7 +689,7 @@ serve_restricted() {  # IMAGE [LIMIT-S [ANSWER]]: prints the seconds from `podma
   ((rc == 0)) || { serve_logs; fail "$image exited $rc on podman stop"; }
   podman rm "$serve_ctr" >/dev/null
   podman network rm "$net" >/dev/null
-  check "$image: read-only root, --tmpfs /tmp only, user 65534:65534, --memory 6g, model :ro -> /ping 200 $ready s after podman run (limit $limit s); /invocations 200, $same; /tmp empty; podman stop -> exit 0"
+  check "$image: read-only root, --tmpfs /tmp only, user 65534:65534, --memory 6g, model :ro -> /ping 200 $ready s after podman run (limit $limit s); /invocations 200, $same; /metrics counts it; /tmp empty; podman stop -> exit 0"
   echo "$ready"
 }
 

@@ -15,9 +15,11 @@
 #include "serving/http/http_server.h"
 #include "serving/http/server_lifecycle.h"
 #include "serving/log_line.h"
+#include "serving/metrics/server_metrics.h"
 #include "serving/models/core_share.h"
 #include "serving/multi_model_loading.h"
 #include "serving/predictor_loading.h"
+#include "serving/routes/metrics_route.h"
 #include "serving/routes/multi_model_routes.h"
 #include "serving/routes/sagemaker_routes.h"
 
@@ -53,11 +55,12 @@ int main(int argc, char** argv) {
   }
   // Before the executors: requests they still hold at exit hold admissions.
   ServerLifecycle lifecycle(config.max_inflight_requests);
+  ServerMetrics metrics;  // before the executors and the server, which report to it
   std::optional<CoreShare> core_share;
   std::unique_ptr<InferenceExecutor> executor;  // the one model of a single-model endpoint
   std::unique_ptr<HostedModels> hosted;         // a multi-model endpoint's models
   if (config.multi_model) {
-    hosted = std::make_unique<HostedModels>(MultiModelOptions(config, UsableCores()));
+    hosted = std::make_unique<HostedModels>(MultiModelOptions(config, UsableCores(), &metrics));
     LogLine(
         "multi-model endpoint (SAGEMAKER_MULTI_MODEL): no model loaded yet, memory budget {} MiB, "
         "{} MiB workspace per worker, payload limit {} bytes, deadline {} ms",
@@ -101,14 +104,15 @@ int main(int argc, char** argv) {
           // platform reports the reason instead of a ping timeout.
           std::_Exit(1);
         },
-        share);
+        share, &metrics);
   }
   SageMakerRoutes routes(config, executor.get(), lifecycle);
   std::optional<MultiModelRoutes> multi_model_routes;
   if (hosted) {
     multi_model_routes.emplace(routes.table(), config, *hosted, lifecycle, routes.cpu_pool());
   }
-  HttpServer server(HttpOptionsOf(config), routes.table(), lifecycle);
+  AddMetricsRoute(routes.table(), {&metrics, &lifecycle, executor.get(), hosted.get()});
+  HttpServer server(HttpOptionsOf(config), routes.table(), lifecycle, &metrics);
   uint16_t port = 0;
   try {
     port = server.Listen();

@@ -30,7 +30,8 @@ struct ExecutorWithCores {
 
 }  // namespace
 
-HostedModelsOptions MultiModelOptions(const ServerConfig& config, int cores) {
+HostedModelsOptions MultiModelOptions(const ServerConfig& config, int cores,
+                                      ServerMetrics* metrics) {
   HostedModelsOptions options;
   options.memory_budget_bytes = config.mme_memory_budget_bytes;
   if (options.memory_budget_bytes == 0) {
@@ -43,15 +44,16 @@ HostedModelsOptions MultiModelOptions(const ServerConfig& config, int cores) {
     const ServerConfig model = ModelConfig(config, dir, cores);
     return ModelFootprint(dir, model.workers, config.mme_workspace_bytes);
   };
-  options.make_executor = [&config, cores](const std::filesystem::path& dir,
-                                           std::function<void(std::exception_ptr)> on_loaded) {
+  options.make_executor = [&config, cores, metrics](
+                              const std::filesystem::path& dir,
+                              std::function<void(std::exception_ptr)> on_loaded) {
     const ServerConfig model = ModelConfig(config, dir, cores);
     auto owner = std::make_shared<ExecutorWithCores>();
     if (model.share_cores)
       owner->core_share.emplace(model.cores, model.workers);
     CoreShare* share = owner->core_share ? &*owner->core_share : nullptr;
     owner->executor = std::make_unique<InferenceExecutor>(
-        MakePredictorLoader(model, share), model.batching, std::move(on_loaded), share);
+        MakePredictorLoader(model, share), model.batching, std::move(on_loaded), share, metrics);
     // Aliasing: the executor's lifetime is the owner's, which destroys the executor first.
     return std::shared_ptr<InferenceExecutor>(owner, owner->executor.get());
   };

@@ -11,7 +11,8 @@
 
 namespace mrcnn::serving {
 
-// `config` must outlive the HostedModels made with these options.
-HostedModelsOptions MultiModelOptions(const ServerConfig& config, int cores);
+// `config` and `metrics` (null: none) must outlive the HostedModels made with these options.
+HostedModelsOptions MultiModelOptions(const ServerConfig& config, int cores,
+                                      ServerMetrics* metrics);
 
 }  // namespace mrcnn::serving

@@ -107,8 +107,8 @@ void HttpServer::State::PollDrain() {
 }
 
 HttpServer::HttpServer(const HttpOptions& options, const RouteTable& routes,
-                       ServerLifecycle& lifecycle)
-    : state_(std::make_shared<State>(options, routes, lifecycle)) {}
+                       ServerLifecycle& lifecycle, ServerMetrics* metrics)
+    : state_(std::make_shared<State>(options, routes, lifecycle, metrics)) {}
 
 HttpServer::~HttpServer() {
   state_->ioc.stop();

@@ -28,11 +28,15 @@
 
 namespace mrcnn::serving {
 
+class ServerMetrics;  // serving/metrics/server_metrics.h
+
 class HttpServer {
  public:
   // routes and lifecycle must outlive the server; lifecycle's in-flight count is what the
-  // drain waits for, besides open connections.
-  HttpServer(const HttpOptions& options, const RouteTable& routes, ServerLifecycle& lifecycle);
+  // drain waits for, besides open connections. metrics, when given (and outliving the
+  // server), counts every answer by method, route pattern and status, with its latency.
+  HttpServer(const HttpOptions& options, const RouteTable& routes, ServerLifecycle& lifecycle,
+             ServerMetrics* metrics = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -69,7 +69,7 @@ RouteTable::Match RouteTable::Resolve(http::verb method, std::string_view path) 
     if (route.segments.size() != segments.size() || segments.empty()) {
       continue;
     }
-    Match match{&route.handler, {}};
+    Match match{&route.handler, route.pattern, {}};
     bool matches = true;
     for (size_t i = 0; i < segments.size() && matches; ++i) {
       const std::string& want = route.segments[i];

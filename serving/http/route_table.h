@@ -20,6 +20,7 @@ class RouteTable {
 
   struct Match {
     const RouteHandler* handler = nullptr;
+    std::string_view pattern;  // the matching route's pattern, owned by the table
     std::map<std::string, std::string> params;
   };
   // Throws HttpError 404 not_found when no pattern matches the path (the detail lists the

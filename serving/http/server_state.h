@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "serving/http/http_server.h"
+#include "serving/metrics/server_metrics.h"
 
 namespace mrcnn::serving {
 
@@ -21,10 +22,11 @@ class HttpSession;
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   State(const HttpOptions& options, const RouteTable& route_table,
-        ServerLifecycle& server_lifecycle)
+        ServerLifecycle& server_lifecycle, ServerMetrics* server_metrics)
       : config(options),
         routes(route_table),
         lifecycle(server_lifecycle),
+        metrics(server_metrics),
         ioc(config.io_threads),
         acceptor(boost::asio::make_strand(ioc)),
         signals(ioc, SIGTERM, SIGINT),
@@ -52,6 +54,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   const HttpOptions config;
   const RouteTable& routes;
   ServerLifecycle& lifecycle;
+  ServerMetrics* const metrics;  // may be null
   boost::asio::io_context ioc;
   boost::asio::ip::tcp::acceptor acceptor;
   boost::asio::signal_set signals;

@@ -88,6 +88,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool request_keep_alive_ = true;
   std::string method_;
   std::string target_;
+  std::string_view route_;  // the route table's pattern once routed, else kUnmatchedRoute
   Clock::time_point request_start_;
 
   // What admission decided.

@@ -16,6 +16,7 @@ void HttpSession::Admit(bool expects_continue) {
   const auto& request = parser_->get();
   try {
     RouteTable::Match match = state_->routes.Resolve(request.method(), target_);
+    route_ = match.pattern;
     const RequestHead head{request.method(), target_, std::move(match.params), request,
                            request_start_};
     exchange_.emplace((*match.handler)(head));

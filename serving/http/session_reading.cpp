@@ -49,6 +49,7 @@ void HttpSession::WaitForRequest() {
   // misreports that assignment as an overlapping memcpy (-Wrestrict, GCC bug 105651).
   method_ = std::string(1, '-');
   target_ = std::string(1, '-');
+  route_ = kUnmatchedRoute;
   if (buffer_.size() > 0) {
     ReadHeader();  // a pipelined request is already here
     return;

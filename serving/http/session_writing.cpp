@@ -17,6 +17,12 @@ void HttpSession::RespondError(unsigned status, const std::string& code,
 
 void HttpSession::Send(RouteAnswer answer) {
   phase_ = Phase::kWriting;
+  if (state_->metrics != nullptr) {
+    // Counted before the bytes leave: a client that has its answer finds it counted.
+    state_->metrics->CountAnswer(
+        method_, route_, answer.status,
+        std::chrono::duration<double>(Clock::now() - request_start_).count());
+  }
   response_ = {};
   response_.version(version_);
   response_.result(static_cast<http::status>(answer.status));

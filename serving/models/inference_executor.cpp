@@ -10,11 +10,12 @@ using Clock = std::chrono::steady_clock;
 
 InferenceExecutor::InferenceExecutor(Loader loader, BatchingPolicy policy,
                                      std::function<void(std::exception_ptr)> on_loaded,
-                                     CoreShare* core_share)
+                                     CoreShare* core_share, ServerMetrics* metrics)
     : policy_(policy),
       loader_(std::move(loader)),
       on_loaded_(std::move(on_loaded)),
-      core_share_(core_share) {
+      core_share_(core_share),
+      metrics_(metrics) {
   const int workers = std::max(policy_.workers, 1);
   workers_.reserve(static_cast<size_t>(workers));
   for (int i = 0; i < workers; ++i) {
@@ -39,6 +40,9 @@ InferenceExecutor::SubmitResult InferenceExecutor::TrySubmit(InferenceJob job) {
       return SubmitResult::kQueueFull;
     }
     queue_.push_back(Queued{std::move(job), Clock::now()});
+    if (metrics_ != nullptr) {
+      metrics_->AddQueued(1);
+    }
   }
   wake_.notify_one();
   return SubmitResult::kAccepted;
@@ -138,6 +142,9 @@ void InferenceExecutor::Run() {
   }
   std::deque<Queued> abandoned;
   abandoned.swap(queue_);
+  if (metrics_ != nullptr) {
+    metrics_->AddQueued(-static_cast<int64_t>(abandoned.size()));
+  }
   lock.unlock();
   for (Queued& queued : abandoned) {
     InferenceOutcome outcome;
@@ -174,6 +181,9 @@ std::vector<InferenceExecutor::Queued> InferenceExecutor::CollectBatch(
       images += next;
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
+      if (metrics_ != nullptr) {
+        metrics_->AddQueued(-1);
+      }
       if (images >= limit) {
         return batch;
       }
@@ -199,6 +209,9 @@ void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batc
   const auto now = Clock::now();
   std::vector<Queued*> live;
   for (Queued& queued : batch) {
+    if (metrics_ != nullptr) {
+      metrics_->ObserveQueueWait(std::chrono::duration<double>(now - queued.arrived).count());
+    }
     if (queued.job.deadline <= now) {
       InferenceOutcome outcome;
       outcome.status = InferenceOutcome::Status::kDeadlineExceeded;
@@ -224,6 +237,7 @@ void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batc
   // A single request larger than the batch limit runs alone, in chunks of the limit.
   std::vector<ImageDetections> results;
   std::string error;
+  const auto model_start = Clock::now();
   try {
     const size_t chunk = static_cast<size_t>(std::max(policy_.max_batch_images, 1));
     for (size_t begin = 0; begin < views.size(); begin += chunk) {
@@ -239,6 +253,10 @@ void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batc
     error = e.what();
   } catch (...) {
     error = "unknown exception from the predictor";
+  }
+  if (metrics_ != nullptr) {
+    metrics_->ObserveBatch(static_cast<int>(views.size()),
+                           std::chrono::duration<double>(Clock::now() - model_start).count());
   }
   size_t next = 0;
   for (Queued* queued : live) {

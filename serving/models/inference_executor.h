@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "serving/metrics/server_metrics.h"
 #include "serving/models/core_share.h"
 #include "serving/models/predictor.h"
 
@@ -60,11 +61,12 @@ class InferenceExecutor {
   // Calls loader once on each worker thread (concurrently) to load and warm up that
   // worker's predictor. on_loaded is called once, on a worker thread: with nullptr when
   // every worker has loaded, or with the first exception that made loading fail.
-  // core_share, when given, must outlive the executor.
+  // core_share, when given, must outlive the executor; so must metrics, which is told the
+  // queue's depth, each request's wait in it and each batch's size and model time.
   using Loader = std::function<std::unique_ptr<Predictor>()>;
   InferenceExecutor(Loader loader, BatchingPolicy policy,
                     std::function<void(std::exception_ptr)> on_loaded,
-                    CoreShare* core_share = nullptr);
+                    CoreShare* core_share = nullptr, ServerMetrics* metrics = nullptr);
   ~InferenceExecutor();
   InferenceExecutor(const InferenceExecutor&) = delete;
   InferenceExecutor& operator=(const InferenceExecutor&) = delete;
@@ -93,6 +95,7 @@ class InferenceExecutor {
   Loader loader_;
   std::function<void(std::exception_ptr)> on_loaded_;
   CoreShare* core_share_;
+  ServerMetrics* metrics_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;

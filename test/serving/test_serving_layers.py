@@ -2,10 +2,12 @@
 
 Every `#include "serving/..."` in serving/ is checked against what its folder may include:
 
-    http/    http/, and the two shared headers at the top (http_error.h, log_line.h)
+    metrics/ metrics/ (the numbers for Prometheus: a leaf everyone may report to)
+    http/    http/, metrics/, and the two shared headers at the top (http_error.h, log_line.h)
     codec/   codec/, models/predictor.h (the model's input and output types), http_error.h
-    models/  models/, log_line.h
-    routes/  routes/, http/, codec/, models/, server_config.h, http_error.h, log_line.h
+    models/  models/, metrics/, log_line.h
+    routes/  routes/, http/, codec/, models/, metrics/, server_config.h, http_error.h,
+             log_line.h
     the top  (main.cpp, server_config.*, the loading) anything
 
 so http knows nothing of models or routes, codec nothing of HTTP, models nothing of HTTP,
@@ -22,11 +24,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"(serving/[^"]+)"', re.MULTILINE)
 
 SHARED = {"serving/http_error.h", "serving/log_line.h"}
 ALLOWED = {
-    "http": ({"serving/http/"}, SHARED),
+    "metrics": ({"serving/metrics/"}, set()),
+    "http": ({"serving/http/", "serving/metrics/"}, SHARED),
     "codec": ({"serving/codec/"}, {"serving/models/predictor.h", "serving/http_error.h"}),
-    "models": ({"serving/models/"}, {"serving/log_line.h"}),
-    "routes": ({"serving/routes/", "serving/http/", "serving/codec/", "serving/models/"},
-               SHARED | {"serving/server_config.h"}),
+    "models": ({"serving/models/", "serving/metrics/"}, {"serving/log_line.h"}),
+    "routes": ({"serving/routes/", "serving/http/", "serving/codec/", "serving/models/",
+                "serving/metrics/"}, SHARED | {"serving/server_config.h"}),
 }
 
 
