@@ -51,7 +51,7 @@ find_package(PNG ${MRCNN_FIND_PACKAGE})
 find_package(ZLIB ${MRCNN_FIND_PACKAGE})
 find_package(Boost 1.74 ${MRCNN_FIND_PACKAGE})
 # tracking/ (MLflow, AWS SigV4); optional everywhere: the GPU check's carried packages lack it.
-find_package(OpenSSL QUIET COMPONENTS Crypto)
+find_package(OpenSSL QUIET COMPONENTS Crypto SSL)
 
 if(MRCNN_WITH_TORCH)
   # TorchConfig looks for CUDA itself when the wheel is CUDA-enabled; keep it quiet

@@ -15,6 +15,7 @@
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/events/console_writer.h"
 #include "trainer/engine/events/jsonl_writer.h"
+#include "trainer/engine/events/mlflow_tracking.h"
 #include "trainer/engine/events/tensorboard/tensorboard_writer.h"
 #include "trainer/engine/hooks/evaluation.h"
 #include "trainer/engine/hooks/iteration_timer.h"
@@ -46,6 +47,7 @@ struct JobParts {
   TrainingCheckpointer& checkpointer;
   const std::optional<DatasetSource>& test_source;
   const TrainData* train;  // null for eval-only
+  MlflowTracking* mlflow;  // null unless rank 0 tracks to MLflow
 };
 
 std::function<void()> BarrierOf(dist::DataParallel& dp) {
@@ -69,6 +71,8 @@ std::vector<std::unique_ptr<EventWriter>> BuildWriters(const JobParts& p, int64_
                " (view: tensorboard --logdir " + p.job.tensorboard_dir->string() + ")");
     writers.push_back(std::move(tensorboard));
   }
+  if (p.mlflow != nullptr)
+    writers.push_back(p.mlflow->Writer(spec, start_iter));
   return writers;
 }
 
@@ -191,13 +195,15 @@ void LogRunStart(const JobParts& p, const TrainingState& state) {
              "  cuda graphs: " + GraphShapesText(p));
 }
 
-}  // namespace
-
-int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
+int RunTrackedJob(const TrainJob& job, const ProcessWorld& world, const ConsoleLog& log,
+                  MlflowTracking* mlflow) {
   const TrainConfig& config = job.config;
-  const ConsoleLog log(world.rank == 0);
-  LogJobStart(job, log);
   const c10::Device device = BuildDevice(config, world.local_rank);
+  if (mlflow) {
+    const bool amp = BuildAmpDtype(config, device).has_value();
+    mlflow->Tag("device", device.str());
+    mlflow->Tag("precision", amp ? config.GetString("SOLVER.AMP.DTYPE") : std::string("fp32"));
+  }
   // Rendezvous first, so a rank that cannot reach the others fails before loading data.
   auto dp = BuildDataParallel(config, world, device);
   const int64_t seed = BuildSeed(config, *dp);
@@ -218,8 +224,9 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
   TrainingState state{*net, *optimizer, scaler, seed, 0};
   TrainingCheckpointer checkpointer(BuildCheckpointDir(job), state, *dp, log);
   const int64_t start_iter = checkpointer.ResumeOrLoad(job.resume, job.eval_only);
-  const JobParts parts{job,  world,      log, mc,           device,      plan,
-                       *net, *optimizer, *dp, checkpointer, test_source, train ? &*train : nullptr};
+  const JobParts parts{job,   world,      log, mc,           device,      plan,
+                       *net,  *optimizer, *dp, checkpointer, test_source, train ? &*train : nullptr,
+                       mlflow};
   LogRunStart(parts, state);
   if (job.eval_only)
     return RunEvalOnly(parts, start_iter);
@@ -238,6 +245,34 @@ int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
              " eager (no SOLVER.CUDA_GRAPHS.SHAPES entry held them)");
   }
   return 0;
+}
+
+MlflowJobFacts MlflowFactsOf(const TrainJob& job, const ProcessWorld& world) {
+  MlflowJobFacts facts;
+  facts.processes = world.world_size;
+  facts.hosts = world.host;  // SM_HOSTS, when set, names them all (MlflowTracking::Start)
+  return facts;
+}
+
+}  // namespace
+
+int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
+  const ConsoleLog log(world.rank == 0);
+  LogJobStart(job, log);
+  // Rank 0 alone tracks; a bad MLFLOW_TRACKING_URI fails the job before anything long runs.
+  std::unique_ptr<MlflowTracking> mlflow =
+      world.rank == 0 ? MlflowTracking::Start(job, MlflowFactsOf(job, world), log) : nullptr;
+  int code = 0;
+  try {
+    code = RunTrackedJob(job, world, log, mlflow.get());
+  } catch (const std::exception& e) {
+    if (mlflow)
+      mlflow->Finish("FAILED", e.what());
+    throw;
+  }
+  if (mlflow)
+    mlflow->Finish(StopRequested().load() ? "KILLED" : "FINISHED");
+  return code;
 }
 
 }  // namespace mrcnn::engine
