@@ -37,6 +37,22 @@ void WritePortFile(const std::filesystem::path& file, uint16_t port) {
   std::filesystem::rename(partial, file);  // readers never see a half-written number
 }
 
+// The single model's load ended: ready, or the server exits with the reason. Nothing was
+// admitted before readiness, so failing fast lets the platform report the reason instead of
+// a ping timeout.
+void OnModelLoaded(std::exception_ptr error) {
+  if (!error) {
+    mrcnn::serving::LogLine("ready: /ping answers 200");
+    return;
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    mrcnn::serving::LogLine("model load failed: {}", e.what());
+  }
+  std::_Exit(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,23 +104,8 @@ int main(int argc, char** argv) {
       core_share.emplace(config.cores, config.workers);
     }
     CoreShare* share = core_share ? &*core_share : nullptr;
-    executor = std::make_unique<InferenceExecutor>(
-        MakePredictorLoader(config, share), config.batching,
-        [](std::exception_ptr error) {
-          if (!error) {
-            LogLine("ready: /ping answers 200");
-            return;
-          }
-          try {
-            std::rethrow_exception(error);
-          } catch (const std::exception& e) {
-            LogLine("model load failed: {}", e.what());
-          }
-          // Nothing was admitted before readiness: fail fast so the
-          // platform reports the reason instead of a ping timeout.
-          std::_Exit(1);
-        },
-        share, &metrics);
+    executor = std::make_unique<InferenceExecutor>(MakePredictorLoader(config, share),
+                                                   config.batching, OnModelLoaded, share, &metrics);
   }
   SageMakerRoutes routes(config, executor.get(), lifecycle);
   std::optional<MultiModelRoutes> multi_model_routes;

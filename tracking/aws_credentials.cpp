@@ -33,7 +33,7 @@ AwsCredentials FromJson(const std::string& body, std::chrono::system_clock::time
 }
 
 HttpAnswer FetchUrl(const std::string& url, const HeaderList& headers, const std::string& what,
-               std::string_view method = "GET") {
+                    std::string_view method = "GET") {
   const HttpEndpoint endpoint = ParseHttpUrl(url, what);
   const size_t path_start = url.find('/', url.find("//") + 2);
   const std::string target = path_start == std::string::npos ? "/" : url.substr(path_start);
@@ -110,7 +110,7 @@ AwsCredentials AwsCredentialSource::Fetch() {
   try {
     const std::string token =
         FetchUrl(imds + "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}},
-            "IMDSv2", "PUT")
+                 "IMDSv2", "PUT")
             .body;
     const HeaderList with_token = {{"X-aws-ec2-metadata-token", token}};
     const std::string base = imds + "/latest/meta-data/iam/security-credentials/";

@@ -138,17 +138,51 @@ std::string Sha256Hex(std::string_view data) {
   return Hex(digest, size);
 }
 
-std::string EncodeSigV4Query(const std::vector<std::pair<std::string, std::string>>& query) {
-  std::string out;
+namespace {
+
+using QueryPairs = std::vector<std::pair<std::string, std::string>>;
+
+QueryPairs EncodedPairs(const QueryPairs& query) {
+  QueryPairs out;
+  out.reserve(query.size());
   for (const auto& [name, value] : query) {
+    out.emplace_back(PercentEncode(name), PercentEncode(value));
+  }
+  return out;
+}
+
+std::string JoinPairs(const QueryPairs& encoded) {
+  std::string out;
+  for (const auto& [name, value] : encoded) {
     if (!out.empty()) {
       out += '&';
     }
-    out += PercentEncode(name);
+    out += name;
     out += '=';
-    out += PercentEncode(value);
+    out += value;
   }
   return out;
+}
+
+// "name:value1,value2\n" per header, by name; `names` gets "a;b;c".
+std::string CanonicalHeaders(const std::map<std::string, std::vector<std::string>>& headers,
+                             std::string& names) {
+  std::string out;
+  for (const auto& [name, values] : headers) {
+    out += name + ":";
+    for (size_t i = 0; i < values.size(); ++i) {
+      out += (i > 0 ? "," : "") + values[i];
+    }
+    out += '\n';
+    names += (names.empty() ? "" : ";") + name;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EncodeSigV4Query(const QueryPairs& query) {
+  return JoinPairs(EncodedPairs(query));
 }
 
 SigV4Signature SignSigV4(const SignableRequest& request, const AwsCredentials& credentials,
@@ -203,30 +237,11 @@ SigV4Signature SignSigV4(const SignableRequest& request, const AwsCredentials& c
     payload_hash = Sha256Hex(request.body);
   }
 
-  std::vector<std::pair<std::string, std::string>> query;
-  query.reserve(request.query.size());
-  for (const auto& [name, value] : request.query) {
-    query.emplace_back(PercentEncode(name), PercentEncode(value));
-  }
-  std::sort(query.begin(), query.end());
-  std::string canonical_query;
-  for (const auto& [name, value] : query) {
-    if (!canonical_query.empty()) {
-      canonical_query += '&';
-    }
-    canonical_query += name + "=" + value;
-  }
-
-  std::string canonical_headers;
+  QueryPairs query = EncodedPairs(request.query);
+  std::sort(query.begin(), query.end());  // by encoded name, then value
+  const std::string canonical_query = JoinPairs(query);
   std::string signed_names;
-  for (const auto& [name, values] : signed_headers) {
-    canonical_headers += name + ":";
-    for (size_t i = 0; i < values.size(); ++i) {
-      canonical_headers += (i > 0 ? "," : "") + values[i];
-    }
-    canonical_headers += '\n';
-    signed_names += (signed_names.empty() ? "" : ";") + name;
-  }
+  const std::string canonical_headers = CanonicalHeaders(signed_headers, signed_names);
 
   SigV4Signature result;
   std::string method = request.method;

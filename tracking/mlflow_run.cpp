@@ -229,29 +229,15 @@ void MlflowRun::Run() {
 }
 
 void MlflowRun::WriteAllUnsent() {
-  Batch rest;
-  {
-    std::lock_guard lock(mutex_);
-    rest.metrics.assign(std::make_move_iterator(metrics_.begin()),
-                        std::make_move_iterator(metrics_.end()));
-    metrics_.clear();
-    rest.params = std::move(params_);
-    rest.tags = std::move(tags_);
-    params_.clear();
-    tags_.clear();
-  }
   // In log-batch-sized lines, so each line replays as one call.
-  while (!rest.metrics.empty() || !rest.params.empty() || !rest.tags.empty()) {
+  while (true) {
     Batch line;
-    const size_t m = std::min(rest.metrics.size(), kMaxMetrics);
-    line.metrics.assign(rest.metrics.begin(), rest.metrics.begin() + static_cast<long>(m));
-    rest.metrics.erase(rest.metrics.begin(), rest.metrics.begin() + static_cast<long>(m));
-    const size_t p = std::min(rest.params.size(), kMaxParams);
-    line.params.assign(rest.params.begin(), rest.params.begin() + static_cast<long>(p));
-    rest.params.erase(rest.params.begin(), rest.params.begin() + static_cast<long>(p));
-    const size_t t = std::min(rest.tags.size(), kMaxTags);
-    line.tags.assign(rest.tags.begin(), rest.tags.begin() + static_cast<long>(t));
-    rest.tags.erase(rest.tags.begin(), rest.tags.begin() + static_cast<long>(t));
+    {
+      std::lock_guard lock(mutex_);
+      if (!TakeBatch(line)) {
+        break;
+      }
+    }
     WriteUnsent(line);
   }
   std::lock_guard lock(mutex_);

@@ -5,6 +5,24 @@
 #include <cmath>
 
 namespace mrcnn::serving {
+namespace {
+
+// Backslash and newline escaped, and with `quote` the double quote too (label values).
+void AppendEscaped(std::string& out, std::string_view text, bool quote) {
+  for (const char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (quote && c == '"') {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+}
+
+}  // namespace
 
 std::string FormatMetricValue(double value) {
   if (std::isnan(value)) {
@@ -20,15 +38,7 @@ void PrometheusText::Family(std::string_view name, std::string_view type, std::s
   text_ += "# HELP ";
   text_ += name;
   text_ += ' ';
-  for (const char c : help) {  // HELP escapes backslash and newline only
-    if (c == '\\') {
-      text_ += "\\\\";
-    } else if (c == '\n') {
-      text_ += "\\n";
-    } else {
-      text_ += c;
-    }
-  }
+  AppendEscaped(text_, help, /*quote=*/false);  // HELP escapes backslash and newline only
   text_ += "\n# TYPE ";
   text_ += name;
   text_ += ' ';
@@ -49,17 +59,7 @@ void PrometheusText::Labels(const MetricLabels& labels, std::string_view le) {
     first = false;
     text_ += key;
     text_ += "=\"";
-    for (const char c : value) {
-      if (c == '\\') {
-        text_ += "\\\\";
-      } else if (c == '"') {
-        text_ += "\\\"";
-      } else if (c == '\n') {
-        text_ += "\\n";
-      } else {
-        text_ += c;
-      }
-    }
+    AppendEscaped(text_, value, /*quote=*/true);
     text_ += '"';
   };
   for (const auto& [key, value] : labels) {
