@@ -37,6 +37,14 @@ at::Tensor BatchedNmsKeepMask(const at::Tensor& boxes, const at::Tensor& scores,
   return op.call(boxes, scores, idxs, iou_threshold);
 }
 
+at::Tensor NmsKeepMaskGrouped(const at::Tensor& boxes, const at::Tensor& scores,
+                              const at::Tensor& usable, c10::IntArrayRef group_sizes,
+                              double iou_threshold) {
+  static auto op = FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                     c10::IntArrayRef, double)>("mrcnn::nms_keep_mask_grouped");
+  return op.call(boxes, scores, usable, group_sizes, iou_threshold);
+}
+
 at::Tensor RoiAlign(const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
                     int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                     bool aligned) {

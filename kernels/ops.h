@@ -36,6 +36,12 @@ namespace mrcnn::kernels {
 // never suppress). boxes: N×4 float32/float64 (CUDA also half/bfloat16), scores: N.
 at::Tensor Nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
 
+// torchvision.ops.batched_nms has two algorithms, picked by size: up to this many
+// boxes (4000 box coordinates on CPU) it runs one NMS over boxes shifted by
+// idx * (max coordinate + 1) (the "coordinate trick"), above it a separate NMS per
+// distinct idx value. Both devices here follow its CPU choice, so they agree.
+inline constexpr int64_t kBatchedNmsPerClassAbove = 1000;
+
 // NMS applied independently within each value of idxs (N, any real dtype; classes are
 // distinct values), in one pass (no per-class loop). Result: kept indices sorted by
 // decreasing score, identical to torchvision.ops.batched_nms (CPU), which has two
@@ -53,6 +59,18 @@ at::Tensor BatchedNms(const at::Tensor& boxes, const at::Tensor& scores, const a
 // without waiting for the GPU.
 at::Tensor BatchedNmsKeepMask(const at::Tensor& boxes, const at::Tensor& scores,
                               const at::Tensor& idxs, double iou_threshold);
+
+// Many images' NMS at once, each image's columns cut into groups (an FPN's levels) that never
+// suppress each other: boxes B×N×4, scores B×N (float32/float64), usable B×N bool, group_sizes
+// tiling the N columns (at most 16 groups). Result B×N bool: for each image and group, greedy
+// NMS over that group's usable boxes in decreasing score order (ties: lower column first),
+// IoU rounded as Nms; unusable boxes are never kept and suppress nothing. That is, per image,
+// torchvision.ops.batched_nms's per-class algorithm (which it runs above 1000 boxes) over the
+// usable boxes with the group as the class. CUDA: two launches for the whole batch and one
+// sort per group, no host sync (the training step's RPN, issue 39).
+at::Tensor NmsKeepMaskGrouped(const at::Tensor& boxes, const at::Tensor& scores,
+                              const at::Tensor& usable, c10::IntArrayRef group_sizes,
+                              double iou_threshold);
 
 // ROIAlign (torchvision.ops.roi_align semantics). input: B×C×H×W, rois: K×5
 // (batch_idx, x1, y1, x2, y2) of the same dtype. Returns K×C×pooled_h×pooled_w.

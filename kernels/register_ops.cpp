@@ -13,6 +13,7 @@
 
 #include "kernels/anchors/anchor_grid.h"
 #include "kernels/box_ops/box_ops_torchvision.h"
+#include "kernels/roi_align/roi_align_args.h"
 #include "kernels/sampling/balanced_sampler.h"
 
 namespace mrcnn::kernels {
@@ -58,15 +59,15 @@ std::vector<at::Tensor> CallMultiLevelBackward(const at::Tensor& grad, const at:
                                                at::ArrayRef<double> scales,
                                                at::IntArrayRef feature_shapes, int64_t pooled_h,
                                                int64_t pooled_w, int64_t sampling_ratio,
-                                               bool aligned) {
+                                               bool aligned, bool channels_last) {
   static auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("mrcnn::_multi_level_roi_align_backward", "")
           .typed<std::vector<at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                          at::ArrayRef<double>, at::IntArrayRef, int64_t, int64_t,
-                                         int64_t, bool)>();
+                                         int64_t, bool, bool)>();
   return op.call(grad, rois, levels, scales, feature_shapes, pooled_h, pooled_w, sampling_ratio,
-                 aligned);
+                 aligned, channels_last);
 }
 
 class RoiAlignFunction : public torch::autograd::Function<RoiAlignFunction> {
@@ -110,6 +111,7 @@ class MultiLevelRoiAlignFunction : public torch::autograd::Function<MultiLevelRo
       shapes.insert(shapes.end(), s.begin(), s.end());
     }
     ctx->saved_data["shapes"] = shapes;
+    ctx->saved_data["channels_last"] = FeaturesChannelsLast(features);
     ctx->saved_data["scales"] = scales;
     ctx->saved_data["pooled_h"] = pooled_h;
     ctx->saved_data["pooled_w"] = pooled_w;
@@ -128,7 +130,7 @@ class MultiLevelRoiAlignFunction : public torch::autograd::Function<MultiLevelRo
     variable_list grads = CallMultiLevelBackward(
         grad_output[0], saved[0], saved[1], scales, shapes, ctx->saved_data["pooled_h"].toInt(),
         ctx->saved_data["pooled_w"].toInt(), ctx->saved_data["sampling_ratio"].toInt(),
-        ctx->saved_data["aligned"].toBool());
+        ctx->saved_data["aligned"].toBool(), ctx->saved_data["channels_last"].toBool());
     // rois, levels, scales, pooled_h, pooled_w, sampling_ratio, aligned: no gradient.
     grads.resize(grads.size() + 7);
     return grads;
@@ -251,6 +253,9 @@ TORCH_LIBRARY(mrcnn, m) {
       "batched_nms_keep_mask(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> "
       "Tensor");
   m.def(
+      "nms_keep_mask_grouped(Tensor boxes, Tensor scores, Tensor usable, int[] group_sizes, "
+      "float iou_threshold) -> Tensor");
+  m.def(
       "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, "
       "int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
   m.def(
@@ -270,7 +275,7 @@ TORCH_LIBRARY(mrcnn, m) {
   m.def(
       "_multi_level_roi_align_backward(Tensor grad, Tensor rois, Tensor levels, float[] scales, "
       "int[] feature_shapes, int pooled_height, int pooled_width, int sampling_ratio, "
-      "bool aligned) -> Tensor[]");
+      "bool aligned, bool channels_last=False) -> Tensor[]");
   m.def("box_iou(Tensor boxes1, Tensor boxes2) -> Tensor");
   m.def("conv3x3_winograd_weight(Tensor weight, int tile) -> Tensor");
   m.def(

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/ops.h"
+
 namespace mrcnn::kernels {
 
 inline void CheckNmsInputs(const at::Tensor& boxes, const at::Tensor& scores, const char* op) {
@@ -31,11 +33,34 @@ inline void CheckIdxs(const at::Tensor& idxs, const at::Tensor& boxes, const cha
   TORCH_CHECK(!idxs.is_complex(), op, ": idxs must be real, got ", idxs.scalar_type());
 }
 
-// torchvision.ops.batched_nms has two algorithms, picked by size: up to this many
-// boxes (4000 box coordinates on CPU) it runs one NMS over boxes shifted by
-// idx * (max coordinate + 1) (the "coordinate trick"), above it a separate NMS per
-// distinct idx value. Both devices here follow its CPU choice, so they agree.
-constexpr int64_t kBatchedNmsPerClassAbove = 1000;
+// nms_keep_mask_grouped: boxes B×N×4, scores and usable B×N, groups that tile the N columns.
+inline void CheckGroupedNmsInputs(const at::Tensor& boxes, const at::Tensor& scores,
+                                  const at::Tensor& usable, c10::IntArrayRef group_sizes,
+                                  const char* op) {
+  TORCH_CHECK(boxes.dim() == 3 && boxes.size(2) == 4, op,
+              ": boxes must be B×N×4 (x1,y1,x2,y2 per image), got shape ", boxes.sizes());
+  TORCH_CHECK(
+      scores.dim() == 2 && scores.size(0) == boxes.size(0) && scores.size(1) == boxes.size(1), op,
+      ": scores must be B×N (", boxes.size(0), "×", boxes.size(1), "), got shape ", scores.sizes());
+  TORCH_CHECK(usable.sizes() == scores.sizes() && usable.scalar_type() == at::kBool, op,
+              ": usable must be a B×N bool tensor, got ", usable.scalar_type(), " of shape ",
+              usable.sizes());
+  TORCH_CHECK(boxes.scalar_type() == scores.scalar_type(), op,
+              ": boxes and scores must share a dtype, got ", boxes.scalar_type(), " and ",
+              scores.scalar_type());
+  TORCH_CHECK(scores.device() == boxes.device() && usable.device() == boxes.device(), op,
+              ": boxes, scores and usable must be on one device, got ", boxes.device(), ", ",
+              scores.device(), " and ", usable.device());
+  int64_t total = 0;
+  for (const int64_t size : group_sizes) {
+    TORCH_CHECK(size >= 0, op, ": group sizes must be >= 0, got ", group_sizes);
+    total += size;
+  }
+  TORCH_CHECK(total == boxes.size(1), op, ": group sizes ", group_sizes, " add up to ", total,
+              ", not to the ", boxes.size(1), " boxes of each image");
+}
+
+// kBatchedNmsPerClassAbove: kernels/ops.h.
 
 // The boxes torchvision's coordinate trick runs NMS on, computed with the same
 // operations in the box dtype (so IoUs and suppressions round exactly as there).

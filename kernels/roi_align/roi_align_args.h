@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -136,6 +137,22 @@ inline void CheckLevelFeatures(const std::vector<at::Tensor>& features, const at
     TORCH_CHECK(f.device() == rois.device(), op, ": features[", l, "] is on ", f.device(),
                 " but rois are on ", rois.device());
   }
+}
+
+// Whether every level is a channels-last map (B×C×H×W stored as B×H×W×C) and not also plain
+// contiguous (C, H or W of 1): the levels the CUDA kernels read in place, channel fastest,
+// and whose gradients the autograd function asks for in the same layout.
+inline bool FeaturesChannelsLast(c10::ArrayRef<at::Tensor> features) {
+  if (features.empty()) {
+    return false;
+  }
+  for (const at::Tensor& f : features) {
+    if (f.dim() != 4 || f.size(1) <= 1 || !f.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+        f.is_contiguous()) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace mrcnn::kernels

@@ -1,6 +1,9 @@
 // The four registered ROIAlign ops as thin adapters over one device's two implementations
 // (multi-level forward and backward), so the CPU and CUDA files register the same schema
-// the same way: RoiAlignOps<&ForwardCpu, &BackwardCpu>::Forward etc.
+// the same way: RoiAlignOps<&ForwardCpu, &BackwardCpu>::Forward etc. The backward's
+// channels_last asks for the features' gradients in channels-last memory (the layout of
+// features that FeaturesChannelsLast accepts), so a channels-last network gets them without
+// a transform.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,7 +22,7 @@ using RoiAlignForwardImpl = at::Tensor (*)(const std::vector<at::Tensor>& featur
 using RoiAlignBackwardImpl = std::vector<at::Tensor> (*)(
     const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
     const std::vector<double>& scales, at::IntArrayRef feature_shapes, int64_t pooled_h,
-    int64_t pooled_w, int64_t sampling_ratio, bool aligned, const char* op);
+    int64_t pooled_w, int64_t sampling_ratio, bool aligned, bool channels_last, const char* op);
 
 template <RoiAlignForwardImpl ForwardImpl, RoiAlignBackwardImpl BackwardImpl>
 struct RoiAlignOps {
@@ -35,7 +38,8 @@ struct RoiAlignOps {
                              int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
     const std::vector<int64_t> shape{batch, channels, height, width};
     return BackwardImpl(grad, rois, at::Tensor(), {spatial_scale}, shape, pooled_h, pooled_w,
-                        sampling_ratio, aligned, "mrcnn::_roi_align_backward")[0];
+                        sampling_ratio, aligned, /*channels_last=*/false,
+                        "mrcnn::_roi_align_backward")[0];
   }
   // mrcnn::_multi_level_roi_align: every FPN level in one op, `levels` per roi.
   static at::Tensor MultiLevelForward(at::TensorList features, const at::Tensor& rois,
@@ -45,14 +49,13 @@ struct RoiAlignOps {
     return ForwardImpl(features.vec(), rois, levels, scales.vec(), pooled_h, pooled_w,
                        sampling_ratio, aligned, "mrcnn::_multi_level_roi_align");
   }
-  static std::vector<at::Tensor> MultiLevelBackward(const at::Tensor& grad, const at::Tensor& rois,
-                                                    const at::Tensor& levels,
-                                                    at::ArrayRef<double> scales,
-                                                    at::IntArrayRef feature_shapes,
-                                                    int64_t pooled_h, int64_t pooled_w,
-                                                    int64_t sampling_ratio, bool aligned) {
+  static std::vector<at::Tensor> MultiLevelBackward(
+      const at::Tensor& grad, const at::Tensor& rois, const at::Tensor& levels,
+      at::ArrayRef<double> scales, at::IntArrayRef feature_shapes, int64_t pooled_h,
+      int64_t pooled_w, int64_t sampling_ratio, bool aligned, bool channels_last) {
     return BackwardImpl(grad, rois, levels, scales.vec(), feature_shapes, pooled_h, pooled_w,
-                        sampling_ratio, aligned, "mrcnn::_multi_level_roi_align_backward");
+                        sampling_ratio, aligned, channels_last,
+                        "mrcnn::_multi_level_roi_align_backward");
   }
 };
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -60,7 +61,7 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
 }  // namespace
 
 TEST_CASE("library registers every mrcnn op", "[kernels]") {
-  CHECK(mk::RegisteredOpCount() == 20);
+  CHECK(mk::RegisteredOpCount() == 21);
 }
 
 TEST_CASE("nms edge cases", "[kernels][nms]") {
@@ -163,6 +164,69 @@ TEST_CASE("batched nms keep mask marks exactly batched nms's boxes", "[kernels][
     CHECK(mask.sum().item<int64_t>() == keep.numel());
     CHECK(at::equal(std::get<0>(keep.sort()), mask.nonzero().squeeze(1)));
   }
+}
+
+// The RPN's use (issue 39): levels as groups, the unusable boxes (small or low-scoring) kept
+// out; per image, what batched NMS's per-class algorithm keeps with those boxes on a level
+// of their own (the model's earlier path), for several images at once.
+TEST_CASE("grouped nms keep mask equals batched nms per image and level", "[kernels][nms]") {
+  at::manual_seed(17);
+  const std::vector<int64_t> sizes{700, 500, 0, 300, 64, 1};
+  const int64_t n = 1565, images = 3;
+  const at::Tensor xy = at::rand({images, n, 2}) * 300;
+  const at::Tensor boxes = at::cat({xy, xy + at::rand({images, n, 2}) * 80 + 1}, 2);
+  const at::Tensor scores = at::randint(0, 32, {images, n}).to(at::kFloat) / 32;  // many ties
+  const at::Tensor usable = at::rand({images, n}).gt(0.2);
+  std::vector<at::Tensor> level_ids;
+  for (size_t g = 0; g < sizes.size(); ++g)
+    level_ids.push_back(at::full({sizes[g]}, static_cast<int64_t>(g), at::kLong));
+  const at::Tensor levels = at::cat(level_ids);
+  for (double thr : {0.3, 0.7}) {
+    CAPTURE(thr);
+    const at::Tensor grouped = mk::NmsKeepMaskGrouped(boxes, scores, usable, sizes, thr);
+    REQUIRE(grouped.scalar_type() == at::kBool);
+    REQUIRE(grouped.sizes() == scores.sizes());
+    CHECK(!grouped.logical_and(usable.logical_not()).any().item<bool>());
+    for (int64_t i = 0; i < images; ++i) {
+      CAPTURE(i);
+      const at::Tensor lvl = at::where(usable[i], levels, static_cast<int64_t>(sizes.size()));
+      const at::Tensor want =
+          mk::BatchedNmsKeepMask(boxes[i], scores[i], lvl, thr).logical_and(usable[i]);
+      CHECK(at::equal(grouped[i], want));
+    }
+    // And the independent double-precision greedy NMS on one image's usable boxes.
+    const at::Tensor rows = usable[1].nonzero().squeeze(1);
+    std::vector<int64_t> want =
+        ReferenceNms(boxes[1].index_select(0, rows), scores[1].index_select(0, rows),
+                     levels.index_select(0, rows), thr);
+    for (int64_t& k : want)
+      k = rows[k].item<int64_t>();
+    std::sort(want.begin(), want.end());
+    CHECK(ToVector(grouped[1].nonzero().squeeze(1)) == want);
+  }
+  // No images, no columns.
+  CHECK(mk::NmsKeepMaskGrouped(at::zeros({0, 5, 4}), at::zeros({0, 5}),
+                               at::zeros({0, 5}, at::kBool), std::vector<int64_t>{5}, 0.5)
+            .numel() == 0);
+  CHECK(mk::NmsKeepMaskGrouped(at::zeros({2, 0, 4}), at::zeros({2, 0}),
+                               at::zeros({2, 0}, at::kBool), std::vector<int64_t>{0, 0}, 0.5)
+            .sizes() == at::IntArrayRef{2, 0});
+}
+
+TEST_CASE("grouped nms keep mask names what is wrong with its arguments", "[kernels][nms]") {
+  const at::Tensor boxes = at::rand({2, 6, 4}), scores = at::rand({2, 6});
+  const at::Tensor usable = at::ones({2, 6}, at::kBool);
+  const std::vector<int64_t> ok{4, 2};
+  CHECK_THROWS_WITH(mk::NmsKeepMaskGrouped(boxes, scores, usable, std::vector<int64_t>{4, 3}, 0.5),
+                    Catch::Contains("add up to 7, not to the 6 boxes"));
+  CHECK_THROWS_WITH(mk::NmsKeepMaskGrouped(boxes.view({12, 4}), scores, usable, ok, 0.5),
+                    Catch::Contains("boxes must be B×N×4"));
+  CHECK_THROWS_WITH(mk::NmsKeepMaskGrouped(boxes, scores, usable.to(at::kByte), ok, 0.5),
+                    Catch::Contains("usable must be a B×N bool tensor"));
+  CHECK_THROWS_WITH(mk::NmsKeepMaskGrouped(boxes, scores.t(), usable, ok, 0.5),
+                    Catch::Contains("scores must be B×N"));
+  CHECK_THROWS_WITH(mk::NmsKeepMaskGrouped(boxes, scores, usable, std::vector<int64_t>{7, -1}, 0.5),
+                    Catch::Contains("group sizes must be >= 0"));
 }
 
 TEST_CASE("roi align edge cases", "[kernels][roi_align]") {
@@ -314,6 +378,23 @@ TEST_CASE("multi-level roi align reads channels-last maps bit for bit as planar 
   // Adaptive sampling (ratio 0) takes the planar kernel on a copy: still the same numbers.
   CHECK(at::equal(mk::MultiLevelRoiAlign(channels_last, rois, scales, 7, 7, 0, false),
                   mk::MultiLevelRoiAlign(planar, rois, scales, 7, 7, 0, false)));
+  // Backward: channels-last maps get channels-last gradients (a channels-last network then
+  // needs no transform), the same numbers as the planar maps' gradients.
+  std::vector<at::Tensor> planar_leaves, channels_last_leaves;
+  for (int64_t l = 0; l < 4; ++l) {
+    planar_leaves.push_back(planar[l].clone().requires_grad_(true));
+    channels_last_leaves.push_back(channels_last[l].clone().requires_grad_(true));
+  }
+  const at::Tensor upstream = at::randn({6, 19, 7, 7});
+  mk::MultiLevelRoiAlign(planar_leaves, rois, scales, 7, 7, 2, true).backward(upstream);
+  mk::MultiLevelRoiAlign(channels_last_leaves, rois, scales, 7, 7, 2, true).backward(upstream);
+  for (int64_t l = 0; l < 4; ++l) {
+    CAPTURE(l);
+    CHECK(planar_leaves[l].grad().is_contiguous());
+    CHECK(channels_last_leaves[l].grad().is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK_FALSE(channels_last_leaves[l].grad().is_contiguous());
+    CHECK(at::equal(channels_last_leaves[l].grad(), planar_leaves[l].grad()));
+  }
 }
 
 TEST_CASE("box iou and box coding", "[kernels][box_ops]") {

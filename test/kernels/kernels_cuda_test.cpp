@@ -112,6 +112,31 @@ TEST_CASE("batched nms keep mask cuda equals cpu", "[cuda]") {
   }
 }
 
+TEST_CASE("grouped nms keep mask cuda equals cpu", "[cuda]") {
+  at::manual_seed(18);
+  // The RPN's shape at 800×1333 (five levels, the last one short), a batch of 8, many ties;
+  // then odd sizes: empty groups, a single box, a group past one 64-box word row.
+  for (const auto& sizes : {std::vector<int64_t>{2000, 2000, 2000, 2000, 819},
+                            std::vector<int64_t>{0, 1, 63, 64, 65, 0, 130}}) {
+    int64_t n = 0;
+    for (int64_t size : sizes)
+      n += size;
+    const int64_t images = 8;
+    const at::Tensor xy = at::rand({images, n, 2}) * 1000;
+    const at::Tensor boxes = at::cat({xy, xy + at::rand({images, n, 2}) * 200 + 0.5}, 2);
+    const at::Tensor scores = at::randint(0, 64, {images, n}).to(at::kFloat) / 64;
+    const at::Tensor usable = at::rand({images, n}).gt(0.1);
+    for (double thr : {0.5, 0.7}) {
+      CAPTURE(n, thr);
+      const at::Tensor cpu = mk::NmsKeepMaskGrouped(boxes, scores, usable, sizes, thr);
+      const at::Tensor gpu =
+          mk::NmsKeepMaskGrouped(boxes.to(kCuda), scores.to(kCuda), usable.to(kCuda), sizes, thr);
+      CHECK(gpu.is_cuda());
+      CHECK(at::equal(gpu.cpu(), cpu));
+    }
+  }
+}
+
 TEST_CASE("roi align cuda equals cpu, forward and backward", "[cuda]") {
   at::manual_seed(13);
   const at::Tensor x = at::rand({2, 16, 50, 60});
@@ -173,6 +198,39 @@ TEST_CASE("multi-level roi align cuda equals cpu", "[cuda]") {
   yg.sum().backward();
   for (int l = 0; l < 4; ++l) {
     CHECK(at::allclose(feats_gpu[l].grad().cpu(), feats_cpu[l].grad(), 1e-4, 1e-4));
+  }
+}
+
+// Issue 39: FPN maps in channels-last memory are pooled in place (channel fastest), the
+// pooled output and the maps' gradients channels-last too; the numbers are the planar CPU
+// kernel's, forward and backward.
+TEST_CASE("multi-level roi align on channels-last maps cuda equals cpu", "[cuda]") {
+  at::manual_seed(19);
+  const std::vector<double> scales{0.25, 0.125, 0.0625, 0.03125};
+  const at::Tensor boxes = RandomBoxes(300, 1000, 500);
+  const at::Tensor rois = at::cat({at::randint(0, 2, {300, 1}).to(at::kFloat), boxes}, 1);
+  for (const int64_t size : {7, 14}) {
+    CAPTURE(size);
+    std::vector<at::Tensor> feats_cpu, feats_gpu;
+    for (int64_t l = 0; l < 4; ++l) {
+      const at::Tensor map = at::rand({2, 24, 200 >> l, 336 >> l});
+      feats_cpu.push_back(map.clone().requires_grad_(true));
+      feats_gpu.push_back(
+          map.to(kCuda).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true));
+    }
+    const at::Tensor yc = mk::MultiLevelRoiAlign(feats_cpu, rois, scales, size, size, 2, true);
+    const at::Tensor yg =
+        mk::MultiLevelRoiAlign(feats_gpu, rois.to(kCuda), scales, size, size, 2, true);
+    CHECK(yg.is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK(at::allclose(yg.cpu(), yc, 1e-5, 1e-5));
+    const at::Tensor upstream = at::rand(yc.sizes());
+    yc.backward(upstream);
+    yg.backward(upstream.to(kCuda));
+    for (int l = 0; l < 4; ++l) {
+      CAPTURE(l);
+      CHECK(feats_gpu[l].grad().is_contiguous(at::MemoryFormat::ChannelsLast));
+      CHECK(at::allclose(feats_gpu[l].grad().cpu(), feats_cpu[l].grad(), 1e-4, 1e-4));
+    }
   }
 }
 

@@ -116,6 +116,7 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO", source, c.box_pooler_sampling_ratio);
   Read(root, "MODEL.MASK_ON", source, c.mask_on);
+  Read(root, "MODEL.CHANNELS_LAST", source, c.channels_last);
   Read(root, "MODEL.ROI_MASK_HEAD.NAME", source, c.mask_head);
   Read(root, "MODEL.ROI_MASK_HEAD.CONV_DIM", source, c.mask_conv_dim);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION", source, c.mask_pooler_resolution);
@@ -216,6 +217,7 @@ std::string ModelConfig::ToYaml() const {
     << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
     << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight << "}\n"
     << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
+    << "  CHANNELS_LAST: " << (channels_last ? "true" : "false") << "\n"
     << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim
     << ", POOLER_RESOLUTION: " << mask_pooler_resolution
     << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << "}\n"

@@ -61,6 +61,10 @@ struct ModelConfig {
   int box_pooler_sampling_ratio = 2;
 
   bool mask_on = true;
+  // MODEL.CHANNELS_LAST: on CUDA the network runs on channels-last (NHWC) maps end to end,
+  // the layout cuDNN's reduced-precision convolutions and our ROIAlign kernel read in place.
+  // No effect on a CPU.
+  bool channels_last = true;
   int mask_conv_dim = 256;
   int mask_pooler_resolution = 14;
   int mask_pooler_sampling_ratio = 2;

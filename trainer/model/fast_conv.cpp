@@ -120,9 +120,31 @@ FastConv::FastConv(torch::nn::Conv2d conv, std::shared_ptr<NormLayer> norm)
 }
 
 at::Tensor FastConv::Modules(const at::Tensor& x, bool relu) {
+  if (frozen_ != nullptr && fast_ok_ &&
+      (x.is_cuda() || at::autocast::is_autocast_enabled(at::kCPU)))
+    return FrozenNormInside(x, relu);
   at::Tensor y = conv_->forward(x);
   if (norm_)
     y = norm_->forward(y);
+  return relu ? y.relu_() : y;
+}
+
+at::Tensor FastConv::FrozenNormInside(const at::Tensor& x, bool relu) {
+  std::vector<std::pair<const void*, int64_t>> key;
+  for (const at::Tensor& t : frozen_->Buffers())
+    key.emplace_back(t.data_ptr(), VersionOf(t));
+  if (key != norm_built_from_) {
+    std::tie(norm_scale_, norm_shift_) = frozen_->ScaleShift();
+    norm_built_from_ = std::move(key);
+  }
+  // A weight-sized product each call, inside autograd: the weight keeps its gradient (the
+  // chain rule through the scale), and the optimizer and checkpoints see the same parameter.
+  const at::Tensor weight = conv_->weight * norm_scale_.reshape({-1, 1, 1, 1});
+  const at::Tensor bias =
+      conv_->bias.defined() ? conv_->bias * norm_scale_ + norm_shift_ : norm_shift_;
+  const auto& o = conv_->options;
+  const auto& padding = std::get<torch::ExpandingArray<2>>(o.padding());
+  at::Tensor y = at::conv2d(x, weight, bias, *o.stride(), *padding, *o.dilation(), o.groups());
   return relu ? y.relu_() : y;
 }
 

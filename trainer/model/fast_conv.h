@@ -3,9 +3,17 @@
 //
 // FastConv wraps a registered torch::nn::Conv2d and, optionally, the normalisation layer
 // that follows it (its parameters, names and training behaviour are untouched). Forward
-// computes relu?(norm(conv(x))). It runs the modules themselves whenever a gradient may be
-// needed, on CUDA, under autocast, for any other dtype, or when MRCNN_CPU_WINOGRAD=0;
-// otherwise (float32 on CPU, no gradient recorded, see CpuInferenceFastPath):
+// computes relu?(norm(conv(x))).
+// On CUDA, and on the CPU under autocast, with or without a gradient, a FrozenBatchNorm2d runs
+// inside the convolution: conv(x, weight * scale) + shift, its scale and shift (C-sized) kept
+// until a buffer changes, the product with the weight recomputed each call inside autograd
+// (the weight keeps its gradient; parameters and checkpoint keys are unchanged). Under
+// autocast nothing full-size is then float32 (the norm's float32 scale would promote every
+// bf16/fp16 activation it multiplies), and the ReLU runs in place on the convolution's
+// output. Equal to the modules up to float rounding.
+// Otherwise the modules themselves run whenever a gradient may be needed, for any other
+// dtype, or when MRCNN_CPU_WINOGRAD=0; and the CPU inference fast path runs (float32 on CPU,
+// no gradient recorded, see CpuInferenceFastPath):
 //  - a FrozenBatchNorm2d is folded into the convolution's weight and bias (one pass over
 //    the output instead of three);
 //  - a 3×3 stride-1 convolution runs the Winograd kernel (kernels/ops.h WinogradConv3x3)
@@ -49,6 +57,7 @@ class FastConv {
 
  private:
   at::Tensor Modules(const at::Tensor& x, bool relu);
+  at::Tensor FrozenNormInside(const at::Tensor& x, bool relu);
   std::vector<at::Tensor> Sources() const;
   void Refresh();
 
@@ -61,6 +70,8 @@ class FastConv {
   at::Tensor weight_, bias_;               // conv's own, or with the frozen norm folded in
   std::array<at::Tensor, 3> transformed_;  // Winograd filters by tile size: 2, 4, 6
   at::Tensor weight_bf16_, bias_bf16_;     // weight_ and bias_ as bf16 (CpuBf16Scope)
+  std::vector<std::pair<const void*, int64_t>> norm_built_from_;  // frozen_'s buffers
+  at::Tensor norm_scale_, norm_shift_;                            // frozen_->ScaleShift()
 };
 
 // While alive, the CPU inference fast path of this thread runs its dense layers (FastConv,

@@ -198,7 +198,12 @@ ImageBatch MaskRcnnImpl::Transform(const std::vector<at::Tensor>& images,
 }
 
 std::vector<at::Tensor> MaskRcnnImpl::Features(const at::Tensor& batch) {
-  std::vector<at::Tensor> body = body_->Forward(batch);
+  // On CUDA the maps are channels-last from here on (convolutions, FPN, the RPN head, ROIAlign
+  // and the mask head keep the layout): cuDNN's bf16/fp16 kernels work in NHWC and would
+  // otherwise transform every planar input and output.
+  std::vector<at::Tensor> body = body_->Forward(
+      batch.is_cuda() && config_.channels_last ? batch.contiguous(at::MemoryFormat::ChannelsLast)
+                                               : batch);
   Phase("backbone");
   std::vector<at::Tensor> pyramid = neck_->Forward(body);
   Phase("fpn");
@@ -218,10 +223,12 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   const int64_t num_images = proposals.size(0);
   at::Tensor scores_all = objectness.detach().reshape({num_images, -1});
   std::vector<at::Tensor> top_idx, level_ids;
+  std::vector<int64_t> level_sizes;  // columns of each level in `top`, in order
   int64_t offset = 0;
   for (size_t l = 0; l < per_level.size(); ++l) {
     at::Tensor ob = scores_all.narrow(1, offset, per_level[l]);
     const int64_t k = std::min(pre_nms, per_level[l]);
+    level_sizes.push_back(k);
     top_idx.push_back(std::get<1>(ob.topk(k, 1)) + offset);
     level_ids.push_back(
         torch::full({k}, static_cast<int64_t>(l), scores_all.options().dtype(torch::kLong)));
@@ -230,35 +237,54 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   at::Tensor top = torch::cat(top_idx, 1);
   at::Tensor levels = torch::cat(level_ids, 0);
   if (training) {
-    // The same proposals without data-dependent sizes: small or low-scoring boxes get a
-    // level of their own, so they suppress no real box (batched NMS keeps levels apart,
-    // as it kept them out when they were dropped first); the kept ones, by score, fill a
-    // fixed number of rows, the rest is padding (out.valid false).
-    const int64_t dropped_level = static_cast<int64_t>(per_level.size());
+    // The same proposals without data-dependent sizes: small or low-scoring boxes are
+    // unusable, so they suppress no real box (as they did not when they were dropped first);
+    // the kept ones, by score, fill a fixed number of rows, the rest is padding (out.valid
+    // false).
+    std::vector<at::Tensor> boxes_of, scores_of, usable_of;
     for (int64_t i = 0; i < num_images; ++i) {
       at::Tensor boxes = ClipBoxes(proposals[i].index_select(0, top[i]),
                                    batch.image_sizes[static_cast<size_t>(i)][0],
                                    batch.image_sizes[static_cast<size_t>(i)][1]);
-      at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
       const at::Tensor ws = boxes.select(1, 2) - boxes.select(1, 0);
       const at::Tensor hs = boxes.select(1, 3) - boxes.select(1, 1);
-      const at::Tensor usable = ws.ge(config_.rpn_min_size)
-                                    .logical_and(hs.ge(config_.rpn_min_size))
-                                    .logical_and(scores.ge(config_.rpn_score_thresh));
-      const at::Tensor lvl = at::where(usable, levels, dropped_level);
-      const at::Tensor kept =
-          kernels::BatchedNmsKeepMask(boxes, scores, lvl, config_.rpn_nms_thresh)
-              .logical_and(usable);
-      const at::Tensor ranked = at::where(
-          kept, scores, at::full({}, -std::numeric_limits<float>::infinity(), scores.options()));
-      const int64_t rows = std::min<int64_t>(post_nms, boxes.size(0));
-      // A stable sort rather than topk: equal scores keep their order (lower index first),
-      // whatever the device.
-      auto [sorted, order_all] = ranked.sort(/*stable=*/true, 0, /*descending=*/true);
-      const at::Tensor best = sorted.narrow(0, 0, rows), order = order_all.narrow(0, 0, rows);
-      out.proposals.push_back(boxes.index_select(0, order));
-      out.scores.push_back(scores.index_select(0, order));
-      out.valid.push_back(best.isfinite());
+      scores_of.push_back(torch::sigmoid(scores_all[i].index_select(0, top[i])));
+      usable_of.push_back(ws.ge(config_.rpn_min_size)
+                              .logical_and(hs.ge(config_.rpn_min_size))
+                              .logical_and(scores_of.back().ge(config_.rpn_score_thresh)));
+      boxes_of.push_back(std::move(boxes));
+    }
+    const at::Tensor scores = torch::stack(scores_of);
+    at::Tensor kept;
+    if (levels.size(0) > kernels::kBatchedNmsPerClassAbove) {
+      // torchvision's per-class NMS (its algorithm at this size) with the levels as classes:
+      // every image's levels in one call (on CUDA: two launches for the whole batch).
+      kept = kernels::NmsKeepMaskGrouped(torch::stack(boxes_of), scores, torch::stack(usable_of),
+                                         level_sizes, config_.rpn_nms_thresh);
+    } else {
+      // Few boxes: torchvision's coordinate trick, with the unusable boxes on a level of their
+      // own, image by image.
+      std::vector<at::Tensor> kept_of;
+      const int64_t dropped_level = static_cast<int64_t>(per_level.size());
+      for (int64_t i = 0; i < num_images; ++i) {
+        const at::Tensor lvl = at::where(usable_of[i], levels, dropped_level);
+        kept_of.push_back(
+            kernels::BatchedNmsKeepMask(boxes_of[i], scores_of[i], lvl, config_.rpn_nms_thresh)
+                .logical_and(usable_of[i]));
+      }
+      kept = torch::stack(kept_of);
+    }
+    const at::Tensor ranked = at::where(
+        kept, scores, at::full({}, -std::numeric_limits<float>::infinity(), scores.options()));
+    const int64_t rows = std::min<int64_t>(post_nms, levels.size(0));
+    // A stable sort rather than topk: equal scores keep their order (lower index first),
+    // whatever the device. One sort for the batch.
+    auto [sorted, order_all] = ranked.sort(/*stable=*/true, 1, /*descending=*/true);
+    const at::Tensor best = sorted.narrow(1, 0, rows), order = order_all.narrow(1, 0, rows);
+    for (int64_t i = 0; i < num_images; ++i) {
+      out.proposals.push_back(boxes_of[i].index_select(0, order[i]));
+      out.scores.push_back(scores_of[i].index_select(0, order[i]));
+      out.valid.push_back(best[i].isfinite());
     }
     return;
   }

@@ -223,12 +223,53 @@ at::Tensor BatchedNmsKeepMaskCpu(const at::Tensor& dets, const at::Tensor& score
   return at::zeros({dets.size(0)}, dets.options().dtype(at::kBool)).index_fill_(0, keep, true);
 }
 
+// Per image and group, greedy NMS over the group's usable boxes in score order (stable: ties
+// keep the lower column first), as the CUDA kernel; (image, group) pairs run in parallel.
+at::Tensor NmsKeepMaskGroupedCpu(const at::Tensor& dets, const at::Tensor& scores,
+                                 const at::Tensor& usable, c10::IntArrayRef group_sizes,
+                                 double iou_threshold) {
+  const char* op = "mrcnn::nms_keep_mask_grouped";
+  CheckGroupedNmsInputs(dets, scores, usable, group_sizes, op);
+  const int64_t images = dets.size(0), groups = static_cast<int64_t>(group_sizes.size());
+  at::Tensor keep = at::zeros(scores.sizes(), dets.options().dtype(at::kBool));
+  std::vector<int64_t> starts(group_sizes.size(), 0);
+  for (size_t g = 1; g < starts.size(); ++g) {
+    starts[g] = starts[g - 1] + group_sizes[g - 1];
+  }
+  const at::Tensor boxes = dets.contiguous();
+  at::parallel_for(0, images * groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t image = task / groups, group = task % groups;
+      const int64_t start = starts[static_cast<size_t>(group)];
+      const at::Tensor columns =
+          usable[image].narrow(0, start, group_sizes[group]).nonzero().squeeze(1) + start;
+      const int64_t n = columns.size(0);
+      if (n == 0) {
+        continue;
+      }
+      const at::Tensor order = columns.index_select(
+          0, std::get<1>(scores[image].index_select(0, columns).sort(true, 0, true)));
+      std::vector<uint8_t> suppressed(static_cast<size_t>(n), 0);
+      AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_nms_grouped_cpu", [&] {
+        SortedBoxes<scalar_t> sorted(n);
+        GatherSorted(boxes[image], order.data_ptr<int64_t>(), n, sorted);
+        SuppressSorted(sorted.x1.data(), sorted.y1.data(), sorted.x2.data(), sorted.y2.data(),
+                       sorted.areas.data(), n, StrictThreshold<scalar_t>(iou_threshold),
+                       suppressed.data());
+      });
+      keep[image].index_fill_(0, KeptIndices(suppressed, order.data_ptr<int64_t>()), true);
+    }
+  });
+  return keep;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CPU, m) {
   m.impl("nms", &NmsCpu);
   m.impl("batched_nms", &BatchedNmsCpu);
   m.impl("batched_nms_keep_mask", &BatchedNmsKeepMaskCpu);
+  m.impl("nms_keep_mask_grouped", &NmsKeepMaskGroupedCpu);
 }
 
 }  // namespace mrcnn::kernels

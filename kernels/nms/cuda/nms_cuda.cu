@@ -2,15 +2,20 @@
 // (batched: boxes of different classes never suppress each other, so one launch
 // covers all classes), then a single-block kernel walks the mask 64 boxes at a
 // time on the device. The only host sync is reading the number of kept boxes, and
-// batched_nms_keep_mask, which returns a mask, has none.
+// batched_nms_keep_mask, which returns a mask, has none. nms_keep_mask_grouped runs many
+// images' level-separated NMS in one launch of each kernel: a reducing block per image ×
+// group, so the serial walk is one group long (32 steps for 2000 boxes) and all groups walk
+// at once, instead of one image's whole set (~140 steps) per launch, image after image.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "kernels/nms/nms_args.h"
 #include "kernels/nms/nms_threshold.h"
@@ -20,6 +25,8 @@ namespace {
 
 constexpr int kBoxesPerBlock = 64;
 constexpr int kReduceThreads = 1024;
+// A group's block has few words to OR per step (32 for 2000 boxes): a quarter of the threads.
+constexpr int kGroupReduceThreads = 256;
 constexpr int64_t kMaxSharedWords = 6000;  // "removed" words that fit the 48 KiB of shared memory
 
 __host__ __device__ inline int64_t CeilDiv(int64_t a, int64_t b) {
@@ -63,11 +70,12 @@ __device__ inline T Area(const T* b) {
 
 // boxes: score-sorted n×4; classes: score-sorted ids or nullptr (plain NMS).
 // mask[i * col_blocks + cb] bit j: box i suppresses box cb*64+j (only j > i matter).
+// One 64-thread block computes the words of rows row_block × columns col_block.
 template <typename T>
-__global__ void SuppressionMaskKernel(int64_t n, const T* __restrict__ boxes,
-                                      const int64_t* __restrict__ classes, T threshold,
-                                      uint64_t* __restrict__ mask) {
-  const int64_t row_block = blockIdx.y, col_block = blockIdx.x;
+__device__ inline void SuppressionMaskWords(int64_t n, const T* __restrict__ boxes,
+                                            const int64_t* __restrict__ classes, T threshold,
+                                            uint64_t* __restrict__ mask, int64_t row_block,
+                                            int64_t col_block) {
   if (row_block > col_block) {
     return;
   }
@@ -104,19 +112,32 @@ __global__ void SuppressionMaskKernel(int64_t n, const T* __restrict__ boxes,
   mask[i * col_blocks + col_block] = bits;
 }
 
+template <typename T>
+__global__ void SuppressionMaskKernel(int64_t n, const T* __restrict__ boxes,
+                                      const int64_t* __restrict__ classes, T threshold,
+                                      uint64_t* __restrict__ mask) {
+  SuppressionMaskWords(n, boxes, classes, threshold, mask, blockIdx.y, blockIdx.x);
+}
+
 // One block. Block b of 64 boxes is resolved serially by thread 0 from the diagonal
 // mask words (loaded in parallel); then all threads OR the rows of b's survivors
-// into the "removed" words of later blocks.
-__global__ void ReduceMaskKernel(int64_t n, const uint64_t* __restrict__ mask,
-                                 uint64_t* __restrict__ removed_global, bool removed_in_shared,
-                                 uint8_t* __restrict__ keep) {
-  extern __shared__ uint64_t removed_shared[];
+// into the "removed" words of later blocks. With `usable`, the boxes it flags 0 start
+// removed: they are never kept and suppress nothing.
+__device__ inline void ReduceMaskWords(int64_t n, const uint64_t* __restrict__ mask,
+                                       const uint8_t* __restrict__ usable,
+                                       uint64_t* __restrict__ removed, uint8_t* __restrict__ keep) {
   __shared__ uint64_t diag[kBoxesPerBlock];
   __shared__ uint64_t kept_bits;
   const int64_t col_blocks = CeilDiv(n, kBoxesPerBlock);
-  uint64_t* removed = removed_in_shared ? removed_shared : removed_global;
   for (int64_t w = threadIdx.x; w < col_blocks; w += blockDim.x) {
-    removed[w] = 0;
+    uint64_t gone = 0;
+    if (usable) {
+      const int size = BlockSize(n, w);
+      for (int i = 0; i < size; ++i) {
+        gone |= static_cast<uint64_t>(usable[w * kBoxesPerBlock + i] == 0) << i;
+      }
+    }
+    removed[w] = gone;
   }
   __syncthreads();
   for (int64_t b = 0; b < col_blocks; ++b) {
@@ -153,6 +174,56 @@ __global__ void ReduceMaskKernel(int64_t n, const uint64_t* __restrict__ mask,
     }
     __syncthreads();
   }
+}
+
+__global__ void ReduceMaskKernel(int64_t n, const uint64_t* __restrict__ mask,
+                                 uint64_t* __restrict__ removed_global, bool removed_in_shared,
+                                 uint8_t* __restrict__ keep) {
+  extern __shared__ uint64_t removed_shared[];
+  ReduceMaskWords(n, mask, nullptr, removed_in_shared ? removed_shared : removed_global, keep);
+}
+
+// nms_keep_mask_grouped: the groups' sizes, first columns and places in an image's mask words,
+// passed by value (at most kMaxGroups groups: an FPN's levels).
+constexpr int kMaxGroups = 16;
+struct GroupLayout {
+  int count;
+  int64_t columns;          // N: boxes per image
+  int64_t words_per_image;  // sum over groups of size × col_blocks
+  int64_t start[kMaxGroups];
+  int64_t size[kMaxGroups];
+  int64_t mask_offset[kMaxGroups];
+};
+
+// Grid: x, y the column and row blocks of the largest group, z = image × group. Boxes,
+// usable flags and the keep output are score-sorted within each group.
+template <typename T>
+__global__ void GroupedSuppressionMaskKernel(GroupLayout layout, const T* __restrict__ boxes,
+                                             T threshold, uint64_t* __restrict__ mask) {
+  const int64_t image = blockIdx.z / layout.count;
+  const int group = static_cast<int>(blockIdx.z % layout.count);
+  const int64_t n = layout.size[group];
+  const int64_t col_blocks = CeilDiv(n, kBoxesPerBlock);
+  if (static_cast<int64_t>(blockIdx.x) >= col_blocks ||
+      static_cast<int64_t>(blockIdx.y) >= col_blocks) {
+    return;
+  }
+  SuppressionMaskWords(n, boxes + (image * layout.columns + layout.start[group]) * 4, nullptr,
+                       threshold, mask + image * layout.words_per_image + layout.mask_offset[group],
+                       blockIdx.y, blockIdx.x);
+}
+
+// One block per image × group, all in one launch.
+__global__ void GroupedReduceMaskKernel(GroupLayout layout, const uint64_t* __restrict__ mask,
+                                        const uint8_t* __restrict__ usable,
+                                        uint8_t* __restrict__ keep) {
+  extern __shared__ uint64_t removed_shared[];
+  const int64_t image = blockIdx.x / layout.count;
+  const int group = static_cast<int>(blockIdx.x % layout.count);
+  const int64_t first = image * layout.columns + layout.start[group];
+  ReduceMaskWords(layout.size[group],
+                  mask + image * layout.words_per_image + layout.mask_offset[group], usable + first,
+                  removed_shared, keep + first);
 }
 
 // NMS of dets in score order; with class_keys, boxes of different keys never suppress
@@ -282,12 +353,80 @@ at::Tensor BatchedNmsKeepMaskCuda(const at::Tensor& dets, const at::Tensor& scor
   return KeepMask(NmsKeepSorted(dets, scores, &keys, nullptr, iou_threshold, op));
 }
 
+// Every image's groups in two launches (the suppression words, then one reducing block per
+// image × group) and a sort per group over all images; no host sync.
+at::Tensor NmsKeepMaskGroupedCuda(const at::Tensor& dets, const at::Tensor& scores,
+                                  const at::Tensor& usable, c10::IntArrayRef group_sizes,
+                                  double iou_threshold) {
+  const char* op = "mrcnn::nms_keep_mask_grouped";
+  CheckGroupedNmsInputs(dets, scores, usable, group_sizes, op);
+  TORCH_CHECK(dets.is_cuda(), op, ": boxes, scores and usable must be CUDA tensors");
+  TORCH_CHECK(static_cast<int>(group_sizes.size()) <= kMaxGroups, op, ": at most ", kMaxGroups,
+              " groups are supported, got ", group_sizes.size());
+  const c10::cuda::CUDAGuard guard(dets.device());
+  const int64_t images = dets.size(0), columns = dets.size(1);
+  if (images == 0 || columns == 0) {
+    return at::zeros(scores.sizes(), dets.options().dtype(at::kBool));
+  }
+  GroupLayout layout{};
+  layout.count = static_cast<int>(group_sizes.size());
+  layout.columns = columns;
+  int64_t max_col_blocks = 0;
+  std::vector<at::Tensor> orders;
+  for (int g = 0; g < layout.count; ++g) {
+    const int64_t size = group_sizes[g];
+    const int64_t col_blocks = CeilDiv(size, kBoxesPerBlock);
+    TORCH_CHECK(col_blocks <= kMaxSharedWords, op, ": at most ", kMaxSharedWords * kBoxesPerBlock,
+                " boxes per group are supported, got ", size);
+    layout.start[g] = g == 0 ? 0 : layout.start[g - 1] + layout.size[g - 1];
+    layout.size[g] = size;
+    layout.mask_offset[g] = layout.words_per_image;
+    layout.words_per_image += size * col_blocks;
+    max_col_blocks = std::max(max_col_blocks, col_blocks);
+    if (size > 0) {
+      // Descending, stable: equal scores keep the lower column first (the CPU twin's order).
+      orders.push_back(std::get<1>(scores.narrow(1, layout.start[g], size).sort(true, 1, true)) +
+                       layout.start[g]);
+    }
+  }
+  if (max_col_blocks == 0) {
+    return at::zeros(scores.sizes(), dets.options().dtype(at::kBool));
+  }
+  TORCH_CHECK(max_col_blocks <= 65535 && images * layout.count <= 65535, op,
+              ": too many boxes per group or images × groups for one launch");
+  const at::Tensor order = at::cat(orders, 1);
+  const auto compute_dtype = dets.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor sorted_boxes = dets.gather(1, order.unsqueeze(2).expand({images, columns, 4}))
+                                      .to(compute_dtype)
+                                      .contiguous();
+  const at::Tensor sorted_usable = usable.gather(1, order).to(at::kByte).contiguous();
+  at::Tensor mask = at::empty({images * layout.words_per_image}, dets.options().dtype(at::kLong));
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const dim3 grid(static_cast<unsigned>(max_col_blocks), static_cast<unsigned>(max_col_blocks),
+                  static_cast<unsigned>(images * layout.count));
+  AT_DISPATCH_FLOATING_TYPES(compute_dtype, "nms_grouped_cuda", [&] {
+    GroupedSuppressionMaskKernel<scalar_t><<<grid, kBoxesPerBlock, 0, stream>>>(
+        layout, sorted_boxes.data_ptr<scalar_t>(), StrictThreshold<scalar_t>(iou_threshold),
+        reinterpret_cast<uint64_t*>(mask.data_ptr<int64_t>()));
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  at::Tensor keep_sorted = at::empty({images, columns}, dets.options().dtype(at::kByte));
+  GroupedReduceMaskKernel<<<static_cast<unsigned>(images * layout.count), kGroupReduceThreads,
+                            max_col_blocks * sizeof(uint64_t), stream>>>(
+      layout, reinterpret_cast<const uint64_t*>(mask.data_ptr<int64_t>()),
+      sorted_usable.data_ptr<uint8_t>(), keep_sorted.data_ptr<uint8_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return at::zeros({images, columns}, dets.options().dtype(at::kBool))
+      .scatter_(1, order, keep_sorted.to(at::kBool));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mrcnn, CUDA, m) {
   m.impl("nms", &NmsCuda);
   m.impl("batched_nms", &BatchedNmsCuda);
   m.impl("batched_nms_keep_mask", &BatchedNmsKeepMaskCuda);
+  m.impl("nms_keep_mask_grouped", &NmsKeepMaskGroupedCuda);
 }
 
 }  // namespace mrcnn::kernels

@@ -452,7 +452,7 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
                                               const std::vector<double>& scales,
                                               at::IntArrayRef feature_shapes, int64_t pooled_h,
                                               int64_t pooled_w, int64_t sampling_ratio,
-                                              bool aligned, const char* op) {
+                                              bool aligned, bool channels_last, const char* op) {
   CheckRois(rois_in, op);
   CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
   const int64_t num_levels = static_cast<int64_t>(scales.size());
@@ -490,8 +490,10 @@ std::vector<at::Tensor> MultiLevelBackwardCpu(const at::Tensor& grad, const at::
                                    pooled_w, sampling_ratio, aligned, grad);
         });
   }
+  // Accumulated planar; the layout asked for is a conversion here (the CUDA kernel writes it).
   for (auto& g : grads) {
-    g = g.to(grad.scalar_type());
+    g = g.to(grad.scalar_type(), false, false,
+             channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   }
   return grads;
 }

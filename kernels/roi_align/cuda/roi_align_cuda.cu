@@ -1,6 +1,10 @@
 // CUDA ROIAlign forward/backward for one level and for FPN levels (a roi's level
 // picks its feature map from a small table passed by value). One thread per output
 // element; float accumulation for half/bfloat16; atomics in the backward pass.
+// Channels-last maps (every level, FeaturesChannelsLast) are read in place with the channel
+// fastest across threads: neighbouring threads read, and in the backward pass add to,
+// neighbouring addresses; the output (and, when asked, the maps' gradients) is channels-last
+// too. Planar maps keep the planar kernels.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -31,17 +35,48 @@ struct LevelTable {
   int count;
 };
 
-template <typename scalar_t, typename acc_t>
+// Output element `index` of K×C×PH×PW in planar order (n, c, ph, pw) or channels-last order
+// (n, ph, pw, c): the order the output is stored in, so index is also its offset.
+template <bool kChannelsLast>
+struct OutputPosition {
+  int64_t n, c;
+  int ph, pw;
+  __device__ OutputPosition(int64_t index, int64_t channels, int pooled_h, int pooled_w) {
+    if constexpr (kChannelsLast) {
+      c = index % channels;
+      pw = static_cast<int>((index / channels) % pooled_w);
+      ph = static_cast<int>((index / channels / pooled_w) % pooled_h);
+      n = index / channels / pooled_w / pooled_h;
+    } else {
+      pw = static_cast<int>(index % pooled_w);
+      ph = static_cast<int>((index / pooled_w) % pooled_h);
+      c = (index / pooled_w / pooled_h) % channels;
+      n = index / pooled_w / pooled_h / channels;
+    }
+  }
+};
+
+// Where channel c of image b's map starts, and the distance between two pixels of it.
+template <bool kChannelsLast>
+__device__ inline int64_t PlaneStart(int64_t b, int64_t c, int64_t channels, int64_t height,
+                                     int64_t width) {
+  return kChannelsLast ? b * height * width * channels + c : (b * channels + c) * height * width;
+}
+template <bool kChannelsLast>
+__device__ inline int64_t PixelStride(int64_t channels) {
+  return kChannelsLast ? channels : 1;
+}
+
+template <typename scalar_t, typename acc_t, bool kChannelsLast>
 __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
                               const int64_t* __restrict__ levels, const scalar_t* __restrict__ rois,
                               int64_t batch, int64_t channels, int pooled_h, int pooled_w,
                               int sampling_ratio, bool aligned, scalar_t* __restrict__ out) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int pw = static_cast<int>(index % pooled_w);
-    const int ph = static_cast<int>((index / pooled_w) % pooled_h);
-    const int64_t c = (index / pooled_w / pooled_h) % channels;
-    const int64_t n = index / pooled_w / pooled_h / channels;
+    const OutputPosition<kChannelsLast> pos(index, channels, pooled_h, pooled_w);
+    const int pw = pos.pw, ph = pos.ph;
+    const int64_t c = pos.c, n = pos.n;
     const int l = levels ? static_cast<int>(levels[n]) : 0;
     const scalar_t* roi = rois + n * 5;
     if (l < 0 || l >= table.count) {
@@ -55,7 +90,9 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
       continue;
     }
     const int64_t height = table.height[l], width = table.width[l];
-    const scalar_t* in = table.data[l] + (g.batch * channels + c) * height * width;
+    const scalar_t* in =
+        table.data[l] + PlaneStart<kChannelsLast>(g.batch, c, channels, height, width);
+    const int64_t step = PixelStride<kChannelsLast>(channels);
     acc_t v = 0;
     for (int iy = 0; iy < g.grid_h; ++iy) {
       const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
@@ -63,8 +100,10 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
         const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
         const auto t = ComputeBilinearTaps(y, x, height, width);
         if (t.valid) {
-          v += t.w1 * static_cast<acc_t>(in[t.p1]) + t.w2 * static_cast<acc_t>(in[t.p2]) +
-               t.w3 * static_cast<acc_t>(in[t.p3]) + t.w4 * static_cast<acc_t>(in[t.p4]);
+          v += t.w1 * static_cast<acc_t>(in[t.p1 * step]) +
+               t.w2 * static_cast<acc_t>(in[t.p2 * step]) +
+               t.w3 * static_cast<acc_t>(in[t.p3 * step]) +
+               t.w4 * static_cast<acc_t>(in[t.p4 * step]);
         } else {
           v += t.w1;  // 0 outside the map, NaN for a NaN coordinate
         }
@@ -74,7 +113,9 @@ __global__ void ForwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
   }
 }
 
-template <typename scalar_t, typename acc_t>
+// kChannelsLast: the maps' gradients are channels-last, and threads walk the output's
+// elements channel fastest (the incoming gradient is read through its strides either way).
+template <typename scalar_t, typename acc_t, bool kChannelsLast>
 __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
                                const int64_t* __restrict__ levels,
                                const scalar_t* __restrict__ rois, const scalar_t* __restrict__ grad,
@@ -83,10 +124,9 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
                                bool aligned) {
   for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
        index += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int pw = static_cast<int>(index % pooled_w);
-    const int ph = static_cast<int>((index / pooled_w) % pooled_h);
-    const int64_t c = (index / pooled_w / pooled_h) % channels;
-    const int64_t n = index / pooled_w / pooled_h / channels;
+    const OutputPosition<kChannelsLast> pos(index, channels, pooled_h, pooled_w);
+    const int pw = pos.pw, ph = pos.ph;
+    const int64_t c = pos.c, n = pos.n;
     const int l = levels ? static_cast<int>(levels[n]) : 0;
     if (l < 0 || l >= table.count) {
       continue;
@@ -97,7 +137,8 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
       continue;
     }
     const int64_t height = table.height[l], width = table.width[l];
-    acc_t* gin = table.grad[l] + (g.batch * channels + c) * height * width;
+    acc_t* gin = table.grad[l] + PlaneStart<kChannelsLast>(g.batch, c, channels, height, width);
+    const int64_t step = PixelStride<kChannelsLast>(channels);
     const acc_t gbin = static_cast<acc_t>(grad[n * sn + c * sc + ph * sh + pw * sw]);
     for (int iy = 0; iy < g.grid_h; ++iy) {
       const acc_t y = SamplePosition(g.start_h, g.bin_h, ph, iy, g.grid_h);
@@ -105,10 +146,10 @@ __global__ void BackwardKernel(int64_t total, LevelTable<scalar_t, acc_t> table,
         const acc_t x = SamplePosition(g.start_w, g.bin_w, pw, ix, g.grid_w);
         const auto t = ComputeBilinearTaps(y, x, height, width);
         if (t.valid) {
-          gpuAtomicAdd(gin + t.p1, gbin * t.w1 / g.count);
-          gpuAtomicAdd(gin + t.p2, gbin * t.w2 / g.count);
-          gpuAtomicAdd(gin + t.p3, gbin * t.w3 / g.count);
-          gpuAtomicAdd(gin + t.p4, gbin * t.w4 / g.count);
+          gpuAtomicAdd(gin + t.p1 * step, gbin * t.w1 / g.count);
+          gpuAtomicAdd(gin + t.p2 * step, gbin * t.w2 / g.count);
+          gpuAtomicAdd(gin + t.p3 * step, gbin * t.w3 / g.count);
+          gpuAtomicAdd(gin + t.p4 * step, gbin * t.w4 / g.count);
         }
       }
     }
@@ -131,14 +172,18 @@ at::Tensor ForwardCuda(const std::vector<at::Tensor>& features_in, const at::Ten
   TORCH_CHECK(scales.size() == features_in.size(), op, ": got ", scales.size(), " scales for ",
               features_in.size(), " feature levels");
   const c10::cuda::CUDAGuard guard(rois_in.device());
+  const bool channels_last = FeaturesChannelsLast(features_in);
   std::vector<at::Tensor> features;
   for (const auto& f : features_in) {
-    features.push_back(f.contiguous());
+    features.push_back(channels_last ? f : f.contiguous());
   }
   const at::Tensor rois = rois_in.contiguous();
   const int64_t num_rois = rois.size(0);
   const int64_t batch = features[0].size(0), channels = features[0].size(1);
-  at::Tensor out = at::empty({num_rois, channels, pooled_h, pooled_w}, features[0].options());
+  at::Tensor out =
+      at::empty({num_rois, channels, pooled_h, pooled_w},
+                features[0].options().memory_format(channels_last ? at::MemoryFormat::ChannelsLast
+                                                                  : at::MemoryFormat::Contiguous));
   const int64_t total = out.numel();
   if (total == 0) {
     return out;
@@ -158,12 +203,13 @@ at::Tensor ForwardCuda(const std::vector<at::Tensor>& features_in, const at::Ten
           table.width[l] = features[l].size(3);
           table.scale[l] = static_cast<acc_t>(scales[l]);
         }
-        ForwardKernel<scalar_t, acc_t>
-            <<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-                rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
-                static_cast<int>(pooled_w), static_cast<int>(std::max<int64_t>(sampling_ratio, 0)),
-                aligned, out.data_ptr<scalar_t>());
+        auto* kernel = channels_last ? &ForwardKernel<scalar_t, acc_t, true>
+                                     : &ForwardKernel<scalar_t, acc_t, false>;
+        kernel<<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+            rois.data_ptr<scalar_t>(), batch, channels, static_cast<int>(pooled_h),
+            static_cast<int>(pooled_w), static_cast<int>(std::max<int64_t>(sampling_ratio, 0)),
+            aligned, out.data_ptr<scalar_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
   return out;
@@ -173,7 +219,7 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
                                      const at::Tensor& levels_in, const std::vector<double>& scales,
                                      at::IntArrayRef feature_shapes, int64_t pooled_h,
                                      int64_t pooled_w, int64_t sampling_ratio, bool aligned,
-                                     const char* op) {
+                                     bool channels_last, const char* op) {
   CheckRois(rois_in, op);
   CheckPooling(pooled_h, pooled_w, sampling_ratio, op);
   const int64_t num_levels = static_cast<int64_t>(scales.size());
@@ -193,7 +239,10 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
   const auto acc_dtype = at::toOpMathType(grad.scalar_type());
   std::vector<at::Tensor> grads;
   for (int64_t l = 0; l < num_levels; ++l) {
-    grads.push_back(at::zeros(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype)));
+    grads.push_back(
+        at::empty(feature_shapes.slice(4 * l, 4), grad.options().dtype(acc_dtype),
+                  channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous)
+            .zero_());
   }
   const int64_t total = grad.numel();
   if (total > 0) {
@@ -208,13 +257,14 @@ std::vector<at::Tensor> BackwardCuda(const at::Tensor& grad, const at::Tensor& r
             table.width[l] = feature_shapes[4 * l + 3];
             table.scale[l] = static_cast<acc_t>(scales[l]);
           }
-          BackwardKernel<scalar_t, acc_t>
-              <<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
-                  rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0),
-                  grad.stride(1), grad.stride(2), grad.stride(3), batch, channels,
-                  static_cast<int>(pooled_h), static_cast<int>(pooled_w),
-                  static_cast<int>(std::max<int64_t>(sampling_ratio, 0)), aligned);
+          auto* kernel = channels_last ? &BackwardKernel<scalar_t, acc_t, true>
+                                       : &BackwardKernel<scalar_t, acc_t, false>;
+          kernel<<<BlocksFor(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+              total, table, levels.defined() ? levels.data_ptr<int64_t>() : nullptr,
+              rois.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), grad.stride(0), grad.stride(1),
+              grad.stride(2), grad.stride(3), batch, channels, static_cast<int>(pooled_h),
+              static_cast<int>(pooled_w), static_cast<int>(std::max<int64_t>(sampling_ratio, 0)),
+              aligned);
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
   }

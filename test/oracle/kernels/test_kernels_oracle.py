@@ -62,6 +62,31 @@ def test_batched_nms_identical_keep(mrcnn_ops, device):
         assert_same_keep(ours, theirs, scores, device, f"case {case}: n={n} thr={thr}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_nms_keep_mask_grouped_identical_keep(mrcnn_ops, device):
+    # The RPN's NMS (issue 39): per image and level, torchvision's nms over the usable boxes.
+    g = torch.Generator().manual_seed(21)
+    for case in range(CASES // 5):
+        images = int(torch.randint(1, 4, (1,), generator=g))
+        sizes = torch.randint(0, 300, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g).tolist()
+        n = sum(sizes)
+        boxes = torch.stack([random_boxes(g, n, integer=case % 3 == 0) for _ in range(images)])
+        scores = torch.stack([random_scores(g, n, ties=case % 4 == 0) for _ in range(images)])
+        usable = torch.rand(images, n, generator=g) > 0.2
+        thr = float(torch.rand(1, generator=g) * 0.8 + 0.1)
+        ours = mrcnn_ops.nms_keep_mask_grouped(boxes.to(device), scores.to(device), usable.to(device),
+                                               sizes, thr).cpu()
+        theirs = torch.zeros(images, n, dtype=torch.bool)
+        for i in range(images):
+            start = 0
+            for size in sizes:
+                columns = torch.nonzero(usable[i, start:start + size]).squeeze(1) + start
+                kept = torchvision.ops.nms(boxes[i, columns], scores[i, columns], thr)
+                theirs[i, columns[kept]] = True
+                start += size
+        assert torch.equal(ours, theirs), f"case {case}: sizes={sizes} thr={thr}"
+
+
 def random_rois(g, k, batch, height, width, scale):
     boxes = random_boxes(g, k, extent=max(height, width) / scale * 1.1, max_side=max(height, width) / scale * 0.6)
     boxes -= 0.05 * max(height, width) / scale  # some rois start outside the map

@@ -2,6 +2,7 @@
 // past the Winograd cut-over) and stays within bf16's rounding of the float32 result, the scope
 // nests and restores, the bf16 weight copies follow in-place weight updates, the model's dense
 // stages really run in bf16 while its outputs stay float32, and precision names resolve per device.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -64,6 +65,83 @@ TEST_CASE("FastConv in a CpuBf16Scope runs in bf16 within bf16 rounding of float
     CHECK(fast.Forward(x).scalar_type() == at::kBFloat16);  // the outer scope is back
   }
   CHECK(fast.Forward(x).scalar_type() == at::kFloat);
+}
+
+// Issue 39: under autocast the modules' path leaves every frozen norm's output float32 (its
+// float32 scale promotes the bf16 convolution's output); inside the convolution the output
+// stays bf16, and training gets the gradients the modules' path gets under the same autocast
+// (both within bf16 rounding of the float32 ones).
+namespace {
+
+struct Gradients {
+  at::Tensor out, weight, input;
+};
+
+// relu(norm(conv(x))) forward and backward, through the modules or through FastConv,
+// under CPU autocast (bf16) or not.
+Gradients RunConvNorm(torch::nn::Conv2d& conv, FrozenBatchNorm2d& norm, FastConv* fast,
+                      const at::Tensor& x0, const at::Tensor& upstream, bool autocast) {
+  conv->weight.mutable_grad() = at::Tensor();
+  const at::Tensor x = x0.clone().requires_grad_(true);
+  at::autocast::set_autocast_enabled(at::kCPU, autocast);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::Tensor y =
+      fast ? fast->Forward(x, /*relu=*/true) : torch::relu(norm.forward(conv->forward(x)));
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  y.backward(upstream.to(y.scalar_type()));
+  return {y.detach(), conv->weight.grad().clone(), x.grad().clone()};
+}
+
+}  // namespace
+
+TEST_CASE("under autocast a frozen norm runs inside the convolution, gradients intact", "[bf16]") {
+  torch::manual_seed(6);
+  auto conv =
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 24, 3).stride(2).padding(1).bias(false));
+  auto norm = std::make_shared<FrozenBatchNorm2d>(24, 1e-5);
+  {
+    torch::NoGradGuard no_grad;
+    norm->Buffers()[0].uniform_(0.5, 1.5);   // weight
+    norm->Buffers()[1].uniform_(-0.2, 0.2);  // bias
+    norm->Buffers()[2].uniform_(-0.3, 0.3);  // running_mean
+    norm->Buffers()[3].uniform_(0.5, 2.0);   // running_var
+  }
+  FastConv fast(conv, norm);
+  const at::Tensor x0 = torch::randn({2, 16, 20, 24});
+  const at::Tensor upstream = torch::randn({2, 24, 10, 12});
+
+  const Gradients want = RunConvNorm(conv, *norm, nullptr, x0, upstream, false);  // float32
+  const Gradients modules = RunConvNorm(conv, *norm, nullptr, x0, upstream, true);
+  const Gradients inside = RunConvNorm(conv, *norm, &fast, x0, upstream, true);
+  CHECK(modules.out.scalar_type() == at::kFloat);  // what issue 39 measured on the GPU
+  CHECK(inside.out.scalar_type() == at::kBFloat16);
+  CHECK(inside.weight.scalar_type() == at::kFloat);  // the parameter's own gradient
+  CHECK(RelativeError(inside.out, want.out) < 2e-2);
+  // bf16 backward rounds its products: the float32 reference is a few percent away for both.
+  const double modules_dw = RelativeError(modules.weight, want.weight);
+  const double modules_dx = RelativeError(modules.input, want.input);
+  const double inside_dw = RelativeError(inside.weight, want.weight);
+  const double inside_dx = RelativeError(inside.input, want.input);
+  CAPTURE(modules_dw, modules_dx, inside_dw, inside_dx);
+  CHECK(inside_dw < 2.0 * modules_dw + 1e-2);
+  CHECK(inside_dx < 2.0 * modules_dx + 1e-2);
+  CHECK(inside_dw < 0.2);
+  CHECK(inside_dx < 0.2);
+  // Both bf16 paths agree far better with each other than a wrong scale would.
+  CHECK(RelativeError(inside.weight, modules.weight) < 0.2);
+  CHECK(!norm->Buffers()[0].requires_grad());  // the norm stays frozen
+
+  // New statistics (a checkpoint loaded in place) are used by the next call.
+  {
+    torch::NoGradGuard no_grad;
+    norm->Buffers()[1].add_(5.0);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    const at::Tensor shifted = fast.Forward(x0);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+    CHECK(RelativeError(shifted, norm->forward(conv->forward(x0))) < 2e-2);
+  }
 }
 
 TEST_CASE("bf16 weight copies follow in-place weight updates", "[bf16]") {

@@ -15,6 +15,7 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.DEVICE"] = S("auto");  // auto | cpu | cuda
   v["MODEL.WEIGHTS"] = S("");     // safetensors file: whole model or backbone; "" = from scratch
   v["MODEL.MASK_ON"] = true;
+  v["MODEL.CHANNELS_LAST"] = true;  // CUDA: NHWC maps end to end (trainer/model/config.h)
   v["MODEL.PIXEL_MEAN"] = FloatList{123.675, 116.28, 103.53};
   v["MODEL.PIXEL_STD"] = FloatList{58.395, 57.12, 57.375};
   v["MODEL.BACKBONE.NAME"] = S("resnet50");
