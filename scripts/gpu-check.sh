@@ -237,8 +237,23 @@ configure() {
   # came out with libstdc++'s __cxa_throw and __gxx_personality_v0 linked into it (a
   # static libstdc++ from somewhere in that environment), and an exception thrown through
   # that copy into a Python process that runs the system's libstdc++ is the SIGSEGV above.
+  # And the shared libstdc++ first: GNU ld takes the first libstdc++.so or .a it meets along
+  # -L, then LIBRARY_PATH (the unpacked packages' folder is on it), then its own folders; a
+  # libstdc++.a in a folder before the compiler's own would be linked in whole (the issue-39
+  # suspect). -L of the folder the compiler's libstdc++.so is in puts that one first.
+  local stdcxx_dir
+  stdcxx_dir=$(dirname "$(g++ -print-file-name=libstdc++.so)")
+  echo "-- libstdc++ for the links: $stdcxx_dir ($(ls "$stdcxx_dir"/libstdc++.so* 2>/dev/null | head -n 1))"
+  # A compiler launcher only where one is given (test-mimic.sh passes the host's ccache; the
+  # GPU machine has none).
+  local launcher=()
+  if [[ -n ${MRCNN_COMPILER_LAUNCHER:-} ]]; then
+    echo "-- compiler launcher: $MRCNN_COMPILER_LAUNCHER"
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$MRCNN_COMPILER_LAUNCHER" -DCMAKE_CUDA_COMPILER_LAUNCHER="$MRCNN_COMPILER_LAUNCHER")
+  fi
   env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS -u CUDAFLAGS -u NVCC_PREPEND_FLAGS -u NVCC_APPEND_FLAGS \
-  cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-L$stdcxx_dir" -DCMAKE_EXE_LINKER_FLAGS="-L$stdcxx_dir" \
     -DCMAKE_C_COMPILER="$(command -v gcc)" -DCMAKE_CXX_COMPILER="$(command -v g++)" \
     -DCMAKE_CUDA_HOST_COMPILER="$(command -v g++)" \
     -DMRCNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$(nvcc_path)" \
@@ -290,6 +305,18 @@ raise_probe() {
   nm -D --defined-only "$lib" 2>/dev/null | grep -E ' (__gxx_personality_v0|_Unwind_RaiseException|__cxa_throw)$' || echo "none"
   if nm -D --defined-only "$lib" 2>/dev/null | grep -qE ' __cxa_throw$'; then
     echo "--- the library carries its own copy of libstdc++ (linked statically): exceptions from it cannot cross into Python"
+    # Which input of the link brought it: the library's link command again, into a scratch
+    # file, with GNU ld tracing the symbol and listing the files it opened.
+    local link trace
+    trace=$(mktemp -d)
+    link=$(cd "$build" && ninja -t commands lib/libmrcnn_kernels.so | tail -n 1)
+    link=${link% && :}  # CMake ends a link with `&& :`; the flags below belong to the linker
+    if [[ -n $link ]]; then
+      echo "--- where __cxa_throw comes from (ld --trace-symbol, a relink to $trace)"
+      (cd "$build" && eval "${link/-o lib\/libmrcnn_kernels.so/-o $trace/relinked.so}" \
+        -Wl,--trace-symbol=__cxa_throw -Wl,--trace 2>&1) | grep -E 'definition of __cxa_throw|libstdc\+\+|libsupc|libgcc' | head -n 20 || true
+    fi
+    rm -rf "$trace"
   fi
   echo "--- .comment (compilers that built it)"
   readelf -p .comment "$lib" 2>/dev/null | grep -v '^String dump' | sort -u | head -n 5 || true

@@ -16,7 +16,8 @@ mapfile -t py_dirs < <(find "$top/test" -name 'test_*.py' -printf '%h\n' | sort 
 if ((${#py_dirs[@]})); then
   # Only failed tests keep their tmp_path: the passing ones' training runs and images came to
   # ~8 GB per session under /tmp/pytest-of-$USER, and pytest keeps the last three sessions.
-  "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed "${py_dirs[@]}" || status=1
+  # The 25 slowest tests are listed at the end: pytest is most of CI's time (issue 42).
+  "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed --durations=25 "${py_dirs[@]}" || status=1
 else
   echo "[test] no Python tests found"
 fi

@@ -29,6 +29,12 @@ gpu_steps() {
   gpu_step "training-step bench cuda --amp bf16 (800x1333, batch 8, vs torchvision)" 150 \
     python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp bf16 \
     --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
+  # Where the step's GPU time goes (issue 39): every kernel of both processes of one run of
+  # the step bench recorded by CUPTI (the cupti-trace tool, carried as .cupti-trace or found
+  # in a shared/ checkout beside), summed per kind (convolution, layout transform,
+  # elementwise, NMS, ROIAlign, ...) per measured step, ours and torchvision's.
+  gpu_step "GPU kernel time per training step by kind, ours and torchvision's (CUPTI, bf16, 800x1333, batch 8)" 150 \
+    gpu_kernel_table "$repo" "$work/trace"
   # fp16 with dynamic loss scaling: the overflow check, skip and scale update on the device
   # (session 14); the CUDA-wait row must read 0 on a non-logging step.
   gpu_step "training-step bench cuda --amp fp16 (800x1333, batch 8, vs torchvision)" 120 \
@@ -72,6 +78,24 @@ gpu_steps() {
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp fp16
   gpu_step "kernel bench --device cuda" 120 \
     python3 "$repo/bench/kernels/bench_kernels.py" --device cuda
+}
+
+# gpu_kernel_table REPO OUT: the CUPTI trace of one run of the bf16 step bench; prints each
+# process's step span and kernel time per kind (OUT/kernels.md has the top kernels too).
+gpu_kernel_table() {
+  local repo=$1 out=$2 tool=
+  for tool in "$repo/.cupti-trace" "$repo/shared/tools/cupti-trace" "$repo/../shared/tools/cupti-trace"; do
+    [[ -f $tool/trace.sh ]] && break
+    tool=
+  done
+  if [[ -z $tool ]]; then
+    echo "no cupti-trace tool: copy ../shared/tools/cupti-trace to .cupti-trace in the checkout and carry it"
+    return 1
+  fi
+  bash "$tool/trace.sh" "$out" -- python3 "$repo/bench/model/bench_train_step.py" --device cuda \
+    --amp bf16 --size 800x1333 --batch 8 --iters 3 --warmup 1 --count-steps 0 || return 1
+  # Per process: the command, the burst table's head and the per-kind table (not the top list).
+  awk '/^######## /{print; next} /^per burst, mean/{show=1} /^top [0-9]+ kernels/{show=0} show' "$out/kernels.md"
 }
 
 # Both sides in fp32 (the default `auto` is bf16 on a CPU with AVX512_BF16 or AMX, fp32 on
