@@ -84,12 +84,12 @@ gpu_steps() {
 # process's step span and kernel time per kind (OUT/kernels.md has the top kernels too).
 gpu_kernel_table() {
   local repo=$1 out=$2 tool=
-  for tool in "$repo/.cupti-trace" "$repo/shared/tools/cupti-trace" "$repo/../shared/tools/cupti-trace"; do
+  for tool in "$repo/.cupti-trace" "$repo/shared/tools/cupti-trace"; do
     [[ -f $tool/trace.sh ]] && break
     tool=
   done
   if [[ -z $tool ]]; then
-    echo "no cupti-trace tool: copy ../shared/tools/cupti-trace to .cupti-trace in the checkout and carry it"
+    echo "no cupti-trace tool: copy the team's tools/cupti-trace to .cupti-trace in the checkout and carry it"
     return 1
   fi
   bash "$tool/trace.sh" "$out" -- python3 "$repo/bench/model/bench_train_step.py" --device cuda \
