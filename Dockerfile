@@ -101,6 +101,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     done \
  && ln -s cuda-13.0 /usr/local/cuda \
  && /usr/local/cuda/bin/nvcc --version | tail -n 2
+# OpenSSL's headers for tracking/ (MLflow over HTTP(S), SigV4 signing for SageMaker's managed
+# MLflow). A layer of its own after the CUDA compiler's: it joined later, and here it leaves
+# the two layers above (and their cache on a machine that built them) as they were.
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libssl-dev >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
 
 # ---- build: compiles entrypoint, trainer, server ----
 FROM toolchain AS build
@@ -108,6 +114,7 @@ COPY CMakeLists.txt ./
 COPY cmake/ cmake/
 COPY common/ common/
 COPY entrypoint/ entrypoint/
+COPY tracking/ tracking/
 COPY kernels/ kernels/
 COPY trainer/ trainer/
 COPY serving/ serving/
@@ -133,6 +140,10 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
       -DMRCNN_CUDA=ON -DMRCNN_WITH_TESTS=OFF >/tmp/configure.log \
  || { cat /tmp/configure.log; exit 1; } \
  && cmake --build build -j"${BUILD_JOBS:-$(nproc)}" --target entrypoint trainer mrcnn_server \
+ && if ! ldd build/bin/trainer | grep -q 'libssl\.so'; then \
+      echo "the trainer was built without MLflow tracking (tracking/ needs OpenSSL):"; \
+      grep -i 'tracking\|openssl' /tmp/configure.log; exit 1; \
+    fi \
  && echo "mrcnn-build: ccache for this build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST):" \
  && ccache --show-log-stats | sed -e '/storage:$/d' -e 's/^/mrcnn-build:   /' \
  && rm -f /tmp/ccache-stats.log \
@@ -151,6 +162,8 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
 # so `scripts/test-containers.sh --prepare` builds it while the host build compiles.
 FROM torch AS training-runtime
 ENV PYTHONUNBUFFERED=1
+# The trainer's MLflow client also needs libssl3 and ca-certificates: the torch stage has both
+# (python3's own dependency and its install line).
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libopencv-core406 libopencv-imgproc406 libpng16-16 libjpeg62-turbo zlib1g \

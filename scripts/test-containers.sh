@@ -11,7 +11,11 @@
 #   3. training on a shapes /opt/ml tree (JSON-encoded hyperparameters, as SageMaker writes
 #      them): `podman stop` mid-way -> exit 0 within the grace period with a checkpoint of the
 #      stopped iteration; the same command again resumes from it and finishes: model/
-#      written, every regex of `trainer metric-definitions` matches a stdout line
+#      written, every regex of `trainer metric-definitions` matches a stdout line; that
+#      second run is tracked by a real MLflow server (the checkout's .venv, on 127.0.0.1,
+#      scripts/containers/mlflow_server.py), read back with MLflow's client: one run,
+#      FINISHED, the resolved config among its parameters, every metric's history equal to
+#      the resumed iterations of metrics.jsonl, config.yaml and metrics.jsonl as artifacts
 #   4. two hosts: containers algo-1 and algo-2 on a podman network, each with its own
 #      /opt/ml and resourceconfig.json, find each other by name through the network's DNS
 #      (no /etc/hosts entries) and train one CPU data-parallel job: both exit 0, final
@@ -61,7 +65,8 @@
 #          installer cannot be downloaded here), TORCH_CUDA_ARCH_LIST (fewer GPU targets,
 #          the host build's list, so the kernels' compiles can hit the host's ccache
 #          entries: --archs) and BUILD_JOBS.
-#   run:   --network none for training; the two hosts and serving on podman networks this
+#   run:   --network none for training (host for the MLflow-tracked one: its server listens
+#          on the host's loopback); the two hosts and serving on podman networks this
 #          script creates and removes, serving published on 127.0.0.1 only; --name so cleanup
 #          finds every container (the SDK names its own: those new since step 8 began);
 #          --read-only-tmpfs=false with --read-only (podman, unlike docker, would otherwise
@@ -120,10 +125,11 @@ tool_ctr=mrcnn-test-tool-$tag net=mrcnn-test-net-$tag
 failure_log=
 
 net_hosts=mrcnn-test-hosts-$tag
-sdk_cleanup=
+sdk_cleanup= mlflow_pid=
 cleanup() {
   local rc=$? c
   [[ -z $sdk_cleanup ]] || $sdk_cleanup
+  [[ -z $mlflow_pid ]] || { kill "$mlflow_pid"; wait "$mlflow_pid"; } 2>/dev/null || true
   for c in "$train_ctr" "$serve_ctr" "$bad_ctr" "$tool_ctr" "mrcnn-test-algo-1-$tag" "mrcnn-test-algo-2-$tag"; do
     podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
   done
@@ -497,18 +503,34 @@ ckpt=$(printf 'checkpoint_%08d.safetensors' "$stopped_at")
 check "podman stop at iteration $stopped_at: exit 0 after $stop_secs s (grace 60 s), checkpoints/$ckpt written, no output/failure"
 step_done
 
-train_must_pass() {  # IMAGE TREE LOG: `podman run ... IMAGE train` exits 0, else fail with output/failure
-  local image=$1 dir=$2 rc
+# IMAGE TREE LOG [NETWORK [RUN-FLAG...]]: `podman run ... IMAGE train` (--network NETWORK,
+# default none) exits 0, else fail with output/failure.
+train_must_pass() {
+  local image=$1 dir=$2 network=${4:-none} rc
   failure_log=$3
   set +e
-  podman run --rm --name "$train_ctr" --network none -v "$dir":/opt/ml "$image" train >"$failure_log" 2>&1
+  podman run --rm --name "$train_ctr" --network "$network" "${@:5}" -v "$dir":/opt/ml "$image" train >"$failure_log" 2>&1
   rc=$?
   set -e
   ((rc == 0)) || fail "$image train exited $rc$( [[ -f $dir/output/failure ]] && printf '; output/failure: %s' "$(cat "$dir/output/failure")")"
 }
 
-step "training resumes: the same command again"
-train_must_pass mrcnn-training "$tree" "$work/train.log"
+step "training resumes: the same command again, tracked by a real MLflow server on loopback"
+# The host's MLflow (the checkout's .venv) on 127.0.0.1; the container shares the host's network
+# namespace to reach it, and nothing else. The run must hold what the resumed job logged.
+"$top/.venv/bin/python" scripts/containers/mlflow_server.py serve "$work/mlflow" "$work/mlflow.port" \
+  >"$work/mlflow-serve.log" 2>&1 &
+mlflow_pid=$!
+for _ in $(seq 1 600); do
+  [[ -s $work/mlflow.port ]] && break
+  kill -0 "$mlflow_pid" 2>/dev/null || break
+  sleep 0.3
+done
+failure_log=$work/mlflow-serve.log
+[[ -s $work/mlflow.port ]] || fail "the MLflow server did not start"
+mlflow_uri=http://127.0.0.1:$(cat "$work/mlflow.port")
+train_must_pass mrcnn-training "$tree" "$work/train.log" host -e MLFLOW_TRACKING_URI="$mlflow_uri" \
+  -e MLFLOW_EXPERIMENT_NAME=containers-resume -e MRCNN_MLFLOW_FINISH_TIMEOUT_S=60
 grep -q "resumed from .*$ckpt.* at iteration $stopped_at" "$failure_log" ||
   fail "the log does not say it resumed from $ckpt at iteration $stopped_at"
 for f in model.safetensors config.yaml classes.json; do
@@ -518,6 +540,12 @@ done
 # A CPU job trains without fp16 loss scaling, so it has no loss_scale to print.
 regexes=$(python3 scripts/containers/check_outputs.py metric-regexes "$failure_log" "$work/metric-definitions.json" train:loss_scale) || fail "metric regexes"
 check "exit 0; resumed from $ckpt at iteration $stopped_at; reached iteration $train_iters; model/ written; stdout: $regexes"
+mlflow_says=$("$top/.venv/bin/python" scripts/containers/mlflow_server.py check-run "$mlflow_uri" containers-resume \
+  "$tree/output/data/metrics.jsonl" "$stopped_at" "$train_iters" 2>&1) || fail "$mlflow_says"
+kill "$mlflow_pid" 2>/dev/null || true
+wait "$mlflow_pid" 2>/dev/null || true
+mlflow_pid=
+check "$mlflow_says"
 step_done
 
 step "two hosts: algo-1 and algo-2 on a podman network, one CPU data-parallel job"
