@@ -140,7 +140,10 @@ mimic_py=$(podman run --rm --network none --name "$container" "$image" python3 -
 [[ $venv_py == "$mimic_py" ]] || die "the venv's Python is $venv_py, the mimic's $mimic_py: its torch would not import there"
 cuda=$(readlink -f "${MRCNN_MIMIC_CUDA:-/usr/local/cuda}")
 [[ -x $cuda/bin/nvcc ]] || die "no nvcc in $cuda/bin"
-mounts=(-v "$site:$site:ro" -v "$cuda:/usr/local/cuda:ro")
+# At a fixed path inside: the include paths Torch's CMake config gives the compiles (and so
+# ccache's keys for them, 6b) are then the same whatever folder the checkout is in.
+site_in=/opt/mimic-site-packages
+mounts=(-v "$site:$site_in:ro" -v "$cuda:/usr/local/cuda:ro")
 outside_mounts() {  # HOST_ROOT CONTAINER_ROOT
   local root=$1 croot=$2 l t real inside
   while IFS= read -r -d '' l; do
@@ -154,7 +157,7 @@ outside_mounts() {  # HOST_ROOT CONTAINER_ROOT
 while IFS=$'\t' read -r real inside; do
   log "mounting $real at $inside (a link leaves the mounted tree)"
   mounts+=(-v "$real:$inside:ro")
-done < <({ outside_mounts "$cuda" /usr/local/cuda; outside_mounts "$site" "$site"; } | sort -u)
+done < <({ outside_mounts "$cuda" /usr/local/cuda; outside_mounts "$site" "$site_in"; } | sort -u)
 
 # 6b. This machine's ccache for the build in the mimic: its binary and the one library of
 # its that the mimic lacks (hiredis), under /opt/host-ccache, started through a wrapper that
@@ -195,7 +198,7 @@ check_args=(--out /out --stop-before-gpu --jobs "$jobs")
 set +e
 podman run --rm --name "$container" --network none \
   -v "$stage:/repo" -v "$out:/out" "${mounts[@]}" "${ccache_args[@]}" \
-  -e PYTHONPATH="$site" -e MRCNN_UNPACK_WITH="$unpack_with" -w /repo \
+  -e PYTHONPATH="$site_in" -e MRCNN_UNPACK_WITH="$unpack_with" -w /repo \
   "$image" bash scripts/gpu-check.sh "${check_args[@]}"
 rc=$?
 set -e
