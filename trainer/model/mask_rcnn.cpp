@@ -241,6 +241,9 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
     // unusable, so they suppress no real box (as they did not when they were dropped first);
     // the kept ones, by score, fill a fixed number of rows, the rest is padding (out.valid
     // false).
+    if (num_images == 0) {
+      return;
+    }
     std::vector<at::Tensor> boxes_of, scores_of, usable_of;
     for (int64_t i = 0; i < num_images; ++i) {
       at::Tensor boxes = ClipBoxes(proposals[i].index_select(0, top[i]),
