@@ -579,12 +579,36 @@ std::vector<at::Tensor> MaskRcnnImpl::PooledMaps(const std::vector<at::Tensor>& 
   return maps;
 }
 
+MaskRcnnImpl::MaskRows MaskRcnnImpl::SelectMaskRows(const RoiSamples& samples,
+                                                    const std::vector<at::Tensor>& proposals,
+                                                    const std::vector<ImageTarget>& targets,
+                                                    bool fixed_rows) const {
+  const auto max_positives = static_cast<int64_t>(
+      static_cast<double>(config_.box_batch_size_per_image) * config_.box_positive_fraction);
+  MaskRows out;
+  std::vector<at::Tensor> valid_rows;
+  for (size_t i = 0; i < proposals.size(); ++i) {
+    const at::Tensor pos_i = samples.valid[i].logical_and(samples.labels[i].gt(0));
+    int64_t rows_i = 0;
+    if (targets[i].boxes.size(0) > 0)
+      rows_i = fixed_rows ? std::min<int64_t>(max_positives, pos_i.size(0))
+                          : pos_i.sum().item<int64_t>();
+    const at::Tensor p =
+        std::get<1>(pos_i.to(torch::kByte).sort(/*stable=*/true, 0, /*descending=*/true))
+            .narrow(0, 0, rows_i);
+    out.boxes.push_back(proposals[i].index_select(0, p));
+    out.matched.push_back(samples.matched_idxs[i].index_select(0, p));
+    valid_rows.push_back(torch::arange(rows_i, p.options()) < pos_i.sum());
+  }
+  out.valid = torch::cat(valid_rows);
+  return out;
+}
+
 std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     const std::vector<at::Tensor>& features, const std::vector<at::Tensor>& proposals_in,
     const std::vector<std::array<int64_t, 2>>& image_sizes, const std::vector<ImageTarget>* targets,
     std::vector<ImageResult>* detections, const std::vector<at::Tensor>* proposal_valid) {
   const bool training = is_training();
-  const size_t num_images = proposals_in.size();
   const std::vector<at::Tensor> maps = PooledMaps(features);
   const std::vector<double> scales = PoolerScales(maps, image_sizes);
   std::vector<at::Tensor> proposals = proposals_in;
@@ -596,7 +620,6 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     samples = SampleRoiTargets(*targets, proposals, proposal_valid);
   }
   const std::vector<at::Tensor>& labels = samples.labels;
-  const std::vector<at::Tensor>& matched_idxs = samples.matched_idxs;
   const std::vector<at::Tensor>& regression_targets = samples.regression_targets;
   const std::vector<at::Tensor>& matched_boxes = samples.matched_boxes;
 
@@ -631,27 +654,12 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
                                   torch::cat(regression_targets), torch::cat(proposals),
                                   torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
         config_.bbox_reg_loss_weight / num_sampled;
-    // The mask head sees every image's positives first (stable sort, row order): with
-    // fixed rows as many as the sampler can make positive, the rest padding; else exactly
-    // the positives, counted on the host (set_fixed_mask_rows).
-    const bool fixed_rows = fixed_mask_rows_.value_or(all_labels.is_cuda());
-    const auto max_positives = static_cast<int64_t>(
-        static_cast<double>(config_.box_batch_size_per_image) * config_.box_positive_fraction);
-    std::vector<at::Tensor> valid_rows;
-    for (size_t i = 0; i < num_images; ++i) {
-      const at::Tensor pos_i = samples.valid[i].logical_and(labels[i].gt(0));
-      int64_t rows_i = 0;
-      if ((*targets)[i].boxes.size(0) > 0)
-        rows_i = fixed_rows ? std::min<int64_t>(max_positives, pos_i.size(0))
-                            : pos_i.sum().item<int64_t>();
-      const at::Tensor p =
-          std::get<1>(pos_i.to(torch::kByte).sort(/*stable=*/true, 0, /*descending=*/true))
-              .narrow(0, 0, rows_i);
-      mask_boxes.push_back(proposals[i].index_select(0, p));
-      mask_matched.push_back(matched_idxs[i].index_select(0, p));
-      valid_rows.push_back(torch::arange(rows_i, p.options()) < pos_i.sum());
-    }
-    mask_valid = torch::cat(valid_rows);
+    // Fixed rows on CUDA (no host sync), the exact positives on a CPU (set_fixed_mask_rows).
+    MaskRows rows = SelectMaskRows(samples, proposals, *targets,
+                                   fixed_mask_rows_.value_or(all_labels.is_cuda()));
+    mask_boxes = std::move(rows.boxes);
+    mask_matched = std::move(rows.matched);
+    mask_valid = std::move(rows.valid);
   } else {
     TORCH_CHECK(detections != nullptr, "MaskRcnn: RoiHeads in eval mode needs a detections output");
     *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);

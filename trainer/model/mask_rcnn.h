@@ -175,6 +175,15 @@ class MaskRcnnImpl : public torch::nn::Module {
   // Each detection's mask probabilities (N×1×M×M) from the detections' class mask logits, in
   // detection order across images.
   void AttachMasks(const at::Tensor& mask_logits, std::vector<ImageResult>& detections) const;
+  // The rows the mask head trains on, per image: the sampled positives first (stable sort,
+  // row order), either a fixed number of rows (as many as the sampler can make positive, the
+  // rest padding that `valid` marks false) or exactly the positives, counted on the host.
+  struct MaskRows {
+    std::vector<at::Tensor> boxes, matched;
+    at::Tensor valid;
+  };
+  MaskRows SelectMaskRows(const RoiSamples& samples, const std::vector<at::Tensor>& proposals,
+                          const std::vector<ImageTarget>& targets, bool fixed_rows) const;
   // The mask loss over the positive RoIs (`mask_boxes`, matched to gt `mask_matched`).
   // `valid` (bool, one per mask row): the rows that are positives, not padding.
   at::Tensor MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,
