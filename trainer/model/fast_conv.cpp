@@ -47,6 +47,16 @@ int64_t VersionOf(const at::Tensor& t) {
   return t.is_inference() ? 0 : static_cast<int64_t>(t._version());
 }
 
+// What a cache built from `sources` is keyed on: each tensor's storage and version counter,
+// so a cache follows in-place updates (optimizer steps, checkpoints loaded with copy_).
+std::vector<std::pair<const void*, int64_t>> SourceKey(const std::vector<at::Tensor>& sources) {
+  std::vector<std::pair<const void*, int64_t>> key;
+  key.reserve(sources.size());
+  for (const at::Tensor& t : sources)
+    key.emplace_back(t.data_ptr(), VersionOf(t));
+  return key;
+}
+
 thread_local bool cpu_bf16_active = false;
 
 // Output positions (images × height × width) up to which a 3×3 layer runs Winograd in fp32
@@ -69,10 +79,7 @@ bool CpuBf16Path(const at::Tensor& x) {
 }
 
 const std::vector<at::Tensor>& Bf16Copies::Of(const std::vector<at::Tensor>& sources) {
-  std::vector<std::pair<const void*, int64_t>> key;
-  key.reserve(sources.size());
-  for (const at::Tensor& t : sources)
-    key.emplace_back(t.data_ptr(), VersionOf(t));
+  std::vector<std::pair<const void*, int64_t>> key = SourceKey(sources);
   if (key != built_from_) {
     copies_.clear();
     for (const at::Tensor& t : sources)
@@ -130,9 +137,7 @@ at::Tensor FastConv::Modules(const at::Tensor& x, bool relu) {
 }
 
 at::Tensor FastConv::FrozenNormInside(const at::Tensor& x, bool relu) {
-  std::vector<std::pair<const void*, int64_t>> key;
-  for (const at::Tensor& t : frozen_->Buffers())
-    key.emplace_back(t.data_ptr(), VersionOf(t));
+  std::vector<std::pair<const void*, int64_t>> key = SourceKey(frozen_->Buffers());
   if (key != norm_built_from_) {
     std::tie(norm_scale_, norm_shift_) = frozen_->ScaleShift();
     norm_built_from_ = std::move(key);
@@ -159,11 +164,7 @@ std::vector<at::Tensor> FastConv::Sources() const {
 }
 
 void FastConv::Refresh() {
-  const std::vector<at::Tensor> sources = Sources();
-  std::vector<std::pair<const void*, int64_t>> key;
-  key.reserve(sources.size());
-  for (const at::Tensor& t : sources)
-    key.emplace_back(t.data_ptr(), VersionOf(t));
+  std::vector<std::pair<const void*, int64_t>> key = SourceKey(Sources());
   if (key == built_from_)
     return;
   built_from_ = std::move(key);

@@ -243,21 +243,12 @@ at::Tensor NmsKeepMaskGroupedCpu(const at::Tensor& dets, const at::Tensor& score
       const int64_t start = starts[static_cast<size_t>(group)];
       const at::Tensor columns =
           usable[image].narrow(0, start, group_sizes[group]).nonzero().squeeze(1) + start;
-      const int64_t n = columns.size(0);
-      if (n == 0) {
+      if (columns.size(0) == 0) {
         continue;
       }
-      const at::Tensor order = columns.index_select(
-          0, std::get<1>(scores[image].index_select(0, columns).sort(true, 0, true)));
-      std::vector<uint8_t> suppressed(static_cast<size_t>(n), 0);
-      AT_DISPATCH_FLOATING_TYPES(boxes.scalar_type(), "mrcnn_nms_grouped_cpu", [&] {
-        SortedBoxes<scalar_t> sorted(n);
-        GatherSorted(boxes[image], order.data_ptr<int64_t>(), n, sorted);
-        SuppressSorted(sorted.x1.data(), sorted.y1.data(), sorted.x2.data(), sorted.y2.data(),
-                       sorted.areas.data(), n, StrictThreshold<scalar_t>(iou_threshold),
-                       suppressed.data());
-      });
-      keep[image].index_fill_(0, KeptIndices(suppressed, order.data_ptr<int64_t>()), true);
+      const at::Tensor kept = NmsKeep(boxes[image].index_select(0, columns),
+                                      scores[image].index_select(0, columns), iou_threshold);
+      keep[image].index_fill_(0, columns.index_select(0, kept), true);
     }
   });
   return keep;
