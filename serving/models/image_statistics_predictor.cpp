@@ -38,6 +38,7 @@ ImageStatisticsConfig ReadImageStatisticsConfig(const std::filesystem::path& fil
     config.warmup_delay = std::chrono::milliseconds(json.value("warmup_delay_ms", 0));
     config.batch_delay = std::chrono::milliseconds(json.value("batch_delay_ms", 0));
     config.image_delay = std::chrono::milliseconds(json.value("image_delay_ms", 0));
+    config.finish_delay = std::chrono::milliseconds(json.value("finish_delay_ms", 0));
     config.fail_on_width = json.value("fail_on_width", int64_t{-1});
     config.fail_load = json.value("fail_load", false);
   } catch (const nlohmann::json::exception& e) {
@@ -62,6 +63,29 @@ ImageStatisticsPredictor::ImageStatisticsPredictor(ImageStatisticsConfig config)
 
 std::string ImageStatisticsPredictor::Describe() const {
   return "image-statistics test predictor (not a model)";
+}
+
+namespace {
+
+class DelayedFinish final : public StartedBatch {
+ public:
+  DelayedFinish(std::vector<ImageDetections> results, std::chrono::milliseconds delay)
+      : results_(std::move(results)), delay_(delay) {}
+  std::vector<ImageDetections> Finish() override {
+    std::this_thread::sleep_for(delay_);
+    return std::move(results_);
+  }
+
+ private:
+  std::vector<ImageDetections> results_;
+  std::chrono::milliseconds delay_;
+};
+
+}  // namespace
+
+std::unique_ptr<StartedBatch> ImageStatisticsPredictor::Start(std::span<const RgbImageView> images,
+                                                              const PredictOptions& options) {
+  return std::make_unique<DelayedFinish>(Predict(images, options), config_.finish_delay);
 }
 
 std::vector<ImageDetections> ImageStatisticsPredictor::Predict(std::span<const RgbImageView> images,

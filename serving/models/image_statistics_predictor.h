@@ -18,6 +18,9 @@
 //    "warmup_delay_ms": 0,      extra sleep in the first Predict (the server's warm-up)
 //    "batch_delay_ms": 0,       sleep per Predict call
 //    "image_delay_ms": 0,       sleep per image
+//    "finish_delay_ms": 0,      > 0: Start computes and Finish sleeps this long, and the
+//                               predictor Overlaps() as the model on a GPU does (two batches
+//                               in flight in the executor)
 //    "fail_on_width": -1,       Predict throws when an image has this width (a 500 test)
 //    "fail_load": false}        loading throws (the server must exit non-zero)
 #include <chrono>
@@ -37,6 +40,7 @@ struct ImageStatisticsConfig {
   std::chrono::milliseconds warmup_delay{0};
   std::chrono::milliseconds batch_delay{0};
   std::chrono::milliseconds image_delay{0};
+  std::chrono::milliseconds finish_delay{0};
   int64_t fail_on_width = -1;
   bool fail_load = false;
 };
@@ -52,6 +56,9 @@ class ImageStatisticsPredictor final : public Predictor {
 
   std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
                                        const PredictOptions& options) override;
+  std::unique_ptr<StartedBatch> Start(std::span<const RgbImageView> images,
+                                      const PredictOptions& options) override;
+  bool Overlaps() const override { return config_.finish_delay.count() > 0; }
   std::string Describe() const override;
 
  private:

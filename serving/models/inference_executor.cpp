@@ -1,8 +1,10 @@
 #include "serving/models/inference_executor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "serving/models/detection_filter.h"
+#include "serving/models/handoff_thread.h"
 
 namespace mrcnn::serving {
 
@@ -111,6 +113,11 @@ void InferenceExecutor::Run() {
     on_loaded_(nullptr);
   }
 
+  // Declared after the predictor: finishes what it was handed before the predictor goes.
+  std::optional<HandoffThread<StartedWork>> finisher;
+  if (predictor->Overlaps()) {
+    finisher.emplace([this](StartedWork& work) { FinishBatch(work); });
+  }
   std::unique_lock lock(mutex_);
   // Busy from taking work until about to sleep: a worker that goes straight on to the next
   // queued request never counts as idle, so a neighbour's share does not flicker wider.
@@ -133,10 +140,18 @@ void InferenceExecutor::Run() {
       wake_.notify_all();  // what this worker left is for the idle ones
     }
     lock.unlock();
-    RunBatch(*predictor, batch);
+    StartedWork work = StartBatch(*predictor, std::move(batch));
+    if (finisher.has_value()) {
+      finisher->Hand(std::move(work));
+    } else {
+      FinishBatch(work);
+    }
     lock.lock();
     ++idle_workers_;
   }
+  lock.unlock();
+  finisher.reset();  // the batch still finishing is answered before the queue is abandoned
+  lock.lock();
   if (busy) {
     core_share_->WorkerIdle();
   }
@@ -204,11 +219,14 @@ bool InferenceExecutor::ShareBatch(const PredictOptions& a, const PredictOptions
   return (a.tile_size == 0 && b.tile_size == 0) || a == b;
 }
 
-void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batch) {
+InferenceExecutor::StartedWork InferenceExecutor::StartBatch(Predictor& predictor,
+                                                             std::vector<Queued> batch) {
+  StartedWork work;
+  work.batch = std::move(batch);
   // Requests past their deadline are answered without running them.
   const auto now = Clock::now();
-  std::vector<Queued*> live;
-  for (Queued& queued : batch) {
+  for (size_t i = 0; i < work.batch.size(); ++i) {
+    Queued& queued = work.batch[i];
     if (metrics_ != nullptr) {
       metrics_->ObserveQueueWait(std::chrono::duration<double>(now - queued.arrived).count());
     }
@@ -217,61 +235,82 @@ void InferenceExecutor::RunBatch(Predictor& predictor, std::vector<Queued>& batc
       outcome.status = InferenceOutcome::Status::kDeadlineExceeded;
       queued.job.done(std::move(outcome));
     } else {
-      live.push_back(&queued);
+      work.live.push_back(i);
     }
   }
-  if (live.empty()) {
-    return;
+  if (work.live.empty()) {
+    return work;
   }
-  PredictOptions loosest = live.front()->job.options;
+  PredictOptions loosest = work.batch[work.live.front()].job.options;
   std::vector<RgbImageView> views;
-  for (const Queued* queued : live) {
-    loosest.score_threshold =
-        std::min(loosest.score_threshold, queued->job.options.score_threshold);
-    loosest.max_detections = std::max(loosest.max_detections, queued->job.options.max_detections);
-    loosest.masks = loosest.masks || queued->job.options.masks;
-    for (const RgbImage& image : queued->job.images) {
+  for (size_t i : work.live) {
+    const PredictOptions& options = work.batch[i].job.options;
+    loosest.score_threshold = std::min(loosest.score_threshold, options.score_threshold);
+    loosest.max_detections = std::max(loosest.max_detections, options.max_detections);
+    loosest.masks = loosest.masks || options.masks;
+    for (const RgbImage& image : work.batch[i].job.images) {
       views.push_back(RgbImageView{image.pixels.data(), image.height, image.width});
     }
   }
-  // A single request larger than the batch limit runs alone, in chunks of the limit.
-  std::vector<ImageDetections> results;
-  std::string error;
-  const auto model_start = Clock::now();
+  work.images = static_cast<int>(views.size());
+  work.model_start = Clock::now();
+  // A single request larger than the batch limit runs alone, in parts of the limit.
   try {
     const size_t chunk = static_cast<size_t>(std::max(policy_.max_batch_images, 1));
     for (size_t begin = 0; begin < views.size(); begin += chunk) {
       const size_t count = std::min(chunk, views.size() - begin);
-      auto part = predictor.Predict(std::span(views).subspan(begin, count), loosest);
-      if (part.size() != count) {
-        throw std::runtime_error("the predictor returned " + std::to_string(part.size()) +
-                                 " results for " + std::to_string(count) + " images");
-      }
-      std::move(part.begin(), part.end(), std::back_inserter(results));
+      work.parts.push_back(predictor.Start(std::span(views).subspan(begin, count), loosest));
     }
   } catch (const std::exception& e) {
-    error = e.what();
+    work.error = e.what();
   } catch (...) {
-    error = "unknown exception from the predictor";
+    work.error = "unknown exception from the predictor";
   }
+  return work;
+}
+
+void InferenceExecutor::FinishBatch(StartedWork& work) {
+  if (work.live.empty()) {
+    return;
+  }
+  std::vector<ImageDetections> results;
+  std::string& error = work.error;
+  // Every part is finished, even after one failed: each holds the predictor's buffers.
+  for (size_t p = 0; p < work.parts.size(); ++p) {
+    const size_t expected = std::min(static_cast<size_t>(std::max(policy_.max_batch_images, 1)),
+                                     static_cast<size_t>(work.images) - results.size());
+    try {
+      auto part = work.parts[p]->Finish();
+      if (error.empty() && part.size() != expected) {
+        error = "the predictor returned " + std::to_string(part.size()) + " results for " +
+                std::to_string(expected) + " images";
+      }
+      std::move(part.begin(), part.end(), std::back_inserter(results));
+    } catch (const std::exception& e) {
+      error = error.empty() ? e.what() : error;
+    } catch (...) {
+      error = error.empty() ? "unknown exception from the predictor" : error;
+    }
+  }
+  work.parts.clear();
   if (metrics_ != nullptr) {
-    metrics_->ObserveBatch(static_cast<int>(views.size()),
-                           std::chrono::duration<double>(Clock::now() - model_start).count());
+    metrics_->ObserveBatch(work.images,
+                           std::chrono::duration<double>(Clock::now() - work.model_start).count());
   }
   size_t next = 0;
-  for (Queued* queued : live) {
+  for (size_t i : work.live) {
+    Queued& queued = work.batch[i];
     InferenceOutcome outcome;
-    outcome.batch_images = static_cast<int>(views.size());
+    outcome.batch_images = work.images;
     if (!error.empty()) {
       outcome.status = InferenceOutcome::Status::kFailed;
       outcome.error = error;
     } else {
-      for (size_t i = 0; i < queued->job.images.size(); ++i) {
-        outcome.results.push_back(
-            FilterDetections(std::move(results[next++]), queued->job.options));
+      for (size_t k = 0; k < queued.job.images.size(); ++k) {
+        outcome.results.push_back(FilterDetections(std::move(results[next++]), queued.job.options));
       }
     }
-    queued->job.done(std::move(outcome));
+    queued.job.done(std::move(outcome));
   }
 }
 

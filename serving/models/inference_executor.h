@@ -16,6 +16,12 @@
 // With a CoreShare (the model on a CPU), the workers report there when they take work and when
 // they go back to waiting, so that a lone request's forward can use the idle workers' cores.
 //
+// A predictor that Overlaps() (the model on a GPU) keeps two batches in flight: its worker
+// runs Start (the forward; the outputs' copies to the host queued) and hands the batch to a
+// thread of its own that runs Finish (waits for the copies, writes the masks' RLE, filters
+// and answers each request), while the worker collects and starts the next batch. Deadlines,
+// the queue bound and Stop's drain are the same either way.
+//
 // Loading and warm-up happen on the worker threads too, so the HTTP side is listening and
 // answering /ping with 503 while a large model loads; ready once every worker has loaded.
 #include <chrono>
@@ -85,9 +91,20 @@ class InferenceExecutor {
     InferenceJob job;
     std::chrono::steady_clock::time_point arrived;
   };
+  // A batch between Start and Finish: its requests, which of them are still live (not past
+  // their deadline when it started), and the predictor's started parts.
+  struct StartedWork {
+    std::vector<Queued> batch;
+    std::vector<size_t> live;
+    std::vector<std::unique_ptr<StartedBatch>> parts;
+    int images = 0;
+    std::string error;  // a Start failed: every live request fails with it
+    std::chrono::steady_clock::time_point model_start;
+  };
   void Run();
   std::vector<Queued> CollectBatch(std::unique_lock<std::mutex>& lock);
-  void RunBatch(Predictor& predictor, std::vector<Queued>& batch);
+  StartedWork StartBatch(Predictor& predictor, std::vector<Queued> batch);
+  void FinishBatch(StartedWork& work);
   // Whether requests with these options may run in one Predict call.
   static bool ShareBatch(const PredictOptions& a, const PredictOptions& b);
 

@@ -55,14 +55,50 @@ class FollowCoreShare {
   at::CallbackHandle handle_ = 0;
 };
 
+// The serving records of a model batch, once the model's Finish has built them.
+class ModelBatch final : public StartedBatch {
+ public:
+  explicit ModelBatch(std::unique_ptr<model::PendingDetections> pending)
+      : pending_(std::move(pending)) {}
+
+  std::vector<ImageDetections> Finish() override {
+    std::vector<model::ImageDetections> raw = pending_->Finish();
+    pending_.reset();
+    std::vector<ImageDetections> results;
+    results.reserve(raw.size());
+    for (model::ImageDetections& image : raw) {
+      ImageDetections out{image.height, image.width, {}};
+      out.detections.reserve(image.detections.size());
+      for (model::Detection& detection : image.detections) {
+        out.detections.push_back(Detection{
+            detection.box, detection.category_id, std::move(detection.label_name), detection.score,
+            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle)});
+      }
+      results.push_back(std::move(out));
+    }
+    return results;
+  }
+
+ private:
+  std::unique_ptr<model::PendingDetections> pending_;
+};
+
 class ModelPredictor final : public Predictor {
  public:
   ModelPredictor(std::unique_ptr<model::InferenceModel> model, std::string description,
-                 const CoreShare* core_share)
-      : model_(std::move(model)), description_(std::move(description)), core_share_(core_share) {}
+                 const CoreShare* core_share, bool overlaps)
+      : model_(std::move(model)),
+        description_(std::move(description)),
+        core_share_(core_share),
+        overlaps_(overlaps) {}
 
   std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
                                        const PredictOptions& options) override {
+    return Start(images, options)->Finish();
+  }
+
+  std::unique_ptr<StartedBatch> Start(std::span<const RgbImageView> images,
+                                      const PredictOptions& options) override {
     std::optional<FollowCoreShare> follow;
     if (core_share_ != nullptr) {
       follow.emplace(*core_share_);
@@ -83,21 +119,12 @@ class ModelPredictor final : public Predictor {
     model_options.tiles.size = options.tile_size;
     model_options.tiles.overlap = options.tile_overlap;
     model_options.tiles.full_image = options.tile_full_image;
-    std::vector<model::ImageDetections> raw = model_->Predict(views, model_options);
-    std::vector<ImageDetections> results;
-    results.reserve(raw.size());
-    for (model::ImageDetections& image : raw) {
-      ImageDetections out{image.height, image.width, {}};
-      out.detections.reserve(image.detections.size());
-      for (model::Detection& detection : image.detections) {
-        out.detections.push_back(Detection{
-            detection.box, detection.category_id, std::move(detection.label_name), detection.score,
-            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle)});
-      }
-      results.push_back(std::move(out));
-    }
-    return results;
+    return std::make_unique<ModelBatch>(model_->Start(views, model_options));
   }
+
+  // On a GPU the forward is the device's and the rest the host's: the two overlap. On a CPU
+  // both take the same cores, which the executor's workers already keep busy.
+  bool Overlaps() const override { return overlaps_; }
 
   std::string Describe() const override { return description_; }
 
@@ -105,6 +132,7 @@ class ModelPredictor final : public Predictor {
   std::unique_ptr<model::InferenceModel> model_;
   std::string description_;
   const CoreShare* core_share_;
+  bool overlaps_;
 };
 
 }  // namespace
@@ -122,7 +150,7 @@ std::unique_ptr<Predictor> LoadModelPredictor(const std::filesystem::path& model
       fmt::format("Mask R-CNN from {} ({} classes) on {} in precision {} (asked: {})",
                   model_dir.string(), classes, options.device, model->Precision(),
                   options.precision),
-      options.core_share);
+      options.core_share, options.device.starts_with("cuda"));
 }
 
 }  // namespace mrcnn::serving

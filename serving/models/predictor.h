@@ -5,6 +5,7 @@
 // (image_statistics_predictor.h) implement it.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +72,17 @@ struct PredictOptions {
   }
 };
 
+// A batch whose model run a Predictor has started (Predictor::Start): on a GPU its device work
+// is queued and its outputs are on their way to the host; Finish waits for them and does the
+// host's share (masks' RLE strings, the detections' records).
+class StartedBatch {
+ public:
+  virtual ~StartedBatch() = default;
+  // What Predict would have returned for the batch. Called once, on any one thread; throws on
+  // failure (the whole batch fails).
+  virtual std::vector<ImageDetections> Finish() = 0;
+};
+
 class Predictor {
  public:
   virtual ~Predictor() = default;
@@ -84,8 +96,35 @@ class Predictor {
   virtual std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
                                                const PredictOptions& options) = 0;
 
+  // Predict in two parts: Start runs what must run in order on this predictor (the forward)
+  // and returns the rest. The images need only stay valid until Start returns. The default
+  // runs Predict and hands back its results.
+  virtual std::unique_ptr<StartedBatch> Start(std::span<const RgbImageView> images,
+                                              const PredictOptions& options);
+
+  // Whether Start leaves real work to Finish (a GPU's copies, the host's encoding). Then the
+  // executor runs the next batch's Start on this predictor while another thread runs this
+  // batch's Finish, so Finish may only read what the next Start leaves alone.
+  virtual bool Overlaps() const { return false; }
+
   // Human-readable identity for logs ("mask r-cnn from /opt/ml/model on cpu").
   virtual std::string Describe() const = 0;
 };
+
+namespace detail {
+class FinishedBatch final : public StartedBatch {
+ public:
+  explicit FinishedBatch(std::vector<ImageDetections> results) : results_(std::move(results)) {}
+  std::vector<ImageDetections> Finish() override { return std::move(results_); }
+
+ private:
+  std::vector<ImageDetections> results_;
+};
+}  // namespace detail
+
+inline std::unique_ptr<StartedBatch> Predictor::Start(std::span<const RgbImageView> images,
+                                                      const PredictOptions& options) {
+  return std::make_unique<detail::FinishedBatch>(Predict(images, options));
+}
 
 }  // namespace mrcnn::serving

@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "trainer/model/config.h"
+#include "trainer/model/detections_transfer.h"
 #include "trainer/model/fast_conv.h"
 #include "trainer/model/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
@@ -61,6 +62,15 @@ Detection InferenceModel::State::Describe(int64_t label, const std::array<float,
 }
 
 at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device) {
+  if (device.is_cuda()) {
+    // Through pinned memory (torch's host allocator reuses it): the upload is queued, not
+    // waited for, where a pageable source would make the host wait.
+    at::Tensor pinned = at::empty(hwc.sizes(), hwc.options().pinned_memory(true)).copy_(hwc);
+    return pinned.to(device, /*non_blocking=*/true)
+        .permute({2, 0, 1})
+        .to(torch::kFloat)
+        .div_(255.0);
+  }
   return hwc.to(device).permute({2, 0, 1}).to(torch::kFloat).div_(255.0);
 }
 
@@ -151,9 +161,12 @@ const std::vector<int64_t>& InferenceModel::CategoryIds() const {
 
 std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView>& images,
                                                      const PredictOptions& options) {
+  return Start(images, options)->Finish();
+}
+
+std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<ImageView>& images,
+                                                         const PredictOptions& options) {
   std::vector<ImageDetections> results(images.size());
-  if (images.empty())
-    return results;
   CheckTileOptions(options.tiles.size, options.tiles.overlap);
   if (options.tiles.batch < 1) {
     throw std::invalid_argument("tile batch " + std::to_string(options.tiles.batch) +
@@ -186,7 +199,7 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
     }
   }
   if (whole.empty())
-    return results;
+    return StartDetectionsTransfer(*state_, std::move(results), {}, {}, false, options.mask_rle);
 
   std::vector<at::Tensor> inputs;
   for (size_t i : whole) {
@@ -204,43 +217,8 @@ std::vector<ImageDetections> InferenceModel::Predict(const std::vector<ImageView
   s.mask_threshold = options.mask_threshold;
   s.paste_masks = true;
   const std::vector<ImageResult> out = state_->Forward(inputs);
-
-  for (size_t j = 0; j < whole.size(); ++j) {
-    ImageDetections& image = results[whole[j]];
-    const ImageResult& r = out[j];
-    at::Tensor boxes = r.boxes.to(torch::kCPU, torch::kFloat).contiguous();
-    at::Tensor scores = r.scores.to(torch::kCPU, torch::kFloat).contiguous();
-    at::Tensor labels = r.labels.to(torch::kCPU).contiguous();
-    at::Tensor masks, rle_changes, rle_offsets;
-    const bool encode_here =
-        options.mask_rle == MaskRleWhere::kAlways ||
-        (options.mask_rle == MaskRleWhere::kOnGpu && r.masks.defined() && r.masks.is_cuda());
-    if (s.masks && r.masks.defined() && encode_here) {
-      auto [changes, offsets] = kernels::MaskRleChanges(r.masks);
-      rle_changes = changes.to(torch::kCPU).contiguous();
-      rle_offsets = offsets.to(torch::kCPU).contiguous();
-    } else if (s.masks && r.masks.defined()) {
-      masks = r.masks.to(torch::kCPU).contiguous();  // uint8 0/1
-    }
-    const int64_t n = boxes.size(0);
-    const float* b = boxes.data_ptr<float>();
-    for (int64_t k = 0; k < n; ++k) {
-      Detection d = state_->Describe(labels[k].item<int64_t>(),
-                                     {b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]},
-                                     scores[k].item<float>());
-      if (masks.defined()) {
-        const uint8_t* m = masks[k].data_ptr<uint8_t>();
-        d.mask.assign(m, m + image.height * image.width);
-        d.mask_region = data::MaskRegion{0, 0, image.width, image.height};
-      } else if (rle_changes.defined()) {
-        const int64_t* offsets = rle_offsets.data_ptr<int64_t>();
-        d.mask_rle = data::RleFromChanges(rle_changes.data_ptr<int32_t>() + offsets[k],
-                                          offsets[k + 1] - offsets[k], image.height, image.width);
-      }
-      image.detections.push_back(std::move(d));
-    }
-  }
-  return results;
+  return StartDetectionsTransfer(*state_, std::move(results), std::move(whole), out, s.masks,
+                                 options.mask_rle);
 }
 
 }  // namespace mrcnn::model

@@ -91,6 +91,18 @@ struct PredictOptions {
   TileOptions tiles;
 };
 
+// A batch that InferenceModel::Start has run through the model, its outputs on their way to
+// the host.
+class PendingDetections {
+ public:
+  virtual ~PendingDetections() = default;
+  // Waits for the outputs' copies and builds each image's detections: what Predict returns.
+  // Images are built in parallel on torch's intra-op threads. Called once. Reads nothing of
+  // the model but its class names and ids, so it may run on another thread while the
+  // model's next Start runs; it must not outlive the model.
+  virtual std::vector<ImageDetections> Finish() = 0;
+};
+
 class InferenceModel {
  public:
   // model_dir holds model.safetensors, config.yaml and classes.json (see
@@ -111,6 +123,14 @@ class InferenceModel {
   // calls on one instance (the server owns one instance per worker).
   std::vector<ImageDetections> Predict(const std::vector<ImageView>& images,
                                        const PredictOptions& options);
+
+  // Predict in two parts, Predict(i, o) == Start(i, o)->Finish(). Start runs the forward pass
+  // (tiled images entirely) and queues the outputs' copies to the host: on a CUDA device
+  // asynchronously, on a stream of their own after the forward's, into pinned memory that
+  // torch's host allocator reuses; a server overlaps one batch's Finish with the next's
+  // Start. Same threading rule as Predict for Start; images need only outlive Start.
+  std::unique_ptr<PendingDetections> Start(const std::vector<ImageView>& images,
+                                           const PredictOptions& options);
 
   // Class names in contiguous label order: ClassNames()[i] is label i + 1.
   const std::vector<std::string>& ClassNames() const;

@@ -251,6 +251,31 @@ TEST_CASE("SIGTERM drains: in-flight requests finish, then exit 0", "[serving][h
   CHECK(server.Log().find("drained") != std::string::npos);
 }
 
+TEST_CASE("SIGTERM drains a predictor with two batches in flight", "[serving][http][drain]") {
+  // Each batch: 300 ms to start, 700 ms to finish, the next one starting meanwhile.
+  ServerProcess server({"--max-batch", "1"},
+                       json{{"batch_delay_ms", 300}, {"finish_delay_ms", 700}});
+  server.WaitUntilReady(30s);
+  const std::string png = AsString(Encode(GreenSquare(), ".png"));
+  std::vector<std::future<HttpReply>> replies;
+  for (int i = 0; i < 3; ++i) {
+    replies.push_back(std::async(std::launch::async, [&] {
+      return Request(server.port(), "POST", "/invocations", png, {{"Content-Type", "image/png"}});
+    }));
+  }
+  std::this_thread::sleep_for(450ms);  // the first finishing, the second starting
+  server.Signal(SIGTERM);
+  for (auto& reply : replies) {
+    const HttpReply r = reply.get();
+    CHECK(r.status == 200);
+    CHECK(json::parse(r.body)["detections"].size() == 1);
+  }
+  const auto exit_status = server.WaitForExit(10s);
+  REQUIRE(exit_status);
+  CHECK(*exit_status == 0);
+  CHECK(server.Log().find("drained") != std::string::npos);
+}
+
 TEST_CASE("while draining /ping is 503 on an open connection", "[serving][http][drain]") {
   ServerProcess server({"--max-batch", "1"}, json{{"batch_delay_ms", 800}});
   server.WaitUntilReady(30s);

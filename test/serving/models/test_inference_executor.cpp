@@ -425,3 +425,145 @@ TEST_CASE("a failing worker load is reported once and the executor never becomes
   }  // joins every worker: all loads have finished
   CHECK(reports.load() == 1);
 }
+
+namespace {
+
+// A predictor that Overlaps(): each batch's Finish holds until the next batch has started (or
+// a timeout), and every Start and Finish records how many batches were in flight.
+class OverlappingPredictor final : public Predictor {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int started = 0;
+    int finished = 0;
+    int most_in_flight = 0;
+    int finishes_that_saw_the_next_start = 0;
+    std::vector<std::thread::id> start_threads;
+    std::vector<std::thread::id> finish_threads;
+    int fail_finish_of_batch = -1;  // this batch's Finish throws
+  };
+  explicit OverlappingPredictor(Shared& shared) : shared_(shared) {}
+
+  std::vector<ImageDetections> Predict(std::span<const RgbImageView> images,
+                                       const PredictOptions& options) override {
+    return Start(images, options)->Finish();
+  }
+
+  std::unique_ptr<StartedBatch> Start(std::span<const RgbImageView> images,
+                                      const PredictOptions&) override {
+    std::vector<ImageDetections> results;
+    for (const RgbImageView& image : images) {
+      Detection d;
+      d.score = 0.9f;
+      d.category_id = image.width;  // which image this answers
+      results.push_back(ImageDetections{image.height, image.width, {d}});
+    }
+    int batch = 0;
+    {
+      std::lock_guard lock(shared_.mutex);
+      batch = shared_.started++;
+      shared_.most_in_flight = std::max(shared_.most_in_flight, shared_.started - shared_.finished);
+      shared_.start_threads.push_back(std::this_thread::get_id());
+    }
+    shared_.changed.notify_all();
+    return std::make_unique<Batch>(shared_, batch, std::move(results));
+  }
+  bool Overlaps() const override { return true; }
+  std::string Describe() const override { return "overlapping"; }
+
+ private:
+  class Batch final : public StartedBatch {
+   public:
+    Batch(Shared& shared, int index, std::vector<ImageDetections> results)
+        : shared_(shared), index_(index), results_(std::move(results)) {}
+    std::vector<ImageDetections> Finish() override {
+      std::unique_lock lock(shared_.mutex);
+      shared_.finish_threads.push_back(std::this_thread::get_id());
+      if (shared_.changed.wait_for(lock, 1s, [&] { return shared_.started > index_ + 1; })) {
+        ++shared_.finishes_that_saw_the_next_start;
+      }
+      ++shared_.finished;
+      if (index_ == shared_.fail_finish_of_batch) {
+        throw std::runtime_error("copy failed on purpose");
+      }
+      return std::move(results_);
+    }
+
+   private:
+    Shared& shared_;
+    int index_;
+    std::vector<ImageDetections> results_;
+  };
+  Shared& shared_;
+};
+
+}  // namespace
+
+TEST_CASE("an overlapping predictor finishes one batch while the next one starts, two at most",
+          "[serving][executor]") {
+  OverlappingPredictor::Shared shared;
+  shared.fail_finish_of_batch = 2;
+  std::thread::id worker_thread;
+  InferenceExecutor executor(
+      [&]() {
+        worker_thread = std::this_thread::get_id();
+        return std::make_unique<OverlappingPredictor>(shared);
+      },
+      BatchingPolicy{1, std::chrono::milliseconds(0), 64}, [](std::exception_ptr) {});
+  WaitReady(executor);  // the warm-up is the loader's own business: no batch yet
+  std::vector<std::future<InferenceOutcome>> futures;
+  for (int i = 0; i < 5; ++i) {
+    futures.push_back(Submit(executor, {Canvas(10 + i, 4)}, {}));
+  }
+  for (int i = 0; i < 5; ++i) {
+    InferenceOutcome outcome = futures[static_cast<size_t>(i)].get();
+    if (i == 2) {
+      CHECK(outcome.status == InferenceOutcome::Status::kFailed);
+      CHECK(outcome.error == "copy failed on purpose");
+      continue;
+    }
+    REQUIRE(outcome.status == InferenceOutcome::Status::kOk);
+    REQUIRE(outcome.results.size() == 1);
+    CHECK(outcome.results[0].detections.at(0).category_id == 10 + i);  // in order, its own
+  }
+  std::lock_guard lock(shared.mutex);
+  CHECK(shared.started == 5);
+  CHECK(shared.finished == 5);
+  // Batches 0..3 each had the next one started before they finished; the last had none.
+  CHECK(shared.finishes_that_saw_the_next_start == 4);
+  CHECK(shared.most_in_flight == 2);
+  for (const auto& id : shared.start_threads) {
+    CHECK(id == worker_thread);
+  }
+  for (const auto& id : shared.finish_threads) {
+    CHECK(id != worker_thread);
+  }
+}
+
+TEST_CASE("stopping an overlapping executor answers the batch finishing and the one started",
+          "[serving][executor]") {
+  ImageStatisticsConfig config;
+  config.finish_delay = 200ms;
+  REQUIRE(ImageStatisticsPredictor(config).Overlaps());
+  InferenceExecutor executor([&]() { return std::make_unique<ImageStatisticsPredictor>(config); },
+                             BatchingPolicy{1, std::chrono::milliseconds(0), 64},
+                             [](std::exception_ptr) {});
+  WaitReady(executor);
+  auto finishing = Submit(executor, {Canvas(4, 4)}, {});
+  auto started = Submit(executor, {Canvas(4, 4)}, {});
+  auto queued = Submit(executor, {Canvas(4, 4)}, {});
+  auto also_queued = Submit(executor, {Canvas(4, 4)}, {});
+  // Once two requests have left the queue, the first is finishing and the worker is handing
+  // over the second.
+  for (int i = 0; i < 200 && executor.QueueDepth() > 2; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(executor.QueueDepth() == 2);
+  executor.Stop();
+  CHECK(finishing.get().status == InferenceOutcome::Status::kOk);
+  CHECK(started.get().status == InferenceOutcome::Status::kOk);
+  // The worker was blocked handing the second batch over, so it never took the third.
+  CHECK(queued.get().status == InferenceOutcome::Status::kStopped);
+  CHECK(also_queued.get().status == InferenceOutcome::Status::kStopped);
+}

@@ -1,15 +1,18 @@
 // Unit tests of trainer/model: registry, config, input transform, safetensors.
 #include <torch/torch.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
+#include "test/trainer/model/small_model_config.h"
 #include "trainer/model/config.h"
+#include "trainer/model/inference.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/registry.h"
-#include "test/trainer/model/small_model_config.h"
 #include "trainer/model/safetensors.h"
 
 using namespace mrcnn::model;
@@ -286,4 +289,84 @@ TEST_CASE("loading weights rejects wrong shapes, unknown and missing keys", "[sa
     CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
                       Catch::Contains("rpn.head.bbox_pred.bias") && Catch::Contains("dtype"));
   }
+}
+
+namespace {
+
+// A model dir (weights, config.yaml, classes.json) of the small model with seeded weights.
+std::filesystem::path WriteSmallModelDir() {
+  const auto dir = TempPath("model_dir");
+  std::filesystem::create_directories(dir);
+  torch::manual_seed(7);
+  MaskRcnn model(SmallConfig());
+  WriteSafetensors(dir / "model.safetensors", StateDict(*model));
+  std::ofstream(dir / "config.yaml") << SmallConfig().ToYaml();
+  std::ofstream(dir / "classes.json")
+      << R"([{"id": 1, "name": "a"}, {"id": 5, "name": "b"}, {"id": 9, "name": "c"}])";
+  return dir;
+}
+
+std::vector<uint8_t> NoiseImage(int64_t height, int64_t width, int seed) {
+  torch::manual_seed(seed);
+  const at::Tensor pixels = torch::randint(0, 256, {height * width * 3}, torch::kByte);
+  return {pixels.data_ptr<uint8_t>(), pixels.data_ptr<uint8_t>() + pixels.numel()};
+}
+
+void CheckSameDetections(const ImageDetections& got, const ImageDetections& want) {
+  REQUIRE(got.height == want.height);
+  REQUIRE(got.width == want.width);
+  REQUIRE(got.detections.size() == want.detections.size());
+  for (size_t k = 0; k < got.detections.size(); ++k) {
+    const Detection& a = got.detections[k];
+    const Detection& b = want.detections[k];
+    CHECK(a.box == b.box);
+    CHECK(a.score == b.score);
+    CHECK(a.label == b.label);
+    CHECK(a.category_id == b.category_id);
+    CHECK(a.label_name == b.label_name);
+    CHECK(a.mask == b.mask);
+    CHECK(a.mask_rle.counts == b.mask_rle.counts);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a started batch finishes on another thread with Predict's answers while the next starts",
+          "[inference]") {
+  const auto dir = WriteSmallModelDir();
+  auto model = InferenceModel::Load(dir, InferenceOptions{});
+  std::vector<uint8_t> first = NoiseImage(60, 80, 1);
+  std::vector<uint8_t> second = NoiseImage(72, 64, 2);
+  PredictOptions options;
+  options.score_threshold = 0.0f;
+  options.max_detections = 20;
+  for (const MaskRleWhere where : {MaskRleWhere::kHost, MaskRleWhere::kAlways}) {
+    options.mask_rle = where;
+    const auto want_first = model->Predict({{first.data(), 60, 80}}, options);
+    const auto want_second =
+        model->Predict({{second.data(), 72, 64}, {first.data(), 60, 80}}, options);
+    REQUIRE_FALSE(want_first[0].detections.empty());
+    const Detection& top = want_first[0].detections[0];
+    CHECK((where == MaskRleWhere::kAlways ? !top.mask_rle.counts.empty() : !top.mask.empty()));
+
+    std::vector<uint8_t> first_copy = first;
+    auto pending_first = model->Start({{first_copy.data(), 60, 80}}, options);
+    std::fill(first_copy.begin(), first_copy.end(), 0);  // the images need only outlive Start
+    auto finishing = std::async(std::launch::async, [&] { return pending_first->Finish(); });
+    auto pending_second = model->Start({{second.data(), 72, 64}, {first.data(), 60, 80}}, options);
+    const auto got_first = finishing.get();
+    const auto got_second = pending_second->Finish();
+    REQUIRE(got_first.size() == 1);
+    REQUIRE(got_second.size() == 2);
+    CheckSameDetections(got_first[0], want_first[0]);
+    CheckSameDetections(got_second[0], want_second[0]);
+    CheckSameDetections(got_second[1], want_second[1]);
+  }
+  CHECK(model->Start({}, options)->Finish().empty());
+  // POSIX calls: this binary's std::filesystem::remove_all binds to libtorch's own copy, which
+  // crashes.
+  for (const char* name : {"model.safetensors", "config.yaml", "classes.json"}) {
+    ::unlink((dir / name).c_str());
+  }
+  ::rmdir(dir.c_str());
 }
