@@ -4,7 +4,9 @@ maskrcnn_resnet50_fpn with the same weights behind http.server, reference_server
 in the same run with the same images, client and concurrency.
 
 Prints throughput (images/s) and p50/p99 latency for both, the ratios ours/theirs, and the
-machine. The goal in the issue: >= 2x throughput at equal or better p99.
+machine, and on a GPU the GPU's busy share while each peer is under load (nvidia-smi).
+Goals: on a CPU >= 2x throughput at equal or better p99; on a GPU >= 120 img/s at p99 <= 150 ms
+and >= 15x the reference (640x480 JPEG, concurrency 8, masks=rle).
 
   .venv/bin/python bench/serving/bench_serving.py [--concurrency 8] [--requests 48]
       [--model-dir DIR]  (default: a random-weight model made by scripts/convert_weights.py)
@@ -139,6 +141,46 @@ def machine(device):
     return text
 
 
+class GpuBusySampler:
+    """The GPU's busy share while a peer is under load: nvidia-smi's utilization.gpu (the share
+    of each sample period in which a kernel ran), sampled every 100 ms by one nvidia-smi process
+    for the device's index."""
+
+    def __init__(self, device):
+        self.samples = []
+        self.error = None
+        self.process = None
+        index = device.split(":")[1] if ":" in device else "0"
+        try:
+            self.process = subprocess.Popen(
+                ["nvidia-smi", "-i", index, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                 "-lms", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError as error:
+            self.error = f"nvidia-smi could not run ({error})"
+            return
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            try:
+                self.samples.append(float(line.strip()))
+            except ValueError:
+                pass
+
+    def stop(self):
+        """The mean busy percentage, or None with self.error saying why."""
+        if self.process is None:
+            return None
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        self.reader.join(timeout=10)
+        if not self.samples:
+            self.error = "nvidia-smi gave no samples"
+            return None
+        return statistics.mean(self.samples)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", type=pathlib.Path,
@@ -192,7 +234,11 @@ def main():
             process, port = start(command, port_file, tmp / (port_file.stem + ".log"))
             try:
                 load(port, images, args.concurrency, args.warmup_requests, args.attributes)
-                wall, latencies = load(port, images, args.concurrency, args.requests, args.attributes)
+                sampler = GpuBusySampler(args.device) if args.device.startswith("cuda") else None
+                try:
+                    wall, latencies = load(port, images, args.concurrency, args.requests, args.attributes)
+                finally:
+                    busy = sampler.stop() if sampler else None
             finally:
                 process.terminate()
                 process.wait(timeout=60)
@@ -202,15 +248,21 @@ def main():
                 "p99_ms": percentile(latencies, 99) * 1000,
                 "mean_ms": statistics.mean(latencies) * 1000,
                 "requests": len(latencies),
+                "gpu_busy_percent": busy,
             }
             r = results[name]
+            gpu = ""
+            if sampler:
+                gpu = f"  GPU busy {busy:5.1f} %" if busy is not None else f"  GPU busy: not measured, {sampler.error}"
             print(f"{name:40s} {r['throughput_img_s']:7.2f} img/s  p50 {r['p50_ms']:8.1f} ms  "
-                  f"p99 {r['p99_ms']:8.1f} ms  ({r['requests']} requests)", flush=True)
+                  f"p99 {r['p99_ms']:8.1f} ms  ({r['requests']} requests){gpu}", flush=True)
     ours, theirs = results.values()
     ratio_throughput = ours["throughput_img_s"] / theirs["throughput_img_s"]
     ratio_p99 = ours["p99_ms"] / theirs["p99_ms"]
+    goal = (">= 120 img/s at p99 <= 150 ms and >= 15x the reference" if args.device.startswith("cuda")
+            else ">= 2x throughput at <= 1x p99")
     print(f"ratio ours/reference: throughput {ratio_throughput:.2f}x, p99 latency {ratio_p99:.2f}x "
-          f"(goal: >= 2x throughput at <= 1x p99)")
+          f"(goal: {goal})")
     description = machine(args.device)
     print(f"machine: {description}; {args.concurrency} concurrent keep-alive clients, {args.image_size} JPEG, "
           f"server batches {'<= ' + str(args.max_batch) if args.max_batch else 'default'}"
