@@ -13,12 +13,12 @@
 #include "common/config_error.h"
 #include "common/env_map.h"
 #include "serving/http/http_server.h"
+#include "serving/http/log_line.h"
 #include "serving/http/server_lifecycle.h"
-#include "serving/log_line.h"
 #include "serving/metrics/server_metrics.h"
 #include "serving/models/core_share.h"
-#include "serving/multi_model_loading.h"
-#include "serving/predictor_loading.h"
+#include "serving/models/multi_model_loading.h"
+#include "serving/models/predictor_loading.h"
 #include "serving/routes/metrics_route.h"
 #include "serving/routes/multi_model_routes.h"
 #include "serving/routes/sagemaker_routes.h"
@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<InferenceExecutor> executor;  // the one model of a single-model endpoint
   std::unique_ptr<HostedModels> hosted;         // a multi-model endpoint's models
   if (config.multi_model) {
-    hosted = std::make_unique<HostedModels>(MultiModelOptions(config, UsableCores(), &metrics));
+    hosted = std::make_unique<HostedModels>(
+        MultiModelOptions(MultiModelSettingsOf(config, UsableCores()), &metrics));
     LogLine(
         "multi-model endpoint (SAGEMAKER_MULTI_MODEL): no model loaded yet, memory budget {} MiB, "
         "{} MiB workspace per worker, payload limit {} bytes, deadline {} ms",
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
         config.max_payload_bytes, config.request_deadline.count());
     LogLine("ready: /ping answers 200");
   } else {
-    const std::string kind = ResolvePredictorKind(config);
+    const std::string kind = ResolvePredictorKind(PredictorSourceOf(config));
     ResolveWorkers(config, kind, UsableCores());
     const std::string threads =
         config.share_cores
@@ -104,8 +105,9 @@ int main(int argc, char** argv) {
       core_share.emplace(config.cores, config.workers);
     }
     CoreShare* share = core_share ? &*core_share : nullptr;
-    executor = std::make_unique<InferenceExecutor>(MakePredictorLoader(config, share),
-                                                   config.batching, OnModelLoaded, share, &metrics);
+    executor =
+        std::make_unique<InferenceExecutor>(MakePredictorLoader(PredictorSourceOf(config), share),
+                                            config.batching, OnModelLoaded, share, &metrics);
   }
   SageMakerRoutes routes(config, executor.get(), lifecycle);
   std::optional<MultiModelRoutes> multi_model_routes;

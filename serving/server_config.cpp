@@ -327,4 +327,26 @@ void ResolveWorkers(ServerConfig& config, const std::string& kind, int cores) {
   }
 }
 
+PredictorSource PredictorSourceOf(const ServerConfig& config) {
+  return PredictorSource{config.predictor, config.model_dir, config.model_dir_source,
+                         config.device,    config.precision, config.num_threads};
+}
+
+MultiModelSettings MultiModelSettingsOf(const ServerConfig& config, int cores) {
+  MultiModelSettings settings;
+  settings.memory_budget_bytes = config.mme_memory_budget_bytes;
+  settings.workspace_bytes = config.mme_workspace_bytes;
+  settings.plan = [config, cores](const std::filesystem::path& dir) {
+    ServerConfig model = config;
+    model.model_dir = dir;
+    model.model_dir_source = "POST /models";
+    if (model.workers == 0)
+      model.workers = 1;
+    ResolveWorkers(model, ResolvePredictorKind(PredictorSourceOf(model)), cores);
+    return HostedModelPlan{PredictorSourceOf(model), model.batching,
+                           model.share_cores ? std::optional<int>(model.cores) : std::nullopt};
+  };
+  return settings;
+}
+
 }  // namespace mrcnn::serving

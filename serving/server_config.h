@@ -36,7 +36,9 @@
 #include "serving/codec/image_decoding.h"
 #include "serving/http/http_options.h"
 #include "serving/models/inference_executor.h"
+#include "serving/models/multi_model_loading.h"
 #include "serving/models/predictor.h"
+#include "serving/models/predictor_source.h"
 
 namespace mrcnn::serving {
 
@@ -92,6 +94,11 @@ struct CommandLineExit {
 
 // The HTTP side's part of the config.
 HttpOptions HttpOptionsOf(const ServerConfig& config);
+// Where the single-model server's predictor comes from.
+PredictorSource PredictorSourceOf(const ServerConfig& config);
+// A multi-model endpoint's budget, and each model's plan: the model dir SageMaker names, one
+// worker unless config.workers says more, the rest as ResolveWorkers decides. Copies config.
+MultiModelSettings MultiModelSettingsOf(const ServerConfig& config, int cores);
 
 // Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);

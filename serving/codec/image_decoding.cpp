@@ -6,7 +6,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 #include "trainer/data/strict_image_codec.h"
 
 namespace mrcnn::serving {

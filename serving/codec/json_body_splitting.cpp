@@ -9,7 +9,7 @@
 
 #include "serving/codec/base64.h"
 #include "serving/codec/request_decoding.h"
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 #include "trainer/data/json_cursor.h"
 
 namespace mrcnn::serving {

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 
 namespace mrcnn::serving {
 

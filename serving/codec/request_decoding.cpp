@@ -6,7 +6,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 
 namespace mrcnn::serving {
 namespace {

@@ -7,9 +7,9 @@
 #include <csignal>
 #include <thread>
 
+#include "serving/http/log_line.h"
 #include "serving/http/server_state.h"
 #include "serving/http/session.h"
-#include "serving/log_line.h"
 
 namespace mrcnn::serving {
 

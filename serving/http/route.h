@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 
 namespace mrcnn::serving {
 

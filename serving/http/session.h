@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "serving/http/http_error.h"
 #include "serving/http/route.h"
 #include "serving/http/server_state.h"
 #include "serving/http/session_timeouts.h"
-#include "serving/http_error.h"
 
 namespace mrcnn::serving {
 

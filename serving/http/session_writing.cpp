@@ -1,8 +1,8 @@
 // HttpSession, writing: the answer with the exchange's headers, keep-alive unless the request,
 // an early refusal or the drain says otherwise; then the next request, or a close that first
 // discards what the client may still be sending.
+#include "serving/http/log_line.h"
 #include "serving/http/session.h"
-#include "serving/log_line.h"
 
 namespace mrcnn::serving {
 

@@ -7,7 +7,7 @@
 
 #include "serving/codec/request_decoding.h"
 #include "serving/codec/response_encoding.h"
-#include "serving/log_line.h"
+#include "serving/http/log_line.h"
 #include "serving/routes/multi_record_run.h"
 
 namespace mrcnn::serving {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serving/codec/request_decoding.h"
-#include "serving/log_line.h"
+#include "serving/http/log_line.h"
 #include "serving/routes/invocation_route.h"
 
 namespace mrcnn::serving {

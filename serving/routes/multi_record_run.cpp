@@ -9,8 +9,8 @@
 #include "serving/codec/image_decoding.h"
 #include "serving/codec/json_lines_decoding.h"
 #include "serving/codec/response_encoding.h"
-#include "serving/http_error.h"
-#include "serving/log_line.h"
+#include "serving/http/http_error.h"
+#include "serving/http/log_line.h"
 
 namespace mrcnn::serving {
 namespace {

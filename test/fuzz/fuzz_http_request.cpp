@@ -12,7 +12,7 @@
 #include "serving/codec/image_decoding.h"
 #include "serving/codec/json_lines_decoding.h"
 #include "serving/codec/request_decoding.h"
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 
 namespace {
 

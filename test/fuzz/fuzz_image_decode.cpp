@@ -10,7 +10,7 @@
 #include <span>
 
 #include "serving/codec/image_decoding.h"
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 #include "trainer/data/strict_image_codec.h"
 
 namespace {

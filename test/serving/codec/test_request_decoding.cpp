@@ -6,7 +6,7 @@
 #include "serving/codec/base64.h"
 #include "serving/codec/image_decoding.h"
 #include "serving/codec/request_decoding.h"
-#include "serving/http_error.h"
+#include "serving/http/http_error.h"
 #include "test/serving/test_images.h"
 #include "test/trainer/data/damaged_images.h"
 

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
+#include "serving/http/http_error.h"
 #include "serving/http/route_table.h"
-#include "serving/http_error.h"
 
 using namespace mrcnn::serving;
 namespace http = boost::beast::http;

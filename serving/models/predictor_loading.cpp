@@ -1,4 +1,4 @@
-#include "serving/predictor_loading.h"
+#include "serving/models/predictor_loading.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "serving/log_line.h"
+#include "serving/http/log_line.h"
 #include "serving/models/image_statistics_predictor.h"
 #ifdef MRCNN_SERVING_WITH_MODEL
 #include "serving/models/model_predictor.h"
@@ -14,8 +14,6 @@
 
 namespace mrcnn::serving {
 namespace {
-
-constexpr char kStatisticsMarker[] = "statistics_predictor.json";
 
 void WarmUp(Predictor& predictor) {
   // A 640x480 gradient: big enough to exercise every stage, cheap enough not to delay /ping.
@@ -38,36 +36,29 @@ void WarmUp(Predictor& predictor) {
 
 }  // namespace
 
-std::string ResolvePredictorKind(const ServerConfig& config) {
-  if (config.predictor != "auto") {
-    return config.predictor;
-  }
-  return std::filesystem::exists(config.model_dir / kStatisticsMarker) ? "statistics" : "model";
-}
-
-InferenceExecutor::Loader MakePredictorLoader(const ServerConfig& config,
+InferenceExecutor::Loader MakePredictorLoader(const PredictorSource& source,
                                               const CoreShare* core_share) {
-  const std::string kind = ResolvePredictorKind(config);
-  return [config, kind, core_share]() -> std::unique_ptr<Predictor> {
+  const std::string kind = ResolvePredictorKind(source);
+  return [source, kind, core_share]() -> std::unique_ptr<Predictor> {
     const auto started = std::chrono::steady_clock::now();
     // Said here, with where the path came from, because the model's own loader would only
     // name a file missing inside it.
     std::error_code ec;
-    if (!std::filesystem::is_directory(config.model_dir, ec)) {
+    if (!std::filesystem::is_directory(source.model_dir, ec)) {
       throw std::runtime_error(
           fmt::format("the model dir {} (from {}) is not a directory: put the model there, or "
                       "name it with --model-dir, SM_MODEL_DIR, --base-dir or SAGEMAKER_BASE_DIR",
-                      config.model_dir.string(), config.model_dir_source));
+                      source.model_dir.string(), source.model_dir_source));
     }
     std::unique_ptr<Predictor> predictor;
     if (kind == "statistics") {
       predictor = std::make_unique<ImageStatisticsPredictor>(
-          ReadImageStatisticsConfig(config.model_dir / kStatisticsMarker));
+          ReadImageStatisticsConfig(source.model_dir / kStatisticsPredictorMarker));
     } else {
 #ifdef MRCNN_SERVING_WITH_MODEL
       predictor = LoadModelPredictor(
-          config.model_dir,
-          ModelPredictorOptions{config.device, config.precision, config.num_threads, core_share});
+          source.model_dir,
+          ModelPredictorOptions{source.device, source.precision, source.num_threads, core_share});
 #else
       (void)core_share;
       throw std::runtime_error(
