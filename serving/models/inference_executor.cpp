@@ -276,9 +276,9 @@ void InferenceExecutor::FinishBatch(StartedWork& work) {
   std::vector<ImageDetections> results;
   std::string& error = work.error;
   // Every part is finished, even after one failed: each holds the predictor's buffers.
+  const size_t chunk = static_cast<size_t>(std::max(policy_.max_batch_images, 1));
   for (size_t p = 0; p < work.parts.size(); ++p) {
-    const size_t expected = std::min(static_cast<size_t>(std::max(policy_.max_batch_images, 1)),
-                                     static_cast<size_t>(work.images) - results.size());
+    const size_t expected = std::min(chunk, static_cast<size_t>(work.images) - p * chunk);
     try {
       auto part = work.parts[p]->Finish();
       if (error.empty() && part.size() != expected) {
