@@ -58,6 +58,11 @@ gpu_steps() {
   # counts strings, change points vs pixels + the host encoder (strings checked equal).
   gpu_step "mask RLE on the device vs pixels to the host (100 masks, 800x1333)" 60 \
     python3 "$repo/bench/kernels/bench_mask_rle.py" --device cuda --repeats 5
+  # The server on cuda against the server on cpu, fp32, on the shapes val images (issue 40:
+  # the same detections, masks and RLE strings; the share equal byte for byte is printed).
+  gpu_step "serving cuda vs serving cpu, fp32 (same detections and masks)" 120 \
+    python3 "$repo/scripts/gpu-check/compare_serving.py" --server "$build/bin/server" \
+    --model-dir "$model" --images "$shapes"/val/*.png --devices cpu,cuda
   # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
   # Session 11: ours measured in 14 s, then its Python peer did not finish within 120 s.
   gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 180 \
