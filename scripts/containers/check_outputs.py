@@ -133,6 +133,14 @@ def rle_area_mask(rle):
     return mask
 
 
+def rle_mask_iou(a, b):
+    """The IoU of two COCO compressed RLE masks of one size (1.0 when both are empty)."""
+    ma, mb = rle_area_mask(a), rle_area_mask(b)
+    inter = sum(1 for x, y in zip(ma, mb) if x and y)
+    union = sum(1 for x, y in zip(ma, mb) if x or y)
+    return inter / union if union else 1.0
+
+
 def box_iou(a, b):
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -157,10 +165,7 @@ def close_detections(a_path, b_path, score_tol=2e-3, box_tol=0.5, min_mask_iou=0
         want = db[j]
         score = abs(got["score"] - want["score"])
         box = max(abs(g - e) for g, e in zip(got["box"], want["box"]))
-        ma, mb = rle_area_mask(got["mask"]), rle_area_mask(want["mask"])
-        inter = sum(1 for x, y in zip(ma, mb) if x and y)
-        union = sum(1 for x, y in zip(ma, mb) if x or y)
-        mask_iou = inter / union if union else 1.0
+        mask_iou = rle_mask_iou(got["mask"], want["mask"])
         if score > score_tol or box > box_tol or mask_iou < min_mask_iou:
             fail(f"detection {i} ({got['label']}): score differs by {score:.2e} (limit {score_tol}), box by "
                  f"{box:.3f} px (limit {box_tol}), mask IoU {mask_iou:.4f} (floor {min_mask_iou}): "

@@ -24,45 +24,8 @@ import sys
 import tempfile
 import time
 
-
-def decode_counts(counts: str) -> list:
-    """COCO's compressed RLE string (pycocotools' rleFrString) as run lengths."""
-    runs, i = [], 0
-    while i < len(counts):
-        value, shift, more = 0, 0, True
-        while more:
-            c = ord(counts[i]) - 48
-            value |= (c & 0x1F) << (5 * shift)
-            more = bool(c & 0x20)
-            i += 1
-            shift += 1
-            if not more and (c & 0x10):
-                value |= -1 << (5 * shift)
-        if len(runs) > 2:
-            value += runs[-2]
-        runs.append(value)
-    return runs
-
-
-def mask_pixels(mask: dict) -> set:
-    """The column-major indices of a response mask's foreground pixels."""
-    pixels, position = set(), 0
-    for k, run in enumerate(decode_counts(mask["counts"])):
-        if k % 2:
-            pixels.update(range(position, position + run))
-        position += run
-    height, width = mask["size"]
-    if position != height * width:
-        raise ValueError(f"RLE counts sum to {position}, not {height}x{width}")
-    return pixels
-
-
-def box_iou(a, b):
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "containers"))
+from check_outputs import box_iou, rle_mask_iou  # noqa: E402  (the container test's RLE decoding)
 
 
 def start(server, model_dir, device, work, env):
@@ -116,9 +79,7 @@ def compare(reference, other, a):
         if best is None or box_iou(d["box"], best["box"]) < a.iou or abs(best["score"] - d["score"]) > a.score_tol:
             problems.append(f"detection {d['category_id']} {d['box']} score {d['score']:.3f} has no match")
             continue
-        mine, theirs = mask_pixels(d["mask"]), mask_pixels(best["mask"])
-        union = len(mine | theirs)
-        mask_iou = len(mine & theirs) / union if union else 1.0
+        mask_iou = rle_mask_iou(d["mask"], best["mask"])
         if mask_iou < a.mask_iou:
             problems.append(f"detection {d['category_id']} {d['box']}: mask IoU {mask_iou:.3f}")
         figures.append((box_iou(d["box"], best["box"]), abs(best["score"] - d["score"]), mask_iou,
