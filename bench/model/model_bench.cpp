@@ -22,7 +22,7 @@
 
 #include "bench/model/bench_args.h"
 #include "common/allocator_tuning.h"
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 #include "trainer/model/safetensors.h"
 
 using mrcnn::bench::Arg;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "trainer/data/image_decode.h"
-#include "trainer/model/inference.h"
-#include "trainer/model/tile_grid.h"
+#include "trainer/model/inference/inference.h"
+#include "trainer/model/tiles/tile_grid.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 // real win on a GPU) with the loosest options of its requests and filters each request's
 // share down to its own options (exact, see predictor.h). A tiled request (tile_size > 0)
 // batches only with requests of equal options, and its own tiles are batched inside the
-// model call (trainer/model/inference.h).
+// model call (trainer/model/inference/inference.h).
 //
 // Several workers are for CPUs: one torch forward with N intra-op threads synchronises its
 // threads at every op (thousands per image) and scales poorly, worst when the cores are

@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 
 namespace mrcnn::serving {
 namespace {

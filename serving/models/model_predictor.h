@@ -1,5 +1,5 @@
 #pragma once
-// The real detector: mrcnn::model::InferenceModel (trainer/model/inference.h) behind the
+// The real detector: mrcnn::model::InferenceModel (trainer/model/inference/inference.h) behind the
 // serving Predictor interface. Built only when the model library is part of the build.
 #include <filesystem>
 #include <memory>

@@ -52,13 +52,13 @@ struct ImageDetections {
 struct PredictOptions {
   float score_threshold = 0.05f;
   int max_detections = 100;  // per image; with tiles, per tile
-  // A tiled image's merged result (trainer/model/inference.h PredictOptions): at most
+  // A tiled image's merged result (trainer/model/inference/inference.h PredictOptions): at most
   // tiled_max_detections when the request set max_detections, else max_detections per tile
   // times the tiles, at most max_detections_cap (the server's --max-detections-cap).
   int tiled_max_detections = 0;
   int max_detections_cap = 1000;
   bool masks = true;
-  // Tiled inference of large images (trainer/model/inference.h TileOptions): tile side in
+  // Tiled inference of large images (trainer/model/inference/inference.h TileOptions): tile side in
   // pixels (0: none), the fraction neighbours share, and the extra whole-image pass.
   int64_t tile_size = 0;
   float tile_overlap = 0.2f;

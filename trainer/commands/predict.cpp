@@ -14,7 +14,7 @@
 #include "trainer/commands/command_registry.h"
 #include "trainer/data/image_decode.h"
 #include "trainer/data/mask_rle.h"
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 
 namespace mrcnn::trainer {
 namespace {
@@ -86,7 +86,7 @@ int Run(const PredictArgs& args) {
   predict.score_threshold = args.score_threshold;
   predict.max_detections = args.max_detections;
   // An explicit --max-detections also caps a tiled image's merged result; by default that
-  // cap grows with the tiles (trainer/model/inference.h PredictOptions).
+  // cap grows with the tiles (trainer/model/inference/inference.h PredictOptions).
   predict.tiled_max_detections = args.max_detections_given ? args.max_detections : 0;
   predict.max_detections_cap = args.max_detections_cap;
   predict.masks = !args.no_masks;

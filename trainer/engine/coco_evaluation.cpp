@@ -17,11 +17,11 @@
 #include "trainer/engine/model_inputs.h"
 #include "trainer/eval/coco_eval.h"
 #include "trainer/model/config.h"
-#include "trainer/model/fast_conv.h"
-#include "trainer/model/inference_state.h"
+#include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/inference/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
-#include "trainer/model/tile_grid.h"
-#include "trainer/model/tiled_prediction.h"
+#include "trainer/model/tiles/tile_grid.h"
+#include "trainer/model/tiles/tiled_prediction.h"
 
 namespace mrcnn::engine {
 namespace {

@@ -9,7 +9,7 @@
 #include "trainer/engine/config/channel_layout.h"
 #include "trainer/engine/events/event_storage.h"
 #include "trainer/engine/hooks/evaluation.h"
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 
 namespace c10 {
 struct Device;

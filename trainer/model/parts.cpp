@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "trainer/model/fast_conv.h"
+#include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/registry.h"
 
 namespace mrcnn::model {

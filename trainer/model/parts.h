@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "trainer/model/config.h"
-#include "trainer/model/fast_conv.h"
+#include "trainer/model/backbone/fast_conv.h"
 
 namespace mrcnn::model {
 

@@ -10,7 +10,7 @@
 
 #include "test/trainer/model/small_model_config.h"
 #include "trainer/model/config.h"
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/registry.h"
 #include "trainer/model/safetensors.h"

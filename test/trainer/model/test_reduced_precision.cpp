@@ -7,8 +7,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "trainer/model/fast_conv.h"
-#include "trainer/model/inference_state.h"
+#include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/inference/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/parts.h"
 

@@ -34,7 +34,7 @@ def predict(model_dir, image: pathlib.Path, out: pathlib.Path, *flags):
 
 
 def tile_starts(length, tile, overlap):
-    """trainer/model/tile_grid.cpp's starts along one axis."""
+    """trainer/model/tiles/tile_grid.cpp's starts along one axis."""
     if length <= tile:
         return [0]
     stride = max(1, tile - round(tile * overlap))

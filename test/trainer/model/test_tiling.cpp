@@ -7,10 +7,10 @@
 #include <random>
 
 #include "kernels/ops.h"
-#include "trainer/model/mask_region_paste.h"
-#include "trainer/model/tile_grid.h"
-#include "trainer/model/tile_merge.h"
-#include "trainer/model/tiled_prediction.h"
+#include "trainer/model/tiles/mask_region_paste.h"
+#include "trainer/model/tiles/tile_grid.h"
+#include "trainer/model/tiles/tile_merge.h"
+#include "trainer/model/tiles/tiled_prediction.h"
 
 using namespace mrcnn::model;
 

@@ -1,4 +1,4 @@
-#include "trainer/model/tile_merge.h"
+#include "trainer/model/tiles/tile_merge.h"
 
 #include <algorithm>
 #include <cmath>

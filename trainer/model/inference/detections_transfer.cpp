@@ -1,4 +1,4 @@
-#include "trainer/model/detections_transfer.h"
+#include "trainer/model/inference/detections_transfer.h"
 
 #include <ATen/Parallel.h>
 #include <c10/core/Event.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 #include "trainer/model/mask_rcnn.h"
 
 namespace mrcnn::model {

@@ -1,4 +1,4 @@
-#include "trainer/model/mask_region_paste.h"
+#include "trainer/model/tiles/mask_region_paste.h"
 
 #include <algorithm>
 

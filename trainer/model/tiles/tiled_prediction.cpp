@@ -1,13 +1,13 @@
-#include "trainer/model/tiled_prediction.h"
+#include "trainer/model/tiles/tiled_prediction.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "trainer/model/inference_state.h"
-#include "trainer/model/mask_region_paste.h"
-#include "trainer/model/tile_grid.h"
-#include "trainer/model/tile_merge.h"
+#include "trainer/model/inference/inference_state.h"
+#include "trainer/model/tiles/mask_region_paste.h"
+#include "trainer/model/tiles/tile_grid.h"
+#include "trainer/model/tiles/tile_merge.h"
 
 namespace mrcnn::model {
 namespace {

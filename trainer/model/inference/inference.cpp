@@ -1,4 +1,4 @@
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
@@ -9,13 +9,13 @@
 
 #include "kernels/ops.h"
 #include "trainer/model/config.h"
-#include "trainer/model/detections_transfer.h"
-#include "trainer/model/fast_conv.h"
-#include "trainer/model/inference_state.h"
+#include "trainer/model/inference/detections_transfer.h"
+#include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/inference/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
-#include "trainer/model/tile_grid.h"
-#include "trainer/model/tiled_prediction.h"
+#include "trainer/model/tiles/tile_grid.h"
+#include "trainer/model/tiles/tiled_prediction.h"
 
 namespace mrcnn::model {
 

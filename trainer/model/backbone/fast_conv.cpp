@@ -1,4 +1,4 @@
-#include "trainer/model/fast_conv.h"
+#include "trainer/model/backbone/fast_conv.h"
 
 #include <ATen/autocast_mode.h>
 #include <ATen/cpu/Utils.h>

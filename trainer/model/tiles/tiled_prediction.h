@@ -14,9 +14,9 @@
 #include <functional>
 #include <vector>
 
-#include "trainer/model/inference.h"
+#include "trainer/model/inference/inference.h"
 #include "trainer/model/mask_rcnn.h"
-#include "trainer/model/mask_region_paste.h"
+#include "trainer/model/tiles/mask_region_paste.h"
 
 namespace mrcnn::model {
 

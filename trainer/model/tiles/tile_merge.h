@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainer/model/tile_grid.h"
+#include "trainer/model/tiles/tile_grid.h"
 
 namespace mrcnn::model {
 

@@ -1,4 +1,4 @@
-#include "trainer/model/tile_grid.h"
+#include "trainer/model/tiles/tile_grid.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "trainer/model/inference.h"
-#include "trainer/model/inference_state.h"
+#include "trainer/model/inference/inference.h"
+#include "trainer/model/inference/inference_state.h"
 
 namespace mrcnn::model {
 
