@@ -2,8 +2,8 @@
 
 - Every folder and file the table names exists.
 - A named folder that has a README.md links it from its row.
-- Every sub-folder of serving/ (http/, routes/, models/, codec/) has a row of its own, so a
-  folder added there must be added to the table too.
+- Every sub-folder of serving/ (http/, routes/, models/, codec/) and of trainer/model/ (its
+  rooms) has a row of its own, so a folder added there must be added to the table too.
 """
 import pathlib
 import re
@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 CODE = re.compile(r"`([^`]+)`")
 # Part folders whose sub-folders each need a row (their purpose is the layout's point).
-FOLDERS_BY_PURPOSE = ["serving"]
+FOLDERS_BY_PURPOSE = ["serving", "trainer/model"]
 
 
 def layout_rows():

@@ -1,8 +1,10 @@
 #pragma once
 // Name -> factory registries for the interchangeable parts of the model, so a config
-// can swap a backbone or a head without touching the others. Parts register in
-// parts.cpp; a new part registers with `XRegistry().Add("name", factory)` before the model
-// is built (e.g. from a static initialiser in its own TU).
+// can swap a backbone or a head without touching the others. The built-in parts register
+// in their rooms (backbone/resnet.cpp, backbone/fpn.cpp, rpn/rpn_head.cpp,
+// roi_heads/box_head.cpp, roi_heads/mask_head.cpp); a new part registers with
+// `XRegistry().Add("name", factory)` before the model is built (e.g. from a static initialiser in
+// its own TU).
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,7 +33,8 @@ class Registry {
   bool Contains(const std::string& name) const { return factories_.count(name) != 0; }
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
-    for (const auto& entry : factories_) names.push_back(entry.first);
+    for (const auto& entry : factories_)
+      names.push_back(entry.first);
     return names;
   }
   // Throws naming the config key and the registered names when `name` is unknown.
@@ -39,7 +42,8 @@ class Registry {
     auto it = factories_.find(name);
     if (it == factories_.end()) {
       std::string known;
-      for (const auto& n : Names()) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& n : Names())
+        known += (known.empty() ? "" : ", ") + n;
       throw std::runtime_error("config key " + config_key_ + ": unknown " + kind_ + " '" + name +
                                "' (registered: " + known + ")");
     }

@@ -1,0 +1,103 @@
+// The mask head (torchvision MaskRCNNHeads: four 3x3 convs) and the mask predictor
+// (MaskRCNNPredictor), with its per-label GEMM path for CPU inference.
+#include <torch/torch.h>
+
+#include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/conv_layers.h"
+#include "trainer/model/parts.h"
+#include "trainer/model/registry.h"
+
+namespace mrcnn::model {
+namespace nn = torch::nn;
+
+namespace {
+
+// torchvision MaskRCNNHeads: four 3x3 conv + ReLU layers, children named 0..3.
+class FourConvMaskHead : public MaskHead {
+ public:
+  FourConvMaskHead(int64_t in_channels, int64_t dim) : dim_(dim) {
+    int64_t in = in_channels;
+    for (int i = 0; i < 4; ++i) {
+      auto conv = MakeConv2d(in, dim, 3, 1, 1, true);
+      KaimingNormalFanOut(conv);
+      register_module(std::to_string(i), nn::Sequential(conv, nn::ReLU()));
+      convs_.push_back(FastConv(conv));
+      in = dim;
+    }
+  }
+  at::Tensor Forward(const at::Tensor& pooled) override {
+    at::Tensor x = pooled;
+    for (auto& conv : convs_)
+      x = conv.Forward(x, /*relu=*/true);
+    return x;
+  }
+  int64_t OutChannels() const override { return dim_; }
+
+ private:
+  int64_t dim_;
+  std::vector<FastConv> convs_;
+};
+
+}  // namespace
+
+MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced,
+                                     int64_t num_classes_with_background) {
+  conv5_mask_ = register_module(
+      "conv5_mask",
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in_channels, dim_reduced, 2).stride(2)));
+  mask_fcn_logits_ = register_module(
+      "mask_fcn_logits", MakeConv2d(dim_reduced, num_classes_with_background, 1, 1, 0, true));
+  nn::init::kaiming_normal_(conv5_mask_->weight, 0.0, torch::kFanOut, torch::kReLU);
+  nn::init::zeros_(conv5_mask_->bias);
+  KaimingNormalFanOut(mask_fcn_logits_);
+}
+
+at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
+  return mask_fcn_logits_->forward(conv5_mask_->forward(x).relu_());
+}
+
+at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor& labels) {
+  const bool bf16 = CpuBf16Path(x);
+  if (bf16 && x.scalar_type() != at::kBFloat16)
+    return LabelLogits(x.to(at::kBFloat16), labels);
+  const std::vector<at::Tensor> params =
+      bf16 ? bf16_.Of({conv5_mask_->weight, conv5_mask_->bias, mask_fcn_logits_->weight,
+                       mask_fcn_logits_->bias})
+           : std::vector<at::Tensor>{conv5_mask_->weight, conv5_mask_->bias,
+                                     mask_fcn_logits_->weight, mask_fcn_logits_->bias};
+  const at::Tensor& deconv_w = params[0];  // C×K×2×2
+  if (!bf16 && (!CpuInferenceFastPath(x) || deconv_w.scalar_type() != at::kFloat)) {
+    at::Tensor idx = torch::arange(x.size(0), labels.options());
+    return Forward(x).index({idx, labels});
+  }
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t k = deconv_w.size(1);
+  // Deconvolution with kernel 2 and stride 2 has no overlap: output pixel (2i+a, 2j+b)
+  // of channel k is Σ_c w[c,k,a,b]·x[c,i,j]. Rows (k, a, b) of one GEMM give, per RoI,
+  // a K × (2·2·H·W) matrix: ReLU(deconv) in (a, b, i, j) order, ready for the 1×1 logits.
+  // bmm with the weight broadcast writes (k, a, b) × (i, j) per RoI in place; matmul
+  // would fold the RoIs into one GEMM and transpose its result with an extra copy.
+  const at::Tensor weight = deconv_w.permute({1, 2, 3, 0}).reshape({4 * k, c});
+  at::Tensor z = at::bmm(weight.unsqueeze(0).expand({n, 4 * k, c}), x.reshape({n, c, h * w}))
+                     .view({n, k, 4 * h * w});
+  z.add_(params[1].view({1, k, 1})).relu_();
+  const at::Tensor logit_w = params[2].flatten(1).index_select(0, labels);
+  const at::Tensor logit_b = params[3].index_select(0, labels);
+  at::Tensor out = at::baddbmm(logit_b.view({n, 1, 1}), logit_w.unsqueeze(1), z);
+  // (a, b, i, j) -> (i, a, j, b): the 2H×2W map.
+  return out.view({n, 2, 2, h, w}).permute({0, 3, 1, 4, 2}).reshape({n, 2 * h, 2 * w});
+}
+
+Registry<MaskHead>& MaskHeadRegistry() {
+  static Registry<MaskHead> registry("mask head", "MODEL.ROI_MASK_HEAD.NAME");
+  static bool populated = [] {
+    registry.Add("four_conv", [](const ModelConfig& c) {
+      return std::make_shared<FourConvMaskHead>(c.fpn_out_channels, c.mask_conv_dim);
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
+}
+
+}  // namespace mrcnn::model
