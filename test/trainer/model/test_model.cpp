@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -330,6 +331,44 @@ void CheckSameDetections(const ImageDetections& got, const ImageDetections& want
 }
 
 }  // namespace
+
+TEST_CASE("pixel masks come back as their paste boxes and encode as the whole masks do",
+          "[inference]") {
+  const auto dir = WriteSmallModelDir();
+  auto model = InferenceModel::Load(dir, InferenceOptions{});
+  const int64_t height = 90, width = 120;
+  std::vector<uint8_t> image = NoiseImage(height, width, 3);
+  PredictOptions options;
+  options.score_threshold = 0.0f;
+  options.max_detections = 50;
+  options.mask_rle = MaskRleWhere::kHost;
+  const auto pixels = model->Predict({{image.data(), height, width}}, options);
+  // The device encoder (here on the CPU) encodes each whole pasted mask, so equal strings mean
+  // nothing of a mask lies outside its region.
+  options.mask_rle = MaskRleWhere::kAlways;
+  const auto encoded = model->Predict({{image.data(), height, width}}, options);
+  REQUIRE(pixels[0].detections.size() == encoded[0].detections.size());
+  REQUIRE_FALSE(pixels[0].detections.empty());
+  size_t cropped = 0, ones = 0;
+  for (size_t k = 0; k < pixels[0].detections.size(); ++k) {
+    const Detection& d = pixels[0].detections[k];
+    const mrcnn::data::MaskRegion& r = d.mask_region;
+    CHECK(d.mask_rle.counts.empty());
+    CHECK((r.x >= 0 && r.y >= 0 && r.width >= 1 && r.height >= 1));
+    CHECK((r.x + r.width <= width && r.y + r.height <= height));
+    REQUIRE(d.mask.size() == static_cast<size_t>(r.width * r.height));
+    CHECK(mrcnn::data::EncodeMaskRegion(d.mask.data(), r, height, width).counts ==
+          encoded[0].detections[k].mask_rle.counts);
+    cropped += r.width * r.height < height * width ? 1 : 0;
+    ones += static_cast<size_t>(std::count(d.mask.begin(), d.mask.end(), uint8_t{1}));
+  }
+  CHECK(cropped > 0);
+  CHECK(ones > 0);
+  for (const char* name : {"model.safetensors", "config.yaml", "classes.json"}) {
+    ::unlink((dir / name).c_str());
+  }
+  ::rmdir(dir.c_str());
+}
 
 TEST_CASE("a started batch finishes on another thread with Predict's answers while the next starts",
           "[inference]") {

@@ -5,8 +5,10 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
 #include <optional>
 
+#include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/ops.h"
 
 namespace mrcnn::model {
@@ -17,10 +19,28 @@ struct ImageOutputs {
   at::Tensor boxes;        // N x 4 float
   at::Tensor scores;       // N float
   at::Tensor labels;       // N int64
-  at::Tensor masks;        // N x H x W uint8 0/1, or undefined
+  at::Tensor masks;        // N x H x W uint8 0/1 where the model ran, or undefined
   at::Tensor rle_changes;  // int32 change points of every mask, or undefined
   at::Tensor rle_offsets;  // N + 1 int64: mask k's change points are [offsets[k], offsets[k+1])
+  // With masks: each mask's paste box (N x 4 int64, inclusive corners, as the paste derived
+  // them), outside which the mask is 0; then, on the host, each mask's part inside it.
+  at::Tensor paste_corners;
+  std::vector<data::MaskRegion> regions;
+  at::Tensor crops;  // uint8, the regions' pixels one after another, row-major
+  std::vector<int64_t> crop_offsets;
 };
+
+// Mask k's paste box clamped to the image. An empty one (a box on the image's far edge)
+// becomes one zero pixel inside the image, so every mask keeps a region and its pixels.
+data::MaskRegion PasteRegion(const int64_t* corners, int64_t height, int64_t width) {
+  const int64_t x0 = std::clamp<int64_t>(corners[0], 0, width);
+  const int64_t y0 = std::clamp<int64_t>(corners[1], 0, height);
+  const int64_t x1 = std::clamp<int64_t>(corners[2] + 1, x0, width);
+  const int64_t y1 = std::clamp<int64_t>(corners[3] + 1, y0, height);
+  if (x1 == x0 || y1 == y0)
+    return data::MaskRegion{std::min(x0, width - 1), std::min(y0, height - 1), 1, 1};
+  return data::MaskRegion{x0, y0, x1 - x0, y1 - y0};
+}
 
 class DetectionsTransfer final : public PendingDetections {
  public:
@@ -47,14 +67,20 @@ class DetectionsTransfer final : public PendingDetections {
         return t.defined() ? t.to(t.options().device(at::kCPU), /*non_blocking=*/true)
                            : at::Tensor();
       };
+      // The masks' pixels wait for their paste boxes (Finish): only each box crosses.
       for (const ImageOutputs& d : device_outputs) {
-        host_.push_back(ImageOutputs{to_host(d.boxes), to_host(d.scores), to_host(d.labels),
-                                     to_host(d.masks), to_host(d.rle_changes),
-                                     to_host(d.rle_offsets)});
+        ImageOutputs& h = host_.emplace_back();
+        h.boxes = to_host(d.boxes);
+        h.scores = to_host(d.scores);
+        h.labels = to_host(d.labels);
+        h.rle_changes = to_host(d.rle_changes);
+        h.rle_offsets = to_host(d.rle_offsets);
+        h.paste_corners = to_host(d.paste_corners);
       }
     }
     copied_.emplace(device.type());
     copied_->record(copy);
+    copy_stream_ = copy;
     // Freed tensors go back to the compute stream's pool at once: kept until the copy is done.
     device_outputs_ = std::move(device_outputs);
   }
@@ -63,6 +89,7 @@ class DetectionsTransfer final : public PendingDetections {
     if (copied_.has_value()) {
       copied_->synchronize();
     }
+    GatherMaskCrops();
     device_outputs_.clear();
     at::parallel_for(0, static_cast<int64_t>(whole_.size()), 1, [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; ++j) {
@@ -83,10 +110,11 @@ class DetectionsTransfer final : public PendingDetections {
     for (int64_t k = 0; k < n; ++k) {
       Detection d = state_.Describe(labels[k], {b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]},
                                     scores[k]);
-      if (out.masks.defined()) {
-        const uint8_t* m = out.masks.data_ptr<uint8_t>() + k * image.height * image.width;
-        d.mask.assign(m, m + image.height * image.width);
-        d.mask_region = data::MaskRegion{0, 0, image.width, image.height};
+      if (out.crops.defined()) {
+        const auto index = static_cast<size_t>(k);
+        const uint8_t* m = out.crops.data_ptr<uint8_t>() + out.crop_offsets[index];
+        d.mask.assign(m, m + (out.crop_offsets[index + 1] - out.crop_offsets[index]));
+        d.mask_region = out.regions[index];
       } else if (out.rle_changes.defined()) {
         const int64_t* offsets = out.rle_offsets.data_ptr<int64_t>();
         d.mask_rle = data::RleFromChanges(out.rle_changes.data_ptr<int32_t>() + offsets[k],
@@ -96,12 +124,54 @@ class DetectionsTransfer final : public PendingDetections {
     }
   }
 
+  // Each mask's pixels inside its paste box, into one buffer per image: on a CUDA device
+  // gathered there on the copy stream and copied to the host (the boxes' pixels cross, not
+  // H x W bytes per mask), waited for here.
+  void GatherMaskCrops() {
+    std::optional<c10::StreamGuard> on_copy_stream;
+    if (copy_stream_.has_value())
+      on_copy_stream.emplace(*copy_stream_);
+    bool gathered_on_device = false;
+    for (size_t j = 0; j < host_.size(); ++j) {
+      ImageOutputs& out = host_[j];
+      if (!out.paste_corners.defined())
+        continue;
+      const at::Tensor& source =
+          device_outputs_.empty() ? out.masks : device_outputs_[j].masks;  // N x H x W
+      const ImageDetections& image = results_[whole_[j]];
+      const int64_t n = out.paste_corners.size(0);
+      const int64_t* corners = out.paste_corners.data_ptr<int64_t>();
+      out.crop_offsets.assign(1, 0);
+      for (int64_t k = 0; k < n; ++k) {
+        out.regions.push_back(PasteRegion(corners + 4 * k, image.height, image.width));
+        out.crop_offsets.push_back(out.crop_offsets.back() +
+                                   out.regions.back().width * out.regions.back().height);
+      }
+      at::Tensor crops = at::empty({out.crop_offsets.back()}, source.options());
+      for (int64_t k = 0; k < n; ++k) {
+        const data::MaskRegion& r = out.regions[static_cast<size_t>(k)];
+        crops.narrow(0, out.crop_offsets[static_cast<size_t>(k)], r.width * r.height)
+            .view({r.height, r.width})
+            .copy_(source[k].narrow(0, r.y, r.height).narrow(1, r.x, r.width));
+      }
+      gathered_on_device |= crops.is_cuda();
+      out.crops = crops.is_cuda() ? crops.to(at::kCPU, /*non_blocking=*/true) : crops;
+      out.masks = at::Tensor();
+    }
+    if (gathered_on_device) {
+      c10::Event copied(copy_stream_->device_type());
+      copied.record(*copy_stream_);
+      copied.synchronize();
+    }
+  }
+
   const InferenceModel::State& state_;
   std::vector<ImageDetections> results_;
   std::vector<size_t> whole_;
   std::vector<ImageOutputs> host_;
   std::vector<ImageOutputs> device_outputs_;
   std::optional<c10::Event> copied_;
+  std::optional<c10::Stream> copy_stream_;
 };
 
 }  // namespace
@@ -111,15 +181,14 @@ std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel:
                                                            std::vector<size_t> whole,
                                                            const std::vector<ImageResult>& outputs,
                                                            bool masks, MaskRleWhere where) {
+  const int64_t mask_resolution = 2 * state.model->config().mask_pooler_resolution;
   std::vector<ImageOutputs> device_outputs;
   device_outputs.reserve(outputs.size());
   for (const ImageResult& r : outputs) {
-    ImageOutputs o{r.boxes.to(at::kFloat).contiguous(),
-                   r.scores.to(at::kFloat).contiguous(),
-                   r.labels.to(at::kLong).contiguous(),
-                   {},
-                   {},
-                   {}};
+    ImageOutputs o;
+    o.boxes = r.boxes.to(at::kFloat).contiguous();
+    o.scores = r.scores.to(at::kFloat).contiguous();
+    o.labels = r.labels.to(at::kLong).contiguous();
     const bool encode_here =
         where == MaskRleWhere::kAlways ||
         (where == MaskRleWhere::kOnGpu && r.masks.defined() && r.masks.is_cuda());
@@ -128,7 +197,9 @@ std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel:
       o.rle_changes = changes.contiguous();
       o.rle_offsets = offsets.contiguous();
     } else if (masks && r.masks.defined()) {
-      o.masks = r.masks.contiguous();  // uint8 0/1
+      o.masks = r.masks.contiguous().view({r.masks.size(0), r.masks.size(-2), r.masks.size(-1)});
+      // Postprocess pasted with padding 1 from these boxes: the same corners, on the same device.
+      o.paste_corners = kernels::PasteBoxes(r.boxes, mask_resolution, 1).contiguous();
     }
     device_outputs.push_back(std::move(o));
   }

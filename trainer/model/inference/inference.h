@@ -22,9 +22,9 @@ struct Detection {
   float score = 0.0f;
   // Row-major mask_region.height x mask_region.width of 0/1 at original resolution, for the
   // rectangle mask_region of the image (the mask is 0 outside it); empty when masks are off.
-  // Untiled inference gives the whole image; tiled inference the detection's paste box
-  // only, so memory grows with the objects and not with the image (data::EncodeMaskRegion
-  // makes the full-size RLE).
+  // The region is the detection's paste box within the image (one zero pixel when that is
+  // empty), so memory and, on a GPU, the copy to the host grow with the objects and not
+  // with the image (data::EncodeMaskRegion makes the full-size RLE).
   std::vector<uint8_t> mask;
   data::MaskRegion mask_region;
   // The full-image RLE instead of mask and mask_region, when PredictOptions::mask_rle had the
