@@ -8,6 +8,13 @@ other orders on the GPU (atomics in ROIAlign's backward, cuDNN convolutions), so
 is not expected; these tolerances are what a user would call "the same detections".
 
   python3 scripts/gpu-check/compare_predictions.py CPU.json GPU.json
+
+--same-masks A.json B.json: two runs on the same device that differ only in where the masks
+were encoded (`--mask-rle host`: the masks' paste boxes copied to the host and encoded there;
+`--mask-rle device`: encoded on the GPU). Each detection of A is paired with B's detection of
+the same image, category, box and score; at least --min-paired of A's detections must pair
+(kernels may break near-ties differently between two runs), and every pair's segmentation
+must be the same string.
 """
 import argparse
 import json
@@ -23,6 +30,34 @@ def iou(a, b):
     return inter / union if union > 0 else 0.0
 
 
+def same_masks(first, second, min_paired):
+    """0 when the paired detections' segmentations are equal strings (see --same-masks)."""
+    def key(d):
+        return (d["image_id"], d["category_id"], tuple(d["bbox"]), d["score"])
+
+    by_key = {}
+    for d in second:
+        by_key.setdefault(key(d), []).append(d)
+    paired, different = 0, []
+    for d in first:
+        candidates = by_key.get(key(d), [])
+        if not candidates:
+            continue
+        other = candidates.pop(0)
+        paired += 1
+        if d.get("segmentation") != other.get("segmentation"):
+            different.append(f"image {d['image_id']} category {d['category_id']} {d['bbox']}")
+    share = paired / len(first) if first else 0.0
+    print(f"compare-predictions --same-masks: {len(first)} detections, {paired} paired "
+          f"({100 * share:.1f}%), {len(different)} with another segmentation")
+    for line in different[:20]:
+        print(f"compare-predictions: different mask: {line}")
+    if not first or "segmentation" not in first[0]:
+        print("compare-predictions: no detection with a segmentation: nothing was compared")
+        return 1
+    return 0 if share >= min_paired and not different else 1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("cpu")
@@ -31,7 +66,11 @@ def main() -> int:
     p.add_argument("--iou", type=float, default=0.9)
     p.add_argument("--score-tol", type=float, default=0.05)
     p.add_argument("--count-tol", type=int, default=1)
+    p.add_argument("--same-masks", action="store_true")
+    p.add_argument("--min-paired", type=float, default=0.9)
     a = p.parse_args()
+    if a.same_masks:
+        return same_masks(json.load(open(a.cpu)), json.load(open(a.gpu)), a.min_paired)
     by_image = {}
     for side in ("cpu", "gpu"):
         for d in json.load(open(getattr(a, side))):

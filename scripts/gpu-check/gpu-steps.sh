@@ -45,7 +45,7 @@ gpu_steps() {
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16
   gpu_step "training through entrypoint train, cuda, bf16, 800 px, SOLVER.CUDA_GRAPHS on" 150 \
     python3 "$repo/scripts/gpu-check/train_smoke.py" --build "$build" --work "$work/train" --amp bf16 --cuda-graphs
-  gpu_step "trainer predict --device cuda vs --device cpu (same detections)" 90 \
+  gpu_step "trainer predict --device cuda vs --device cpu (same detections), masks both ways off the GPU" 120 \
     gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
   # The kernel oracle tests, now with their cuda parameters, against torchvision.ops. In
   # worker processes (pytest-xdist, there on the GPU machine): on the H100 and the H200
@@ -114,7 +114,14 @@ gpu_compare_predictions() {
       --images "$shapes"/val/*.png --annotations "$shapes/annotations/instances_val.json" \
       --device "$device" --precision fp32 --output "$work/$device.json" || return 1
   done
-  python3 "$repo/scripts/gpu-check/compare_predictions.py" "$work/cpu.json" "$work/cuda.json"
+  python3 "$repo/scripts/gpu-check/compare_predictions.py" "$work/cpu.json" "$work/cuda.json" || return 1
+  # The masks' other way off the GPU (issue 40): paste boxes gathered there and copied as
+  # pixels, encoded on the host, against the device encoder's strings of the run above.
+  NVIDIA_TF32_OVERRIDE=0 "$build/bin/trainer" predict --model-dir "$model" \
+    --images "$shapes"/val/*.png --annotations "$shapes/annotations/instances_val.json" \
+    --device cuda --precision fp32 --mask-rle host --output "$work/cuda-host-rle.json" || return 1
+  python3 "$repo/scripts/gpu-check/compare_predictions.py" --same-masks \
+    "$work/cuda.json" "$work/cuda-host-rle.json"
 }
 
 # gpu_step NAME LIMIT CMD...: run_step for the steps REGEX selects, under `timeout` with
