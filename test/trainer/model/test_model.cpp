@@ -12,6 +12,7 @@
 #include "test/trainer/model/small_model_config.h"
 #include "trainer/model/config.h"
 #include "trainer/model/inference/inference.h"
+#include "trainer/model/inference/mask_bits.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/registry.h"
 #include "trainer/model/safetensors.h"
@@ -331,6 +332,34 @@ void CheckSameDetections(const ImageDetections& got, const ImageDetections& want
 }
 
 }  // namespace
+
+TEST_CASE("mask pixels packed eight to a byte unpack to themselves from any offset",
+          "[inference]") {
+  for (const int64_t n : {0, 1, 7, 8, 9, 1000, 1001}) {
+    torch::manual_seed(n);
+    const at::Tensor pixels = torch::randint(0, 2, {n}, torch::kByte);
+    const at::Tensor packed = PackMaskBits(pixels);
+    REQUIRE(packed.scalar_type() == torch::kByte);
+    REQUIRE(packed.numel() == (n + 7) / 8);
+    const uint8_t* p = pixels.data_ptr<uint8_t>();
+    const uint8_t* b = packed.data_ptr<uint8_t>();
+    for (int64_t byte = 0; byte < packed.numel(); ++byte) {
+      int want = 0;  // most significant bit first, unused bits 0
+      for (int64_t bit = 0; bit < 8; ++bit)
+        want |= (8 * byte + bit < n ? p[8 * byte + bit] : 0) << (7 - bit);
+      CHECK(static_cast<int>(b[byte]) == want);
+    }
+    for (const int64_t begin : {int64_t{0}, n / 3, n / 2}) {
+      const int64_t count = n - begin - n / 5;
+      if (count < 0)
+        continue;
+      std::vector<uint8_t> out(static_cast<size_t>(count), 7);
+      UnpackMaskBits(b, begin, count, out.data());
+      CHECK(std::equal(out.begin(), out.end(), p + begin));
+    }
+  }
+  CHECK_THROWS_WITH(PackMaskBits(torch::zeros({2, 4}, torch::kByte)), Catch::Contains("1-D uint8"));
+}
 
 TEST_CASE("pixel masks come back as their paste boxes and encode as the whole masks do",
           "[inference]") {

@@ -10,6 +10,7 @@
 
 #include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/ops.h"
+#include "trainer/model/inference/mask_bits.h"
 
 namespace mrcnn::model {
 namespace {
@@ -27,6 +28,7 @@ struct ImageOutputs {
   at::Tensor paste_corners;
   std::vector<data::MaskRegion> regions;
   at::Tensor crops;  // uint8, the regions' pixels one after another, row-major
+  bool crops_packed = false;  // crops holds them eight to a byte (PackMaskBits)
   std::vector<int64_t> crop_offsets;
 };
 
@@ -112,8 +114,14 @@ class DetectionsTransfer final : public PendingDetections {
                                     scores[k]);
       if (out.crops.defined()) {
         const auto index = static_cast<size_t>(k);
-        const uint8_t* m = out.crops.data_ptr<uint8_t>() + out.crop_offsets[index];
-        d.mask.assign(m, m + (out.crop_offsets[index + 1] - out.crop_offsets[index]));
+        const int64_t begin = out.crop_offsets[index], count = out.crop_offsets[index + 1] - begin;
+        if (out.crops_packed) {
+          d.mask.resize(static_cast<size_t>(count));
+          UnpackMaskBits(out.crops.data_ptr<uint8_t>(), begin, count, d.mask.data());
+        } else {
+          const uint8_t* m = out.crops.data_ptr<uint8_t>() + begin;
+          d.mask.assign(m, m + count);
+        }
         d.mask_region = out.regions[index];
       } else if (out.rle_changes.defined()) {
         const int64_t* offsets = out.rle_offsets.data_ptr<int64_t>();
@@ -125,8 +133,8 @@ class DetectionsTransfer final : public PendingDetections {
   }
 
   // Each mask's pixels inside its paste box, into one buffer per image: on a CUDA device
-  // gathered there on the copy stream and copied to the host (the boxes' pixels cross, not
-  // H x W bytes per mask), waited for here.
+  // gathered there on the copy stream, packed eight to a byte and copied to the host (the
+  // boxes' pixels cross as bits, not H x W bytes per mask), waited for here; Build unpacks.
   void GatherMaskCrops() {
     std::optional<c10::StreamGuard> on_copy_stream;
     if (copy_stream_.has_value())
@@ -154,8 +162,10 @@ class DetectionsTransfer final : public PendingDetections {
             .view({r.height, r.width})
             .copy_(source[k].narrow(0, r.y, r.height).narrow(1, r.x, r.width));
       }
-      gathered_on_device |= crops.is_cuda();
-      out.crops = crops.is_cuda() ? crops.to(at::kCPU, /*non_blocking=*/true) : crops;
+      out.crops_packed = crops.is_cuda();
+      gathered_on_device |= out.crops_packed;
+      out.crops =
+          out.crops_packed ? PackMaskBits(crops).to(at::kCPU, /*non_blocking=*/true) : crops;
       out.masks = at::Tensor();
     }
     if (gathered_on_device) {

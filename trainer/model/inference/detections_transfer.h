@@ -19,10 +19,10 @@ namespace mrcnn::model {
 // points where they are when `where` asks for it (kAlways, or kOnGpu on a CUDA device),
 // otherwise kept as pixels: each mask's paste box only (the paste's own integer corners for
 // the model's mask resolution, clamped to the image), so on a GPU Finish gathers the boxes'
-// pixels there and copies those, not H x W bytes per mask. On a CUDA device the copies run on
-// a pool stream that waits for the current one, into pinned memory; the device outputs stay
-// referenced until Finish has waited for them. `state` gives the class names and ids and must
-// outlive the result.
+// pixels there and copies those packed eight to a byte (mask_bits.h), not H x W bytes per mask. On
+// a CUDA device the copies run on a pool stream that waits for the current one, into pinned memory;
+// the device outputs stay referenced until Finish has waited for them. `state` gives the class
+// names and ids and must outlive the result.
 std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel::State& state,
                                                            std::vector<ImageDetections> results,
                                                            std::vector<size_t> whole,
