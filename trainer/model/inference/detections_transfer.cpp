@@ -11,6 +11,7 @@
 #include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/ops.h"
 #include "trainer/model/inference/mask_bits.h"
+#include "trainer/model/tiles/mask_region_paste.h"
 
 namespace mrcnn::model {
 namespace {
@@ -35,13 +36,10 @@ struct ImageOutputs {
 // Mask k's paste box clamped to the image. An empty one (a box on the image's far edge)
 // becomes one zero pixel inside the image, so every mask keeps a region and its pixels.
 data::MaskRegion PasteRegion(const int64_t* corners, int64_t height, int64_t width) {
-  const int64_t x0 = std::clamp<int64_t>(corners[0], 0, width);
-  const int64_t y0 = std::clamp<int64_t>(corners[1], 0, height);
-  const int64_t x1 = std::clamp<int64_t>(corners[2] + 1, x0, width);
-  const int64_t y1 = std::clamp<int64_t>(corners[3] + 1, y0, height);
-  if (x1 == x0 || y1 == y0)
-    return data::MaskRegion{std::min(x0, width - 1), std::min(y0, height - 1), 1, 1};
-  return data::MaskRegion{x0, y0, x1 - x0, y1 - y0};
+  const data::MaskRegion region = ClampedPasteRegion(corners, height, width);
+  if (region.width == 0 || region.height == 0)
+    return data::MaskRegion{std::min(region.x, width - 1), std::min(region.y, height - 1), 1, 1};
+  return region;
 }
 
 class DetectionsTransfer final : public PendingDetections {

@@ -7,6 +7,15 @@
 
 namespace mrcnn::model {
 
+data::MaskRegion ClampedPasteRegion(const int64_t* corners, int64_t image_height,
+                                    int64_t image_width) {
+  const int64_t x0 = std::clamp<int64_t>(corners[0], 0, image_width);
+  const int64_t y0 = std::clamp<int64_t>(corners[1], 0, image_height);
+  const int64_t x1 = std::clamp<int64_t>(corners[2] + 1, x0, image_width);
+  const int64_t y1 = std::clamp<int64_t>(corners[3] + 1, y0, image_height);
+  return data::MaskRegion{x0, y0, x1 - x0, y1 - y0};
+}
+
 RegionMask PasteMaskRegion(const at::Tensor& probabilities, const std::array<float, 4>& box,
                            int64_t image_height, int64_t image_width, double threshold) {
   TORCH_CHECK(probabilities.dim() == 2 && probabilities.size(0) == probabilities.size(1),
@@ -20,11 +29,8 @@ RegionMask PasteMaskRegion(const at::Tensor& probabilities, const std::array<flo
   const at::Tensor corners = kernels::PasteBoxes(box_tensor, r, 1);
   const int64_t* c = corners.data_ptr<int64_t>();
   RegionMask out;
-  const int64_t x0 = std::clamp<int64_t>(c[0], 0, image_width);
-  const int64_t y0 = std::clamp<int64_t>(c[1], 0, image_height);
-  const int64_t x1 = std::clamp<int64_t>(c[2] + 1, x0, image_width);
-  const int64_t y1 = std::clamp<int64_t>(c[3] + 1, y0, image_height);
-  out.region = data::MaskRegion{x0, y0, x1 - x0, y1 - y0};
+  out.region = ClampedPasteRegion(c, image_height, image_width);
+  const int64_t x0 = out.region.x, y0 = out.region.y;
   if (out.region.width == 0 || out.region.height == 0)
     return out;
   // Pad the mask by one zero pixel here and paste with padding 0 into the region, with the

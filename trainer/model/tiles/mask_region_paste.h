@@ -18,6 +18,12 @@ struct RegionMask {
   std::vector<uint8_t> bits;  // row-major region.height x region.width of 0/1
 };
 
+// The pixels a paste with these integer corners (x0, y0, x1, y1 inclusive, as
+// kernels::PasteBoxes gives them) can touch in a height x width image: the box clamped to it,
+// empty when the box lies outside it.
+data::MaskRegion ClampedPasteRegion(const int64_t* corners, int64_t image_height,
+                                    int64_t image_width);
+
 // probabilities: R x R (the mask head's output for the detection, any device, floating);
 // box: x1, y1, x2, y2 in image pixels. Bit-identical, inside the region, to
 // PasteMasksBinary(probabilities[None, None], box[None], image_height, image_width, 1,
