@@ -17,7 +17,15 @@ if ((${#py_dirs[@]})); then
   # Only failed tests keep their tmp_path: the passing ones' training runs and images came to
   # ~8 GB per session under /tmp/pytest-of-$USER, and pytest keeps the last three sessions.
   # The 25 slowest tests are listed at the end: pytest is most of CI's time (issue 42).
-  "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed --durations=25 "${py_dirs[@]}" || status=1
+  # Modules run side by side (pytest-xdist), a module on one worker so that its fixtures (a
+  # training run, a server) are made once: most tests wait on a subprocess or use one core, and
+  # alone they left one of CI's two idle. Workers take the modules in test/conftest.py's order,
+  # the slowest first (not xdist's default, the most tests first: that left a 5-minute module
+  # for the end, alone). MRCNN_PYTEST_WORKERS=0 runs them in this process, one after another;
+  # the default is one worker per core, at most 4.
+  workers=${MRCNN_PYTEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
+  "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed --durations=25 \
+    -n "$workers" --dist loadscope --no-loadscope-reorder "${py_dirs[@]}" || status=1
 else
   echo "[test] no Python tests found"
 fi

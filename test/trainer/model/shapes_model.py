@@ -3,6 +3,7 @@
 `entrypoint train` on `trainer make-shapes --size 128`, with a shortened schedule. The model
 dir is kept under the build dir, keyed by the schedule, so later runs reuse it. Not a test
 module."""
+import fcntl
 import json
 import os
 import pathlib
@@ -16,11 +17,20 @@ ENTRYPOINT = BUILD / "bin" / "entrypoint"
 
 
 def trained_shapes_model(iterations: int, timeout: float = 1200) -> pathlib.Path:
-    """The model dir of the shapes config trained for `iterations` (8 images each)."""
+    """The model dir of the shapes config trained for `iterations` (8 images each). Test modules
+    on other pytest-xdist workers may ask at the same time: one trains, the others wait for it."""
     work = BUILD / "test_models" / f"shapes_128_it{iterations}"
     model = work / "opt_ml" / "model"
-    if (model / "model.safetensors").exists():
-        return model
+    work.parent.mkdir(parents=True, exist_ok=True)
+    with open(work.parent / f"{work.name}.lock", "w") as lock:  # closing it releases the lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (model / "model.safetensors").exists():
+            return model
+        return train_shapes_model(work, model, iterations, timeout)
+
+
+def train_shapes_model(work: pathlib.Path, model: pathlib.Path, iterations: int, timeout: float) -> pathlib.Path:
+    """Trains into `work` (emptied first) under the caller's lock; returns `model`."""
     for exe in (TRAINER, ENTRYPOINT):
         if not exe.exists():
             raise RuntimeError(f"{exe} is not built (set MRCNN_BUILD_DIR)")
