@@ -34,4 +34,4 @@ def pytest_collection_modifyitems(session, config, items):
         raise FileNotFoundError(f"test/conftest.py: SLOWEST_FIRST names {missing}, which do not exist: "
                                 "remove or rename them there")
     # A stable sort: each module's tests keep their order and stay together.
-    items.sort(key=lambda item: rank.get(pathlib.Path(str(item.path)).resolve(), len(rank)))
+    items.sort(key=lambda item: rank.get(item.path.resolve(), len(rank)))
