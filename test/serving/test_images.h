@@ -28,8 +28,10 @@ inline std::vector<uint8_t> Encode(const cv::Mat& image, const std::string& exte
   return bytes;
 }
 
+// One copy of the bytes (the iterator-pair constructor copies byte by byte, which a
+// sanitizer build's -O0 makes seconds for a 100 MB image).
 inline std::string AsString(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 }  // namespace mrcnn::serving::testing

@@ -48,6 +48,17 @@ TEST_CASE("base64 round-trips and rejects corruption", "[serving][base64]") {
           decoded);
   }
   CHECK(DecodeBase64("aGVsbG8=") == std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o'});
+  // RFC 4648's test vectors: the encoder's text, padding included.
+  const std::vector<std::pair<std::string, std::string>> rfc4648 = {{"", ""},
+                                                                    {"f", "Zg=="},
+                                                                    {"fo", "Zm8="},
+                                                                    {"foo", "Zm9v"},
+                                                                    {"foob", "Zm9vYg=="},
+                                                                    {"fooba", "Zm9vYmE="},
+                                                                    {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, encoded] : rfc4648) {
+    CHECK(EncodeBase64(reinterpret_cast<const uint8_t*>(plain.data()), plain.size()) == encoded);
+  }
   CHECK_FALSE(DecodeBase64("aGVsbG8*"));    // not in the alphabet
   CHECK_FALSE(DecodeBase64("a"));           // 6 bits cannot make a byte
   CHECK_FALSE(DecodeBase64("aGVsbG9="));    // non-zero padding bits
