@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `.ci/run` as a fresh machine runs it, on this one: a clean clone of a commit, an empty
-# ccache (CCACHE_DIR), an empty pip cache (PIP_CACHE_DIR)
+# ccache (CCACHE_DIR), an empty pip cache (PIP_CACHE_DIR), no cached venv (MRCNN_VENV_CACHE)
 # and empty container storage (a storage.conf of its own, named by CONTAINERS_STORAGE_CONF
 # and MRCNN_STORAGE_CONF: no base image, no layer of an earlier build). Prints `.ci/run`'s
 # own per-part minutes, then a table of them and of the container test's steps.
@@ -16,7 +16,7 @@
 #                 /var/tmp/mrcnn-ci-fresh; about 60 GB at the peak). Emptied first.
 #   --keep        keep DIR afterwards (default: its container storage is reset and DIR removed)
 #   --warm        the second run CI makes on a machine it already used: a new clone, but the
-#                 ccache, pip cache and container storage a --keep run left in DIR
+#                 ccache, pip cache, venvs and container storage a --keep run left in DIR
 # Exits with `.ci/run`'s status. Needs root (rootful podman), like `.ci/run`.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,16 +45,16 @@ reset_storage() {
   rm -rf "$storage"
 }
 if ((warm)); then
-  [[ -f $work/storage.conf && -d $work/ccache && -d $work/pip ]] ||
+  [[ -f $work/storage.conf && -d $work/ccache && -d $work/pip && -d $work/venvs ]] ||
     { log "--warm needs the caches of an earlier --keep run in $work"; exit 2; }
-  log "warm: keeping $work's ccache ($(du -sh "$work/ccache" | cut -f1)), pip cache and container storage; a new clone"
+  log "warm: keeping $work's ccache ($(du -sh "$work/ccache" | cut -f1)), pip cache, venvs and container storage; a new clone"
   rm -rf "$work/main"
 elif [[ -d $work ]]; then
   log "emptying $work"
   reset_storage
   rm -rf "$work"
 fi
-mkdir -p "$work/ccache" "$work/pip" "$storage/storage" "$storage/run"
+mkdir -p "$work/ccache" "$work/pip" "$work/venvs" "$storage/storage" "$storage/run"
 git clone -q --no-hardlinks "$top" "$work/main"
 git -C "$work/main" checkout -q "$rev"
 printf '%s\n' "# scripts/ci-fresh.sh: container storage of its own, empty at the start" "[storage]" \
@@ -62,10 +62,10 @@ printf '%s\n' "# scripts/ci-fresh.sh: container storage of its own, empty at the
 
 state="all empty"
 ((warm == 0)) || state="kept from the last run"
-export CCACHE_DIR=$work/ccache PIP_CACHE_DIR=$work/pip
+export CCACHE_DIR=$work/ccache PIP_CACHE_DIR=$work/pip MRCNN_VENV_CACHE=$work/venvs
 export CONTAINERS_STORAGE_CONF=$work/storage.conf MRCNN_STORAGE_CONF=$work/storage.conf
 log "clone of $(git -C "$work/main" log -1 --format='%h %s' | cut -c1-80) in $work/main"
-log "CCACHE_DIR=$CCACHE_DIR PIP_CACHE_DIR=$PIP_CACHE_DIR CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF ($state)"
+log "CCACHE_DIR=$CCACHE_DIR PIP_CACHE_DIR=$PIP_CACHE_DIR MRCNN_VENV_CACHE=$MRCNN_VENV_CACHE CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF ($state)"
 
 status=0
 SECONDS=0

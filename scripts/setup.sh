@@ -42,18 +42,12 @@ if ((${#missing[@]})); then
 fi
 ((packages_only == 0)) || { log "Debian packages in place (--packages: stopping here)"; exit 0; }
 
-# Python environment: torch/torchvision pinned to what the GPU machine carries.
+# Python environment: torch/torchvision pinned to what the GPU machine carries (made again when
+# requirements.txt changes; with MRCNN_VENV_CACHE a link to a venv made once: python-venv.sh).
 venv="$top/.venv"
-requirements="$top/scripts/requirements.txt"
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$requirements" | cut -d' ' -f1)
-if [[ ! -x $venv/bin/python ]] || [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want" ]]; then
-  log "creating Python environment in .venv (torch is a large download)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q -r "$requirements"
-  echo "$want" > "$stamp"
-fi
+# shellcheck source=python-venv.sh
+source "$top/scripts/python-venv.sh"
+python_venv "$venv" "$top/scripts/requirements.txt"
 
 # Prometheus for test/serving/test_server_prometheus.py: Debian's package unpacked into
 # .deb/prometheus, not installed (its postinst would start a system service on :9090).

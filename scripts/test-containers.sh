@@ -279,11 +279,10 @@ sdk_environment() {
       >"$failure_log" 2>&1 || fail "apt-get install docker-compose failed"
   fi
   sdk_venv=$top/.venv-sagemaker
-  local sdk_req=$top/scripts/containers/requirements-sagemaker.txt
-  if [[ ! -x $sdk_venv/bin/python ]] || ! cmp -s "$sdk_req" "$sdk_venv/requirements.txt"; then
-    { python3 -m venv "$sdk_venv" && "$sdk_venv/bin/pip" install -q -r "$sdk_req" &&
-      cp "$sdk_req" "$sdk_venv/requirements.txt"; } >>"$failure_log" 2>&1 || fail "installing the SageMaker SDK failed"
-  fi
+  # shellcheck source=scripts/python-venv.sh
+  source "$top/scripts/python-venv.sh"
+  python_venv "$sdk_venv" "$top/scripts/containers/requirements-sagemaker.txt" >>"$failure_log" 2>&1 ||
+    fail "installing the SageMaker SDK failed"
 }
 
 image_mb() { podman image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f", $1 / 1e6 }'; }
