@@ -7,6 +7,11 @@ cd "$top"
 "$top/scripts/setup.sh"
 
 status=0
+# Tests run side by side (CTest -j, pytest's workers), each with LibTorch's OpenMP threads:
+# more threads than cores. Idle OpenMP threads then sleep instead of spinning on a core another
+# test needs. Measured on the 2-core VM: CTest 101 -> 89 s, two pytest modules on two workers
+# 76 -> 55 s (bench/RESULTS.md, session 21). A value already set is kept.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 echo "[test] C++ tests (ctest)"
 ctest --test-dir "$top/build" --output-on-failure -j"${MRCNN_TEST_JOBS:-2}" || status=1
 
