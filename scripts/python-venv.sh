@@ -43,6 +43,7 @@ python_venv() {
   exec {fd}>&-
   if [[ -d $dest && ! -L $dest ]]; then rm -rf "$dest"; fi
   ln -sfn "$target" "$dest"
+  printf '[python-venv] %s is a link to %s\n' "$dest" "$target"
 }
 
 # python_venv_install DIR REQUIREMENTS SHA: makes DIR from nothing; the stamp is written last,
