@@ -4,8 +4,8 @@
 #
 # MRCNN_VENV_CACHE=DIR (.ci/run sets it): each venv is made once per requirements content, in
 # DIR, and DEST becomes a symbolic link to it. CI runs every commit in a clean clone, which
-# made both venvs again each time from pip's cache: ~6 GB of wheels unpacked, 3-4 min for
-# .venv and 4-5 min for the SDK's on 2 cores (bench/RESULTS.md, issue 42). Python keeps the
+# made both venvs again each time from pip's cache: ~6 GB of wheels unpacked, about 2 min for
+# .venv alone on 2 cores, 3-4 min beside other work (bench/RESULTS.md, issue 42). Python keeps the
 # link's path (sys.prefix is DEST, not the cache), so torch's headers stay under the checkout
 # and ccache's keys for the compiles that include them do not change. The two most recently
 # used venvs per name are kept; older ones are removed. Without MRCNN_VENV_CACHE, DEST is a
@@ -15,10 +15,8 @@ python_venv() {
   want=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [[ -z ${MRCNN_VENV_CACHE:-} ]]; then
     [[ ! -L $dest ]] || rm -f "$dest"
-    if [[ ! -x $dest/bin/python || $(cat "$dest/.requirements.sha256" 2>/dev/null) != "$want" ]]; then
-      python_venv_install "$dest" "$requirements" "$want" || return 1
-    fi
-    return 0
+    python_venv_ready "$dest" "$want" || python_venv_install "$dest" "$requirements" "$want"
+    return
   fi
   local cache name target lock fd
   cache=$(mkdir -p "$MRCNN_VENV_CACHE" && cd "$MRCNN_VENV_CACHE" && pwd) || return 1
@@ -28,8 +26,7 @@ python_venv() {
   # One maker at a time per name: a second clone waits for the first one's venv, then links it.
   exec {fd}>"$lock"
   flock "$fd"
-  if [[ ! -x $target/bin/python || $(cat "$target/.requirements.sha256" 2>/dev/null) != "$want" ]]; then
-    rm -rf "$target"
+  if ! python_venv_ready "$target" "$want"; then
     python_venv_install "$target" "$requirements" "$want" || { exec {fd}>&-; return 1; }
   fi
   touch "$target/.last-used"
@@ -44,6 +41,11 @@ python_venv() {
   if [[ -d $dest && ! -L $dest ]]; then rm -rf "$dest"; fi
   ln -sfn "$target" "$dest"
   printf '[python-venv] %s is a link to %s\n' "$dest" "$target"
+}
+
+# python_venv_ready DIR SHA: DIR is a venv made from requirements whose sha256 is SHA.
+python_venv_ready() {
+  [[ -x $1/bin/python && $(cat "$1/.requirements.sha256" 2>/dev/null) == "$2" ]]
 }
 
 # python_venv_install DIR REQUIREMENTS SHA: makes DIR from nothing; the stamp is written last,

@@ -26,8 +26,8 @@ if ((${#py_dirs[@]})); then
   # training run, a server) are made once: most tests wait on a subprocess or use one core, and
   # alone they left one of CI's two idle. Workers take the modules in test/conftest.py's order,
   # the slowest first (not xdist's default, the most tests first: that left the shapes model's
-  # training and the tiles tests that need it for the end, alone). MRCNN_PYTEST_WORKERS=0 runs them in this process, one after another;
-  # the default is one worker per core, at most 4.
+  # training and the tiles tests that need it for the end, alone). MRCNN_PYTEST_WORKERS=0 runs
+  # them in this process, one after another; the default is one worker per core, at most 4.
   workers=${MRCNN_PYTEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
   "$top/.venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed --durations=25 \
     -n "$workers" --dist loadscope --no-loadscope-reorder "${py_dirs[@]}" || status=1
