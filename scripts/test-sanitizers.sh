@@ -11,9 +11,9 @@
 # every report goes to a file under <build>/sanitizer-reports: any report fails the run,
 # also one from a process whose exit status a test does not look at.
 # Exits non-zero on a failed test or any report.
-# `--build-only` configures and builds both trees and stops (.ci/run builds them at a low
-# priority beside scripts/test.sh; the run afterwards then only tests, at full speed, so no
-# timing of a sanitized test depends on what else runs).
+# `--build-only` configures and builds both trees and stops. .ci/run runs this script plainly,
+# after scripts/test-launchers.sh: built beside pytest at nice 19 (session 17), the trees took
+# 19.5 min and slowed pytest about 3x on 2 vCPUs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -54,13 +54,17 @@ configure() {
     { cat "$dir/configure.log"; return 1; }
 }
 
+# shellcheck source=test-tmp.sh
+source "$top/scripts/test-tmp.sh"
+
 # run_ctest DIR [ctest args...]: CTest with every report written under DIR/sanitizer-reports,
-# then fails when that folder is not empty.
+# then fails when that folder is not empty; and with a temp dir of its own (TMPDIR,
+# DIR/test-tmp), which fails the run when a test or fuzzer left anything in it.
 run_ctest() {
   local dir=$1
   shift
-  local reports=$dir/sanitizer-reports
-  rm -rf "$reports" && mkdir -p "$reports"
+  local reports=$dir/sanitizer-reports tmp=$dir/test-tmp
+  rm -rf "$reports" "$tmp" && mkdir -p "$reports" "$tmp"
   local common="log_path=$reports/report:print_stacktrace=1"
   local rc=0
   # TSan reports and goes on (exit status 66 at the end), so a test that meets a race still
@@ -68,7 +72,7 @@ run_ctest() {
   ASAN_OPTIONS="$common:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1" \
     UBSAN_OPTIONS="$common:halt_on_error=1" \
     TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$top/scripts/tsan-suppressions.txt" \
-    ctest --test-dir "$dir" --output-on-failure -j"${MRCNN_TEST_JOBS:-2}" "$@" || rc=1
+    TMPDIR=$tmp ctest --test-dir "$dir" --output-on-failure -j"${MRCNN_TEST_JOBS:-2}" "$@" || rc=1
   if compgen -G "$reports/report*" >/dev/null; then
     log "sanitizer reports in $reports:"
     for report in "$reports"/report*; do
@@ -77,6 +81,7 @@ run_ctest() {
     done
     rc=1
   fi
+  left_in_tmp "$tmp" || rc=1
   return $rc
 }
 

@@ -55,7 +55,10 @@ data=$1 model=$2 config_file=$3 opts=$4 train_split=$5 val_split=$6 executor_out
 for split in "$train_split" "$val_split"; do
   case $split in ''|.|..|*/*|*' '*) echo "train: split name \"$split\" must be a folder name (train_split, val_split)"; exit 2 ;; esac
 done
-base=$(mktemp -d /tmp/opt_ml.XXXXXX)
+base=$(mktemp -d -t opt_ml.XXXXXX)
+# Scratch, under TMPDIR (default /tmp), removed at the end: the model and the data are links
+# in it, which rm does not follow.
+trap 'rm -rf "$base"' EXIT
 mkdir -p "$base/input/config" "$base/input/data" "$model"
 # The entrypoint writes <base>/model (it sets the trainer's SM_MODEL_DIR itself).
 ln -s "$model" "$base/model"
@@ -85,7 +88,8 @@ printf '{"artifacts": {"model": {"artifacts": [{"uri": "%s", "metadata": {"frame
 EVALUATE = r"""
 set -eu
 data=$1 model=$2 split=$3 min_box_ap50=$4 results=$5 executor_output=$6 metrics_uri=$7 results_uri=$8
-work=$(mktemp -d /tmp/eval.XXXXXX)
+work=$(mktemp -d -t eval.XXXXXX)
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$results"
 annotations=$data/annotations/instances_$split.json
 test -f "$annotations" || { echo "evaluate: no $annotations in the dataset"; exit 1; }
@@ -131,10 +135,10 @@ mkdir -p "$answer"
 image=$(find "$data/$split" -maxdepth 1 -type f \( -name '*.jpg' -o -name '*.png' \) | sort | head -n 1)
 test -n "$image" || { echo "serve-smoke: no image in $data/$split"; exit 1; }
 case $image in *.png) type=image/png ;; *) type=image/jpeg ;; esac
-work=$(mktemp -d /tmp/serve.XXXXXX)
+work=$(mktemp -d -t serve.XXXXXX)
 server --host 127.0.0.1 --port 0 --port-file "$work/port" --model-dir "$model" >"$work/server.log" 2>&1 &
 server_pid=$!
-trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 request() {  # METHOD PATH [BODY-FILE TYPE]: the raw HTTP answer on stdout
   exec 3<>"/dev/tcp/127.0.0.1/$(cat "$work/port")"
   if [ $# -gt 2 ]; then

@@ -108,6 +108,12 @@ def host_env(tmp_path):
     return env
 
 
+def assert_no_scratch_left(tmp, prefix):
+    """A step's scratch folder (mktemp under TMPDIR) is gone once the step has exited."""
+    left = sorted(p.name for p in tmp.glob(f"{prefix}.*"))
+    assert not left, f"the step left its scratch folders in TMPDIR: {left}"
+
+
 def run_step(spec, step, args, env):
     """The step's compiled command with ARGS in place of its placeholders."""
     command = executors(spec)[step]["command"]
@@ -132,6 +138,7 @@ def trained(shapes_spec, tmp_path_factory):
     r = run_step(shapes_spec, "train", [data, model, "mask_rcnn_R_50_FPN_shapes_cpu.yaml", opts, "train", "val",
                                         tmp / "out-train" / "executor_output.json", "uri://model"], env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert_no_scratch_left(tmp, "opt_ml")
     return tmp, env, data, model, r
 
 
@@ -161,6 +168,7 @@ def test_evaluate_step_reports_coco_ap_as_metrics_and_gates_on_the_floor(shapes_
     r = run_step(shapes_spec, "evaluate", [data, model, "val", 0.0, tmp / "results", out, "uri://m", "uri://r"], env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "predicting on cpu" in r.stdout  # no /dev/nvidia0 here
+    assert_no_scratch_left(tmp, "eval")
     record = json.loads(out.read_text())["artifacts"]
     metrics = record["metrics"]["artifacts"][0]
     assert metrics["uri"] == "uri://m" and record["results"]["artifacts"][0]["uri"] == "uri://r"
@@ -186,6 +194,7 @@ def test_serve_smoke_step_serves_the_model_and_keeps_the_answer(shapes_spec, tra
                                               "uri://a"], env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "/ping 200" in r.stdout
+    assert_no_scratch_left(tmp, "serve")
     body = json.loads((answer / "answer.json").read_text())
     assert (body["width"], body["height"]) == (64, 64) and isinstance(body["detections"], list)
     sent = [p.name for p in answer.iterdir() if p.suffix in (".png", ".jpg")]

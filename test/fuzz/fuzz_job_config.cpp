@@ -18,6 +18,7 @@
 #include "common/config_error.h"
 #include "entrypoint/launch_plan.h"
 #include "test/fuzz/fuzz_input_parts.h"
+#include "test/fuzz/fuzz_scratch_dir.h"
 
 namespace {
 
@@ -29,16 +30,13 @@ constexpr std::array<const char*, 4> kConfigFiles = {
 
 // One /opt/ml-like tree per process, rewritten for every input.
 const fs::path& BaseDir() {
-  static const fs::path base = [] {
-    std::string pattern = (fs::temp_directory_path() / "mrcnn_fuzz_job.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr)
-      std::abort();
-    fs::create_directories(fs::path(pattern) / "input" / "config");
-    fs::create_directories(fs::path(pattern) / "input" / "data" / "train");
-    std::atexit([] { fs::remove_all(BaseDir()); });
-    return fs::path(pattern);
+  static const fuzz::FuzzScratchDir base("mrcnn_fuzz_job");
+  [[maybe_unused]] static const bool tree_made = [] {
+    fs::create_directories(base.path() / "input" / "config");
+    fs::create_directories(base.path() / "input" / "data" / "train");
+    return true;
   }();
-  return base;
+  return base.path();
 }
 
 void WriteOrRemove(const fs::path& file, const std::string_view* part) {

@@ -19,6 +19,7 @@
 
 #include "common/config_error.h"
 #include "test/fuzz/fuzz_input_parts.h"
+#include "test/fuzz/fuzz_scratch_dir.h"
 #include "trainer/engine/config/config.h"
 #include "trainer/engine/config/job_config.h"
 
@@ -28,14 +29,8 @@ namespace fs = std::filesystem;
 using namespace mrcnn;
 
 const fs::path& ConfigDir() {
-  static const fs::path dir = [] {
-    std::string pattern = (fs::temp_directory_path() / "mrcnn_fuzz_config.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr)
-      std::abort();
-    std::atexit([] { fs::remove_all(ConfigDir()); });
-    return fs::path(pattern);
-  }();
-  return dir;
+  static const fuzz::FuzzScratchDir dir("mrcnn_fuzz_config");
+  return dir.path();
 }
 
 void Write(const fs::path& file, std::string_view text) {

@@ -1,10 +1,12 @@
 // Unit tests of trainer/model: registry, config, input transform, safetensors.
+#include <ftw.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -21,10 +23,34 @@ using namespace mrcnn::model;
 
 namespace {
 
+// The test process's own folder under the temp dir, removed with its files when the process
+// exits (each of these tests wrote up to 44 MB there, and every run left its folder behind).
+// Not std::filesystem::remove_all: libtorch.so exports its own, which crashes when it
+// interposes on libstdc++'s (test/trainer/engine/temp_dir.h).
+class ProcessTempDir {
+ public:
+  ProcessTempDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("mrcnn_test_model_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ProcessTempDir() {
+    ::nftw(
+        path_.c_str(),
+        [](const char* f, const struct stat*, int, struct FTW*) { return std::remove(f); }, 16,
+        FTW_DEPTH | FTW_PHYS);
+  }
+  ProcessTempDir(const ProcessTempDir&) = delete;
+  ProcessTempDir& operator=(const ProcessTempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 std::filesystem::path TempPath(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("mrcnn_test_model_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir / name;
+  static const ProcessTempDir dir;
+  return dir.path() / name;
 }
 
 void WriteBytes(const std::filesystem::path& path, const std::string& bytes) {
