@@ -13,7 +13,8 @@
 #   --commit REV  what to clone (default HEAD; the working tree's uncommitted changes are
 #                 not in it)
 #   --work DIR    where the clone, caches and container storage go (default
-#                 /var/tmp/mrcnn-ci-fresh; about 60 GB at the peak). Emptied first.
+#                 /var/tmp/mrcnn-ci-fresh; the disk in use grew by up to 35 GB
+#                 in session 22's run, so leave 40 free). Emptied first.
 #   --keep        keep DIR afterwards (default: its container storage is reset and DIR removed)
 #   --warm        the second run CI makes on a machine it already used: a new clone, but the
 #                 ccache, pip cache, venvs and container storage a --keep run left in DIR
