@@ -17,8 +17,8 @@
 
 #include "common/config_error.h"
 #include "entrypoint/launch_plan.h"
+#include "test/common/job_tree.h"
 #include "test/fuzz/fuzz_input_parts.h"
-#include "test/fuzz/fuzz_scratch_dir.h"
 
 namespace {
 
@@ -28,15 +28,13 @@ using namespace mrcnn;
 constexpr std::array<const char*, 4> kConfigFiles = {
     "hyperparameters.json", "resourceconfig.json", "inputdataconfig.json", "checkpointconfig.json"};
 
-// One /opt/ml-like tree per process, rewritten for every input.
+// One /opt/ml-like tree per process, rewritten for every input. A static, so its destructor
+// removes it when libFuzzer ends with exit(0); an std::atexit callback registered while the
+// static was made ran after the static was destroyed, and every run left its folder.
 const fs::path& BaseDir() {
-  static const fuzz::FuzzScratchDir base("mrcnn_fuzz_job");
-  [[maybe_unused]] static const bool tree_made = [] {
-    fs::create_directories(base.path() / "input" / "config");
-    fs::create_directories(base.path() / "input" / "data" / "train");
-    return true;
-  }();
-  return base.path();
+  static const common::testing::JobTree tree;
+  [[maybe_unused]] static const bool data_made = (tree.MakeDir("input/data/train"), true);
+  return tree.base();
 }
 
 void WriteOrRemove(const fs::path& file, const std::string_view* part) {

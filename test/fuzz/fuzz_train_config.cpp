@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "common/config_error.h"
+#include "test/common/job_tree.h"
 #include "test/fuzz/fuzz_input_parts.h"
-#include "test/fuzz/fuzz_scratch_dir.h"
 #include "trainer/engine/config/config.h"
 #include "trainer/engine/config/job_config.h"
 
@@ -28,9 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace mrcnn;
 
+// The folder config.yaml and base.yaml are written to: a throwaway tree's input/config, a
+// static so that its destructor removes the tree at exit (as in fuzz_job_config.cpp).
 const fs::path& ConfigDir() {
-  static const fuzz::FuzzScratchDir dir("mrcnn_fuzz_config");
-  return dir.path();
+  static const common::testing::JobTree tree;
+  static const fs::path dir = tree.base() / "input" / "config";
+  return dir;
 }
 
 void Write(const fs::path& file, std::string_view text) {

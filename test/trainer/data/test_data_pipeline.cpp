@@ -1,4 +1,3 @@
-#include <ftw.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <set>
 
 #include "test/trainer/data/damaged_images.h"
+#include "test/trainer/remove_tree.h"
 #include "trainer/data/data_loader.h"
 #include "trainer/data/image_decode.h"
 #include "trainer/data/sampler.h"
@@ -22,14 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// libtorch.so exports its own std::filesystem::remove_all, which crashes when it wins
-// symbol resolution; remove test trees with POSIX nftw instead.
-void RemoveTree(const fs::path& p) {
-  nftw(
-      p.c_str(),
-      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
+using mrcnn::test::RemoveTree;
 
 fs::path TempDir(const std::string& name) {
   fs::path p =

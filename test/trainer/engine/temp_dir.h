@@ -1,14 +1,11 @@
 #pragma once
-// A fresh path under the system temp dir (not created), removed with everything in it at scope end.
-// Not fs::remove_all: libtorch.so exports its own std::filesystem::remove_all, which
-// crashes when it interposes on libstdc++'s (torch 2.11 wheel).
-#include <ftw.h>
-
-#include <cstdio>
+// A fresh path under the system temp dir (not created), removed with everything in it at scope end
+// (RemoveTree: not fs::remove_all, which crashes in tests linked with LibTorch).
 #include <filesystem>
 #include <random>
 #include <string>
 
+#include "test/trainer/remove_tree.h"
 #include "trainer/engine/checkpoint/atomic_file.h"
 
 namespace mrcnn::test {
@@ -22,11 +19,8 @@ struct TempDir {
   ~TempDir() {
     // The directory, and the staging directory beside it that atomic writes into it use.
     const auto staging = engine::StagingDirFor(path);
-    for (const auto& p : {path, staging}) {
-      ::nftw(
-          p.c_str(), [](const char* f, const struct stat*, int, struct FTW*) { return std::remove(f); }, 16,
-          FTW_DEPTH | FTW_PHYS);
-    }
+    for (const auto& p : {path, staging})
+      RemoveTree(p);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -1,17 +1,16 @@
 // Unit tests of trainer/model: registry, config, input transform, safetensors.
-#include <ftw.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
 
 #include "test/trainer/model/small_model_config.h"
+#include "test/trainer/remove_tree.h"
 #include "trainer/model/config.h"
 #include "trainer/model/inference/inference.h"
 #include "trainer/model/inference/mask_bits.h"
@@ -25,8 +24,6 @@ namespace {
 
 // The test process's own folder under the temp dir, removed with its files when the process
 // exits (each of these tests wrote up to 44 MB there, and every run left its folder behind).
-// Not std::filesystem::remove_all: libtorch.so exports its own, which crashes when it
-// interposes on libstdc++'s (test/trainer/engine/temp_dir.h).
 class ProcessTempDir {
  public:
   ProcessTempDir()
@@ -34,12 +31,7 @@ class ProcessTempDir {
               ("mrcnn_test_model_" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(path_);
   }
-  ~ProcessTempDir() {
-    ::nftw(
-        path_.c_str(),
-        [](const char* f, const struct stat*, int, struct FTW*) { return std::remove(f); }, 16,
-        FTW_DEPTH | FTW_PHYS);
-  }
+  ~ProcessTempDir() { mrcnn::test::RemoveTree(path_); }
   ProcessTempDir(const ProcessTempDir&) = delete;
   ProcessTempDir& operator=(const ProcessTempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
