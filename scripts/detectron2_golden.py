@@ -88,9 +88,10 @@ def narrow_overrides(variant):
         "INPUT.MAX_SIZE_TEST": SMALL_MAX_SIZE_TEST,
     }
     if "X_101_32x8d" in variant:
-        # The zoo's 32 groups x 8 = 256 = RES2_OUT_CHANNELS (bottleneck as wide as the stage
-        # output). Keep that ratio and a grouped 3x3 conv: 8 groups x 2 = 16.
-        overrides["MODEL.RESNETS.NUM_GROUPS"] = 8
+        # Keep a grouped 3x3 conv: 4 groups x 2 channels = 8 at res2 (the zoo's 32 x 8 = 256 is
+        # as wide as the stage output; at that ratio the 1x1 convs of the 23 res4 blocks alone
+        # would make the checkpoint 3 MB).
+        overrides["MODEL.RESNETS.NUM_GROUPS"] = 4
         overrides["MODEL.RESNETS.WIDTH_PER_GROUP"] = 2
     if "DC5" in variant:
         # DC5's box head flattens 128 channels x 7 x 7 into fc1: at FC_DIM 64 that one layer
@@ -374,13 +375,16 @@ def capture_box_predictions(model, cfg, images):
 def _threshold_fragility(predictor, captured, shift):
     """How close this shift puts Detectron2's decisions to its thresholds, for the golden data
     to be robust to float differences of another implementation: the smallest distance of
-    any candidate foreground score to SCORE_THRESH_TEST, and the number of same-class pairs
-    of above-threshold candidate boxes whose IoU is within 2e-5 of NMS_THRESH_TEST."""
+    any candidate foreground score to SCORE_THRESH_TEST, the number of same-class pairs of
+    above-threshold candidate boxes whose IoU is within 2e-5 of NMS_THRESH_TEST, and the
+    number of such pairs that overlap enough to suppress one another but whose scores are
+    within 2e-6 (softmax saturates at 1.0 in float32, and which of two (nearly) equal scores
+    NMS keeps is down to float noise and sort order)."""
     import torch
     import torch.nn.functional as F
     from torchvision.ops import box_iou
 
-    margin, near_pairs = float("inf"), 0
+    margin, near_pairs, ties = float("inf"), 0, 0
     for (logits, deltas), proposals in captured:
         shifted = logits.clone()
         shifted[:, -1] += shift
@@ -397,15 +401,21 @@ def _threshold_fragility(predictor, captured, shift):
             iou = box_iou(class_boxes, class_boxes)
             near = (iou - predictor.test_nms_thresh).abs() < 2e-5
             near_pairs += int(near.triu(diagonal=1).sum())
-    return margin, near_pairs
+            class_scores = scores[keep, k]
+            close = (class_scores[:, None] - class_scores[None, :]).abs() < 2e-6
+            overlapping = iou > predictor.test_nms_thresh - 2e-5
+            ties += int((close & overlapping).triu(diagonal=1).sum())
+    return margin, near_pairs, ties
 
 
 def tune_background_logit(model, cfg, images, target):
     """Shifts the background logit's bias so that the number of detections per image is
     about `target` (it falls as the background logit rises), choosing, among shifts that
     give 0.7-1.4 times the target on average and 10-60 on every image, the one that keeps
-    candidate scores farthest from the score threshold and no box pair at the NMS threshold.
-    Returns (shift, detections per image, score margin, near-threshold NMS pairs)."""
+    candidate scores farthest from the score threshold, with no box pair at the NMS threshold
+    and no tied scores if possible. Returns (shift, detections per image, score margin,
+    near-threshold NMS pairs + tied scores), or None
+    when no shift qualifies (detections too unevenly spread over the images)."""
     import torch
 
     captured = capture_box_predictions(model, cfg, images)
@@ -434,12 +444,15 @@ def tune_background_logit(model, cfg, images, target):
         if not (0.7 * target <= np.mean(found) <= 1.4 * target and min(found) >= 10 and max(found) <= 60):
             continue
         with torch.no_grad():
-            margin, near_pairs = _threshold_fragility(predictor, captured, float(shift))
+            margin, near_pairs, ties = _threshold_fragility(predictor, captured, float(shift))
+        near_pairs += ties
         key = (-near_pairs, margin)
         if best is None or key > best[0]:
             best = (key, float(shift), found, margin, near_pairs)
     if best is None:
-        raise RuntimeError("no background shift gives 10-60 detections on every image")
+        tried = {round(float(x), 2): counts(x) for x in (low + high) / 2 + np.linspace(-1.5, 1.5, 7)}
+        print(f"no background shift gives 10-60 detections on every image: {tried}", flush=True)
+        return None
     _, shift, found, margin, near_pairs = best
     with torch.no_grad():
         predictor.cls_score.bias[-1] += shift
@@ -600,19 +613,25 @@ def make_variant(args, variant, images, image_dir_rel):
 
     # Detectron2's own initialisation, seeded; then calibrated (see calibrate()). A seed whose
     # detections hinge on a decision within float noise of a threshold (a candidate box pair at
-    # IoU 0.5 +- 2e-5, a score within 1e-4 of 0.05) would make the golden data fragile for any
+    # IoU 0.5 +- 2e-5, a score within 1e-4 of 0.05, two equal scores) would make the golden data fragile for any
     # other implementation, so the next seed is tried.
     for seed in range(args.seed, args.seed + args.seed_tries):
         torch.manual_seed(seed)
         model = build_model(cfg).eval()
         calibrated = calibrate(model, cfg, images[0][1], seed, has_mask)
-        shift, tuned_counts, margin, near_pairs = tune_background_logit(model, cfg, images, TARGET_DETECTIONS_PER_IMAGE)
+        tuned = tune_background_logit(model, cfg, images, TARGET_DETECTIONS_PER_IMAGE)
+        if tuned is None:
+            print(f"[{variant}] seed {seed}: rejected", flush=True)
+            continue
+        shift, tuned_counts, margin, near_pairs = tuned
         print(f"[{variant}] seed {seed}: calibrated {len(calibrated)} modules; background logit shift {shift:+.3f} "
               f"-> {tuned_counts} detections; closest candidate score to the threshold {margin:.2e} away, "
-              f"{near_pairs} box pairs at the NMS threshold", flush=True)
+              f"{near_pairs} box pairs at the NMS threshold or tied scores", flush=True)
         if near_pairs == 0 and margin > 1e-4:
             break
     else:
+        if tuned is None:
+            raise RuntimeError(f"{variant}: no seed in {args.seed_tries} tries gives 10-60 detections per image")
         print(f"[{variant}] WARNING: no seed in {args.seed_tries} tries avoids near-threshold decisions; "
               "keeping the last", flush=True)
 
@@ -651,7 +670,7 @@ def make_variant(args, variant, images, image_dir_rel):
         "parameters": parameters,
         "background_logit_shift": shift,
         "score_threshold_margin": margin,
-        "nms_threshold_near_pairs": near_pairs,
+        "near_threshold_decisions": near_pairs,  # NMS pairs at IoU 0.5 +- 2e-5, tied scores
         "images": image_dir_rel,
         "files": files + ["info.json"],
         "summary": summary,
