@@ -112,6 +112,10 @@ Detectron2Checkpoint ReadCheckpointBytes(std::string_view bytes, const std::stri
     root = &pickle->root();
   }
   const PickleValue& state = StateDict(*root, torch_file != nullptr, out);
+  // Views of one storage are each copied out; a checkpoint's copies stay near its size (a few
+  // tied or transposed views), a hostile file's could be any multiple of it.
+  const uint64_t budget = 4 * static_cast<uint64_t>(bytes.size()) + (uint64_t{256} << 20);
+  uint64_t copied = 0;
   for (const auto& [key_value, value] : state.Entries()) {
     if (!key_value.IsText()) {
       out.skipped.push_back(key_value.Describe() + " (a key that is not a name)");
@@ -120,8 +124,15 @@ Detectron2Checkpoint ReadCheckpointBytes(std::string_view bytes, const std::stri
     const std::string key = key_value.AsText();
     if (out.origin == CheckpointOrigin::kCaffe2 && key.ends_with("_momentum"))
       continue;  // the optimizer's state, saved beside the weights
-    if (auto tensor = ReadEntry(value, key, torch_file.get(), out))
+    if (auto tensor = ReadEntry(value, key, torch_file.get(), out)) {
+      copied += tensor->bytes.size();
+      if (copied > budget) {
+        throw std::runtime_error(source +
+                                 ": its tensors' views add up to more than 4 times the "
+                                 "file's size; not a checkpoint this reader accepts");
+      }
       out.tensors[key] = std::move(*tensor);
+    }
   }
   return out;
 }

@@ -232,12 +232,13 @@ RawTensor CopyStridedView(std::string_view storage, TensorDType dtype, int64_t o
                              std::to_string(storage_elements));
   }
   // A view with zero strides (an expanded tensor) has more elements than its storage; one
-  // that would copy out more than kMaxBroadcastBytes is refused rather than allocated.
-  constexpr int64_t kMaxBroadcastBytes = int64_t{1} << 30;
+  // that would copy out more than kMaxBroadcastBytes is refused rather than allocated: no
+  // checkpoint holds such a tensor, a hostile file could ask for any size.
+  constexpr int64_t kMaxBroadcastBytes = int64_t{256} << 20;
   if (count > storage_elements && count > kMaxBroadcastBytes / static_cast<int64_t>(element)) {
     throw std::runtime_error("the view (shape " + ShapeString(shape) + ", stride " +
                              ShapeString(stride) + ") repeats a storage of " +
-                             std::to_string(storage_elements) + " elements past 1 GiB");
+                             std::to_string(storage_elements) + " elements past 256 MiB");
   }
   out.bytes.resize(static_cast<size_t>(count) * element);
   // Rows of the innermost dimension are copied whole when they are contiguous (the usual

@@ -1,6 +1,7 @@
 #include "trainer/model/weights/weight_name_mapping.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <set>
 #include <stdexcept>
@@ -138,9 +139,18 @@ std::optional<std::string> Fill(std::string_view pattern, const Captures& captur
     if (slot.size() == 1) {
       out += value;
     } else {
-      const long long base = std::stoll(value);
-      const long long step = std::stoll(std::string(slot.substr(2)));
-      const long long result = slot[1] == '-' ? base - step : base + step;
+      // A number too long for int64 (a hostile name) matches no rule.
+      int64_t base = 0;
+      int64_t step = 0;
+      const std::string_view digits = slot.substr(2);
+      if (std::from_chars(value.data(), value.data() + value.size(), base).ec != std::errc() ||
+          std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc()) {
+        return std::nullopt;
+      }
+      constexpr int64_t kLargestIndex = 1 << 20;  // stages, blocks, levels: small numbers
+      if (base > kLargestIndex || step > kLargestIndex)
+        return std::nullopt;
+      const int64_t result = slot[1] == '-' ? base - step : base + step;
       if (result < 0)
         return std::nullopt;
       out += std::to_string(result);
