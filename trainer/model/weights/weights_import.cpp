@@ -88,7 +88,8 @@ ModelShapes ModelTensorShapes(const torch::nn::Module& model) {
   for (const auto& item : model.named_parameters(true))
     shapes[item.key()] = item.value().sizes().vec();
   for (const auto& item : model.named_buffers(true)) {
-    if (!item.key().ends_with("num_batches_tracked"))
+    // A buffer registered empty (undefined) holds nothing a checkpoint could fill.
+    if (item.value().defined() && !item.key().ends_with("num_batches_tracked"))
       shapes[item.key()] = item.value().sizes().vec();
   }
   return shapes;
