@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/model/safetensors.h"
+#include "trainer/model/weights/weights_import.h"
 
 namespace mrcnn::engine {
 namespace fs = std::filesystem;
@@ -222,11 +224,28 @@ std::vector<std::string> DescribeWeightsLoad(const WeightsLoad& load, const fs::
   return lines;
 }
 
+bool IsDetectron2Checkpoint(const fs::path& file) {
+  const std::string ext = file.extension().string();
+  return ext == ".pth" || ext == ".pkl";
+}
+
 model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
                            const std::optional<fs::path>& weights, const ConsoleLog& log) {
   model::MaskRcnn net(mc);
   net->to(device);
-  if (weights) {
+  if (weights && IsDetectron2Checkpoint(*weights)) {
+    // Detectron2's .pth / the zoo's .pkl (Caffe2 names included): mapped onto our names,
+    // tensors that do not fit skipped with a line each, as DetectionCheckpointer does.
+    std::ostringstream lines;
+    try {
+      model::weights::ImportDetectron2Weights(*weights, *net, lines);
+    } catch (const std::runtime_error& e) {
+      throw common::ConfigError(weights->string(), "MODEL.WEIGHTS", e.what());
+    }
+    std::istringstream in(lines.str());
+    for (std::string line; std::getline(in, line);)
+      log.Line(line);
+  } else if (weights) {
     for (const auto& line : DescribeWeightsLoad(LoadWeightsByName(*net, *weights), *weights)) {
       log.Line(line);
     }

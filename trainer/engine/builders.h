@@ -67,8 +67,13 @@ WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const std::filesystem::p
 std::vector<std::string> DescribeWeightsLoad(const WeightsLoad& load,
                                              const std::filesystem::path& file);
 
+// Whether MODEL.WEIGHTS is a Detectron2 checkpoint (.pth, .pkl) rather than our safetensors.
+bool IsDetectron2Checkpoint(const std::filesystem::path& file);
+
 // The model on `device`, seeded by the caller (torch::manual_seed) for its initialisation,
-// with MODEL.WEIGHTS loaded when given (LoadWeightsByName, logged as DescribeWeightsLoad).
+// with MODEL.WEIGHTS loaded when given: a safetensors file by our names (LoadWeightsByName,
+// logged as DescribeWeightsLoad), a Detectron2 or Caffe2 checkpoint mapped onto them
+// (trainer/model/weights/weights_import.h, which logs what it loaded and skipped).
 model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
                            const std::optional<std::filesystem::path>& weights,
                            const ConsoleLog& log);

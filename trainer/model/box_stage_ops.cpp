@@ -14,9 +14,11 @@ at::Tensor ClipBoxes(const at::Tensor& boxes, int64_t height, int64_t width) {
   return torch::stack({x, y, x2, y2}, -1);
 }
 
-at::Tensor KeepNonSmall(const at::Tensor& boxes, double min_size) {
+at::Tensor KeepNonSmall(const at::Tensor& boxes, double min_size, bool strictly) {
   auto ws = boxes.select(1, 2) - boxes.select(1, 0);
   auto hs = boxes.select(1, 3) - boxes.select(1, 1);
+  if (strictly)
+    return torch::where(ws.gt(min_size).logical_and(hs.gt(min_size)))[0];
   return torch::where(ws.ge(min_size).logical_and(hs.ge(min_size)))[0];
 }
 

@@ -10,8 +10,9 @@ namespace mrcnn::model {
 // Boxes (... x 4, x1 y1 x2 y2) clamped to a height x width image (torchvision clip_boxes_to_image).
 at::Tensor ClipBoxes(const at::Tensor& boxes, int64_t height, int64_t width);
 
-// Indices of the boxes (N x 4) whose width and height are both >= min_size (remove_small_boxes).
-at::Tensor KeepNonSmall(const at::Tensor& boxes, double min_size);
+// Indices of the boxes (N x 4) whose width and height are both >= min_size (torchvision's
+// remove_small_boxes), or with `strictly` both > min_size (Detectron2's Boxes.nonempty).
+at::Tensor KeepNonSmall(const at::Tensor& boxes, double min_size, bool strictly = false);
 
 // Matcher-based labelling shared by RPN and ROI heads: labels are 1/gt label for
 // matches, 0 below the low threshold, -1 between thresholds.

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -63,7 +64,84 @@ std::string Flow(const std::vector<T>& values) {
   return out.str();
 }
 
+// Detectron2's part names -> ours, and the keys only Detectron2's configs have. Keys of a
+// Detectron2 config dump that are not read here are listed in trainer/model/README.md.
+void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConfig& c) {
+  c.convention = "detectron2";
+  c.neck = c.backbone == "build_resnet_fpn_backbone" ? "fpn" : "none";
+  c.backbone = "detectron2_resnet";
+  Read(root, "MODEL.RESNETS.DEPTH", source, c.resnet_depth);
+  Read(root, "MODEL.RESNETS.NUM_GROUPS", source, c.resnet_num_groups);
+  Read(root, "MODEL.RESNETS.WIDTH_PER_GROUP", source, c.resnet_width_per_group);
+  Read(root, "MODEL.RESNETS.STRIDE_IN_1X1", source, c.resnet_stride_in_1x1);
+  Read(root, "MODEL.RESNETS.RES5_DILATION", source, c.resnet_res5_dilation);
+  Read(root, "MODEL.RESNETS.STEM_OUT_CHANNELS", source, c.resnet_stem_out_channels);
+  Read(root, "MODEL.RESNETS.RES2_OUT_CHANNELS", source, c.resnet_res2_out_channels);
+  Read(root, "MODEL.RESNETS.OUT_FEATURES", source, c.resnet_out_features);
+  Read(root, "MODEL.RESNETS.NORM", source, c.norm);
+  // FREEZE_AT 2 (stem and res2 frozen) is torchvision's 3 trainable layers.
+  if (!Lookup(root, "MODEL.BACKBONE.TRAINABLE_LAYERS").IsDefined()) {
+    int freeze_at = 5 - c.trainable_layers;
+    Read(root, "MODEL.BACKBONE.FREEZE_AT", source, freeze_at);
+    Require(freeze_at >= 0 && freeze_at <= 5, source, "MODEL.BACKBONE.FREEZE_AT", "must be in 0..5");
+    c.trainable_layers = 5 - freeze_at;
+  }
+  Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
+  Read(root, "INPUT.FORMAT", source, c.input_format);
+  Read(root, "MODEL.ANCHOR_GENERATOR.OFFSET", source, c.anchor_offset);
+  Read(root, "MODEL.PROPOSAL_GENERATOR.MIN_SIZE", source, c.rpn_min_size);
+  for (auto [key, aligned] : {std::pair<const char*, bool*>{"MODEL.ROI_BOX_HEAD.POOLER_TYPE", &c.box_pooler_aligned},
+                              {"MODEL.ROI_MASK_HEAD.POOLER_TYPE", &c.mask_pooler_aligned}}) {
+    std::string type = "ROIAlignV2";
+    Read(root, key, source, type);
+    Require(type == "ROIAlignV2" || type == "ROIAlign", source, key,
+            "must be ROIAlignV2 or ROIAlign, got \"" + type + "\" (ROIPool and rotated boxes are not implemented)");
+    *aligned = type == "ROIAlignV2";
+  }
+  // Detectron2 pads a batch to its backbone's size_divisibility: the FPN's coarsest stride
+  // (32), and nothing for build_resnet_backbone (the batch's largest image, unpadded). Padding
+  // a C4 or DC5 input would change the features near its right and bottom edges.
+  c.size_divisibility = c.neck == "fpn" ? 32 : 1;
+  if (c.rpn_head == "StandardRPNHead") c.rpn_head = "standard";
+  if (c.roi_heads_name == "Res5ROIHeads") {
+    c.box_head = "res5";
+    c.mask_head = "res5";
+    return;
+  }
+  if (c.box_head == "FastRCNNConvFCHead") {
+    int num_fc = 2, num_conv = 0;
+    Read(root, "MODEL.ROI_BOX_HEAD.NUM_FC", source, num_fc);
+    Read(root, "MODEL.ROI_BOX_HEAD.NUM_CONV", source, num_conv);
+    Require(num_fc == 2 && num_conv == 0, source, "MODEL.ROI_BOX_HEAD.NUM_FC/NUM_CONV",
+            "must be 2 and 0 (two fully connected layers, the zoo's R-CNN box head); other box heads are not "
+            "implemented");
+    c.box_head = "two_mlp";
+  }
+  if (c.mask_head == "MaskRCNNConvUpsampleHead") {
+    int num_conv = 4;
+    Read(root, "MODEL.ROI_MASK_HEAD.NUM_CONV", source, num_conv);
+    Require(num_conv == 4, source, "MODEL.ROI_MASK_HEAD.NUM_CONV",
+            "must be 4 with StandardROIHeads (the zoo's mask head); got " + std::to_string(num_conv));
+    c.mask_head = "four_conv";
+  }
+}
+
 }  // namespace
+
+std::vector<int64_t> ModelConfig::FeatureStrides() const {
+  if (neck == "fpn") return {4, 8, 16, 32, 64};
+  // C4: res4 (stride 16); DC5: res5 dilated instead of strided (16).
+  const std::string& last = resnet_out_features.back();
+  if (last == "res5" && resnet_res5_dilation == 1) return {32};
+  if (last == "res3") return {8};
+  if (last == "res2") return {4};
+  return {16};
+}
+
+int64_t ModelConfig::FeatureChannels() const {
+  if (neck == "fpn") return fpn_out_channels;
+  return static_cast<int64_t>(resnet_res2_out_channels) << (resnet_out_features.back().back() - '2');
+}
 
 ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& source) {
   ModelConfig c;
@@ -135,6 +213,14 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "INPUT.MIN_SIZE_TEST", source, c.min_size_test);
   Read(root, "INPUT.MAX_SIZE_TEST", source, c.max_size_test);
   Read(root, "INPUT.SIZE_DIVISIBILITY", source, c.size_divisibility);
+  // Our own model dirs write the convention's backbone name back (ToYaml), so both a
+  // Detectron2 config and its round trip through ToYaml land here.
+  if (c.backbone == "build_resnet_fpn_backbone" || c.backbone == "build_resnet_backbone") {
+    ReadDetectron2(root, source, c);
+  } else if (c.backbone == "detectron2_resnet") {
+    throw std::runtime_error(source + ": key MODEL.BACKBONE.NAME: detectron2_resnet is internal; write "
+                             "build_resnet_fpn_backbone or build_resnet_backbone");
+  }
   c.Validate(source);
   return c;
 }
@@ -179,6 +265,37 @@ void ModelConfig::Validate(const std::string& source) const {
   Require(rpn_bbox_reg_loss_weight >= 0, source, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
   Require(bbox_reg_loss_weight >= 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
   for (double w : bbox_reg_weights) Require(w > 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
+  Require(convention == "torchvision" || convention == "detectron2", source, "MODEL.BACKBONE.NAME",
+          "selects the torchvision or the detectron2 convention, got \"" + convention + "\"");
+  Require(input_format == "RGB" || input_format == "BGR", source, "INPUT.FORMAT",
+          "must be RGB or BGR, got \"" + input_format + "\"");
+  Require(roi_heads_name == "StandardROIHeads" || roi_heads_name == "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
+          "must be StandardROIHeads or Res5ROIHeads, got \"" + roi_heads_name + "\"");
+  if (!detectron2()) return;
+  Require(resnet_depth == 50 || resnet_depth == 101 || resnet_depth == 152, source, "MODEL.RESNETS.DEPTH",
+          "must be 50, 101 or 152 (bottleneck ResNets), got " + std::to_string(resnet_depth));
+  Require(resnet_num_groups >= 1 && resnet_width_per_group >= 1 && resnet_stem_out_channels >= 1 &&
+              resnet_res2_out_channels >= 1,
+          source, "MODEL.RESNETS", "NUM_GROUPS, WIDTH_PER_GROUP, STEM_OUT_CHANNELS and RES2_OUT_CHANNELS must be >= 1");
+  Require(resnet_res5_dilation == 1 || resnet_res5_dilation == 2, source, "MODEL.RESNETS.RES5_DILATION",
+          "must be 1 or 2");
+  static const std::vector<std::string> kStages = {"res2", "res3", "res4", "res5"};
+  if (neck == "fpn") {
+    Require(resnet_out_features == kStages, source, "MODEL.RESNETS.OUT_FEATURES",
+            "must be [res2, res3, res4, res5] with build_resnet_fpn_backbone");
+    Require(resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
+  } else {
+    Require(resnet_out_features.size() == 1 &&
+                std::find(kStages.begin(), kStages.end(), resnet_out_features.front()) != kStages.end(),
+            source, "MODEL.RESNETS.OUT_FEATURES",
+            "must name one stage with build_resnet_backbone: [res4] (C4) or [res5] (DC5)");
+  }
+  if (roi_heads_name == "Res5ROIHeads") {
+    Require(neck == "none" && resnet_out_features.front() == "res4", source, "MODEL.ROI_HEADS.NAME",
+            "Res5ROIHeads needs build_resnet_backbone with OUT_FEATURES [res4] (the C4 layout)");
+  }
+  Require(resnet_res5_dilation == 1 || resnet_out_features.back() == "res5", source, "MODEL.RESNETS.RES5_DILATION",
+          "2 needs res5 in OUT_FEATURES (DC5)");
 }
 
 std::string ModelConfig::ToYaml() const {
@@ -193,13 +310,27 @@ std::string ModelConfig::ToYaml() const {
     return s.str();
   };
   auto arr = [](const auto& a) { return Flow(std::vector<double>(a.begin(), a.end())); };
+  const std::string backbone_name =
+      detectron2() ? (neck == "fpn" ? "build_resnet_fpn_backbone" : "build_resnet_backbone") : backbone;
+  auto strings = [](const std::vector<std::string>& v) {
+    std::string text = "[";
+    for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
+    return text + "]";
+  };
+  auto pooler = [](bool aligned) { return aligned ? "ROIAlignV2" : "ROIAlign"; };
   o << "MODEL:\n"
-    << "  BACKBONE: {NAME: " << backbone << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
+    << "  RESNETS: {DEPTH: " << resnet_depth << ", NUM_GROUPS: " << resnet_num_groups
+    << ", WIDTH_PER_GROUP: " << resnet_width_per_group << ", STRIDE_IN_1X1: " << (resnet_stride_in_1x1 ? "true" : "false")
+    << ", RES5_DILATION: " << resnet_res5_dilation << ", STEM_OUT_CHANNELS: " << resnet_stem_out_channels
+    << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << strings(resnet_out_features)
+    << ", NORM: " << norm << "}\n"
+    << "  PROPOSAL_GENERATOR: {MIN_SIZE: " << rpn_min_size << "}\n"
+    << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
     << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << "}\n"
     << "  ANCHOR_GENERATOR: {SIZES: " << nested(anchor_sizes) << ", ASPECT_RATIOS: " << nested(anchor_aspect_ratios)
-    << "}\n"
+    << ", OFFSET: " << anchor_offset << "}\n"
     << "  RPN: {HEAD_NAME: " << rpn_head << ", PRE_NMS_TOPK_TRAIN: " << rpn_pre_nms_top_n_train
     << ", PRE_NMS_TOPK_TEST: " << rpn_pre_nms_top_n_test << ", POST_NMS_TOPK_TRAIN: " << rpn_post_nms_top_n_train
     << ", POST_NMS_TOPK_TEST: " << rpn_post_nms_top_n_test << ", NMS_THRESH: " << rpn_nms_thresh
@@ -208,24 +339,26 @@ std::string ModelConfig::ToYaml() const {
     << ", SCORE_THRESH: " << rpn_score_thresh << ", MIN_SIZE: " << rpn_min_size
     << ", BBOX_REG_LOSS_TYPE: " << rpn_bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << rpn_bbox_reg_loss_weight
     << "}\n"
-    << "  ROI_HEADS: {NUM_CLASSES: " << num_classes << ", SCORE_THRESH_TEST: " << box_score_thresh
+    << "  ROI_HEADS: {NAME: " << roi_heads_name << ", NUM_CLASSES: " << num_classes << ", SCORE_THRESH_TEST: " << box_score_thresh
     << ", NMS_THRESH_TEST: " << box_nms_thresh << ", IOU_THRESHOLDS: [" << box_bg_iou_thresh << ", "
     << box_fg_iou_thresh << "], BATCH_SIZE_PER_IMAGE: " << box_batch_size_per_image
     << ", POSITIVE_FRACTION: " << box_positive_fraction << "}\n"
     << "  ROI_BOX_HEAD: {NAME: " << box_head << ", FC_DIM: " << box_fc_dim
     << ", POOLER_RESOLUTION: " << box_pooler_resolution << ", POOLER_SAMPLING_RATIO: " << box_pooler_sampling_ratio
+    << ", POOLER_TYPE: " << pooler(box_pooler_aligned)
     << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
     << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight << "}\n"
     << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
     << "  CHANNELS_LAST: " << (channels_last ? "true" : "false") << "\n"
     << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim
     << ", POOLER_RESOLUTION: " << mask_pooler_resolution
-    << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << "}\n"
+    << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << ", POOLER_TYPE: " << pooler(mask_pooler_aligned)
+    << "}\n"
     << "  PIXEL_MEAN: " << arr(pixel_mean) << "\n"
     << "  PIXEL_STD: " << arr(pixel_std) << "\n"
     << "INPUT: {MIN_SIZE_TRAIN: " << Flow(min_size_train) << ", MAX_SIZE_TRAIN: " << max_size_train
     << ", MIN_SIZE_TEST: " << min_size_test << ", MAX_SIZE_TEST: " << max_size_test
-    << ", SIZE_DIVISIBILITY: " << size_divisibility << "}\n"
+    << ", SIZE_DIVISIBILITY: " << size_divisibility << ", FORMAT: " << input_format << "}\n"
     << "TEST: {DETECTIONS_PER_IMAGE: " << detections_per_image << "}\n";
   return o.str();
 }

@@ -16,9 +16,38 @@ class Node;
 namespace mrcnn::model {
 
 struct ModelConfig {
+  // Whose conventions the network follows where torchvision and Detectron2 differ:
+  // "torchvision", or "detectron2" when MODEL.BACKBONE.NAME names one of Detectron2's
+  // builders (build_resnet_fpn_backbone: ResNet + FPN; build_resnet_backbone: C4 or DC5).
+  // Detectron2's: the body from MODEL.RESNETS (stride in the 1x1 for MSRA weights, groups,
+  // dilation), INPUT.FORMAT, unrounded anchors (sizes outer, ratios inner) at the levels'
+  // nominal strides, proposals and detections kept when non-empty rather than above a
+  // minimum size, POOLER_TYPE (ROIAlignV2: aligned), Detectron2's mask paste, and
+  // Res5ROIHeads. Detectron2 checkpoints are re-laid out to our predictors on import
+  // (trainer/model/weights/), so the predictors themselves are the same in both.
+  std::string convention = "torchvision";
   // Registry names of the parts (see registry.h).
-  std::string backbone = "resnet50";  // resnet18 | resnet50 | resnet101
-  std::string neck = "fpn";
+  std::string backbone = "resnet50";  // resnet18 | resnet50 | resnet101 | detectron2_resnet
+  std::string neck = "fpn";           // fpn | none (the body's one output feeds the RPN and heads)
+  // MODEL.RESNETS.* (the detectron2_resnet body only).
+  int resnet_depth = 50;  // 50 | 101 | 152
+  int resnet_num_groups = 1;
+  int resnet_width_per_group = 64;
+  bool resnet_stride_in_1x1 = true;
+  int resnet_res5_dilation = 1;  // 1 | 2 (DC5)
+  int resnet_stem_out_channels = 64;
+  int resnet_res2_out_channels = 256;
+  // The stages the body returns, finest first: res2..res5 (FPN), res4 (C4), res5 (DC5).
+  std::vector<std::string> resnet_out_features = {"res2", "res3", "res4", "res5"};
+  // MODEL.ROI_HEADS.NAME: StandardROIHeads (box and mask heads on the pooled maps) or
+  // Res5ROIHeads (C4: ResNet's res5 stage on 14x14 pooled res4 features, shared by the box
+  // predictor and the mask predictor).
+  std::string roi_heads_name = "StandardROIHeads";
+  std::string input_format = "RGB";  // INPUT.FORMAT: the channel order the weights expect
+  double anchor_offset = 0.0;        // MODEL.ANCHOR_GENERATOR.OFFSET (detectron2 only)
+  // POOLER_TYPE ROIAlignV2 (detectron2 default) pools with aligned=true; torchvision: false.
+  bool box_pooler_aligned = false;
+  bool mask_pooler_aligned = false;
   std::string rpn_head = "standard";
   std::string box_head = "two_mlp";
   std::string mask_head = "four_conv";
@@ -77,6 +106,17 @@ struct ModelConfig {
   int min_size_test = 800;
   int max_size_test = 1333;
   int size_divisibility = 32;
+
+  bool detectron2() const { return convention == "detectron2"; }
+  // The strides of the levels the RPN sees, finest first (4..64 for FPN, 16 for C4 and DC5).
+  std::vector<int64_t> FeatureStrides() const;
+  // The channels of the maps the RPN and the ROI heads see: the FPN's, or the one stage's.
+  int64_t FeatureChannels() const;
+  // The side of the mask head's output (the masks before pasting): twice the mask pooler's
+  // resolution, or the pooler's own with Res5ROIHeads (res5 halves what the deconv doubles).
+  int64_t MaskResolution() const {
+    return roi_heads_name == "Res5ROIHeads" ? mask_pooler_resolution : 2 * mask_pooler_resolution;
+  }
 
   // Reads the keys this struct knows from a parsed config; other keys are ignored (the
   // engine's resolved config also carries SOLVER, DATASETS, ...). Throws

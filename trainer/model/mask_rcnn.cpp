@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "kernels/ops.h"
+#include "trainer/model/box_stage_ops.h"
+#include "trainer/model/detectron2_mask_paste.h"
 #include "trainer/model/registry.h"
 
 namespace mrcnn::model {
@@ -35,11 +37,19 @@ MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
       "box_predictor", std::make_shared<FastRcnnPredictor>(box_head_->RepresentationSize(),
                                                            config_.num_classes + 1));
   if (config_.mask_on) {
-    mask_head_ =
-        roi->register_module("mask_head", MaskHeadRegistry().Create(config_.mask_head, config_));
+    if (config_.mask_head == "res5") {
+      // Res5ROIHeads: the mask predictor reads the box head's res5 trunk, whose parameters
+      // are the box head's alone.
+      auto res5 = std::dynamic_pointer_cast<Res5Head>(box_head_);
+      TORCH_CHECK(res5 != nullptr, "MODEL.ROI_MASK_HEAD.NAME res5 needs the res5 box head (Res5ROIHeads)");
+      mask_head_ = MaskHeadOnRes5(res5);
+    } else {
+      mask_head_ =
+          roi->register_module("mask_head", MaskHeadRegistry().Create(config_.mask_head, config_));
+    }
     mask_predictor_ = roi->register_module(
         "mask_predictor",
-        std::make_shared<MaskRcnnPredictor>(mask_head_->OutChannels(), mask_head_->OutChannels(),
+        std::make_shared<MaskRcnnPredictor>(mask_head_->OutChannels(), config_.mask_conv_dim,
                                             config_.num_classes + 1));
   }
 }
@@ -65,7 +75,10 @@ ImageBatch MaskRcnnImpl::Transform(const std::vector<at::Tensor>& images,
                 " must be 3 x H x W, got ", image.sizes());
     const int64_t h = image.size(1), w = image.size(2);
     batch.original_sizes.push_back({h, w});
-    at::Tensor normalised = (image - mean) / stdv;
+    // Weights trained on BGR input (Detectron2's zoo) see the channels in that order; the
+    // config's pixel statistics are then BGR too.
+    at::Tensor normalised =
+        ((config_.input_format == "BGR" ? image.flip({0}) : image) - mean) / stdv;
     int64_t min_size = config_.min_size_test;
     int64_t max_size = config_.max_size_test;
     if (is_training()) {
@@ -172,11 +185,27 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch,
     const float rw = static_cast<float>(original[1]) / static_cast<float>(resized[1]);
     auto ratio = torch::tensor({rw, rh, rw, rh}, r.boxes.options());
     r.boxes = r.boxes * ratio;
+    if (config_.detectron2()) {
+      // detector_postprocess: clipped to the output image, and only non-empty boxes kept.
+      r.boxes = ClipBoxes(r.boxes, original[0], original[1]);
+      const at::Tensor keep = torch::where(
+          (r.boxes.select(1, 2) - r.boxes.select(1, 0))
+              .gt(0)
+              .logical_and((r.boxes.select(1, 3) - r.boxes.select(1, 1)).gt(0)))[0];
+      r.boxes = r.boxes.index_select(0, keep);
+      r.scores = r.scores.index_select(0, keep);
+      r.labels = r.labels.index_select(0, keep);
+      if (r.masks.defined())
+        r.masks = r.masks.index_select(0, keep);
+    }
     if (r.masks.defined() && settings_.paste_masks) {
       const bool binary = settings_.mask_threshold >= 0;
       if (r.masks.size(0) == 0) {
         r.masks = torch::zeros({0, 1, original[0], original[1]},
                                binary ? r.masks.options().dtype(torch::kByte) : r.masks.options());
+      } else if (config_.detectron2()) {
+        r.masks = PasteMasksDetectron2(r.masks, r.boxes, original[0], original[1],
+                                       settings_.mask_threshold);
       } else if (binary) {
         r.masks = kernels::PasteMasksBinary(r.masks, r.boxes, original[0], original[1], 1,
                                             settings_.mask_threshold);

@@ -8,6 +8,8 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,26 @@ class MaskHead : public torch::nn::Module {
   virtual at::Tensor Forward(const at::Tensor& pooled) = 0;
   virtual int64_t OutChannels() const = 0;
 };
+
+// C4's res5 head (Detectron2's Res5ROIHeads): ResNet's res5 stage (MODEL.RESNETS, children
+// layer4.0..2) over the pooled res4 features, shared by the box predictor (the map averaged:
+// K x C) and the mask predictor (the map itself, through MaskHeadOnRes5).
+class Res5Head : public BoxHead {
+ public:
+  explicit Res5Head(const ModelConfig& config);
+  at::Tensor Forward(const at::Tensor& pooled) override;
+  // K x C x R/2 x R/2 for K x C_res4 x R x R pooled features.
+  at::Tensor Trunk(const at::Tensor& pooled);
+  int64_t RepresentationSize() const override { return channels_; }
+
+ private:
+  int64_t channels_;
+  std::function<at::Tensor(const at::Tensor&)> trunk_;
+};
+
+// A mask head that is `res5`'s trunk (not registered again: its parameters stay the box
+// head's), as Res5ROIHeads feeds its mask predictor.
+std::shared_ptr<MaskHead> MaskHeadOnRes5(std::shared_ptr<Res5Head> res5);
 
 // Normalisation used inside the backbone. FrozenBatchNorm2d keeps torchvision's buffers
 // (weight, bias, running_mean, running_var) and computes x * scale + shift exactly as

@@ -146,7 +146,7 @@ TEST_CASE("channels, model dir, output dir and checkpoint dir from the environme
              Catch::Contains("MODEL.WEIGHTS"));
 
   t.Write("chan/weights/second.safetensors", "y");
-  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, env, ""); }), Catch::Contains("2 .safetensors"));
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob({}, env, ""); }), Catch::Contains("2 checkpoint files"));
 }
 
 TEST_CASE("missing files and channels are errors naming what to fix", "[job]") {
@@ -276,30 +276,79 @@ TEST_CASE("ShardedByS3Key on several hosts is refused, suggesting FullyReplicate
 
 TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][model-zoo]") {
   JobTree t;
+  // The zoo configs name Detectron2's ImageNet backbones (detectron2://...): the job takes
+  // the weights channel's one checkpoint file instead.
+  t.Write("ml/input/data/weights/R-50.pkl", "not read here");
   EnvMap env = t.Env();
   env["MRCNN_CONFIG_DIR"] = std::string(MRCNN_SOURCE_DIR) + "/configs";
   struct Expected {
-    std::string name, backbone;
-    int64_t max_iter;
-    std::vector<int64_t> steps;
+    std::string name;
+    std::string backbone = "build_resnet_fpn_backbone";
+    int64_t depth = 50;
+    bool mask = true;
+    std::string roi_heads = "StandardROIHeads";
+    int64_t max_iter = 90000;
     std::string box_loss = "smooth_l1";
   };
   const std::vector<Expected> expected = {
-      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "resnet50", 90000, {60000, 80000}},
-      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
-       "resnet50",
-       270000,
-       {210000, 250000}},
-      {"COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml", "resnet101", 90000, {60000, 80000}},
-      {"COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml",
-       "resnet101",
-       270000,
-       {210000, 250000}},
-      {"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml",
-       "resnet50",
-       90000,
-       {60000, 80000},
-       "giou"}};
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml", .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml", .box_loss = "giou"},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml", .depth = 101},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml", .depth = 101, .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_X_101_32x8d_FPN_3x.yaml", .depth = 101, .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_C4_1x.yaml",
+       .backbone = "build_resnet_backbone",
+       .roi_heads = "Res5ROIHeads"},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_C4_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .roi_heads = "Res5ROIHeads",
+       .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .depth = 101,
+       .roi_heads = "Res5ROIHeads",
+       .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_1x.yaml", .backbone = "build_resnet_backbone"},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .max_iter = 270000},
+      {.name = "COCO-InstanceSegmentation/mask_rcnn_R_101_DC5_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .depth = 101,
+       .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml", .mask = false},
+      {.name = "COCO-Detection/faster_rcnn_R_50_FPN_3x.yaml", .mask = false, .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_101_FPN_3x.yaml", .depth = 101, .mask = false, .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_X_101_32x8d_FPN_3x.yaml",
+       .depth = 101,
+       .mask = false,
+       .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_50_C4_1x.yaml",
+       .backbone = "build_resnet_backbone",
+       .mask = false,
+       .roi_heads = "Res5ROIHeads"},
+      {.name = "COCO-Detection/faster_rcnn_R_50_C4_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .mask = false,
+       .roi_heads = "Res5ROIHeads",
+       .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_101_C4_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .depth = 101,
+       .mask = false,
+       .roi_heads = "Res5ROIHeads",
+       .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_50_DC5_1x.yaml", .backbone = "build_resnet_backbone", .mask = false},
+      {.name = "COCO-Detection/faster_rcnn_R_50_DC5_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .mask = false,
+       .max_iter = 270000},
+      {.name = "COCO-Detection/faster_rcnn_R_101_DC5_3x.yaml",
+       .backbone = "build_resnet_backbone",
+       .depth = 101,
+       .mask = false,
+       .max_iter = 270000}};
   REQUIRE(SupportedModelZooNames().size() == expected.size());
   for (const auto& e : expected) {
     for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
@@ -308,12 +357,16 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       args.config_file = written;
       const TrainJob job = ResolveTrainJob(args, env, "");
       CHECK(job.config.GetString("MODEL.BACKBONE.NAME") == e.backbone);
+      CHECK(job.config.GetInt("MODEL.RESNETS.DEPTH") == e.depth);
+      CHECK(job.config.GetBool("MODEL.MASK_ON") == e.mask);
+      CHECK(job.config.GetString("MODEL.ROI_HEADS.NAME") == e.roi_heads);
+      CHECK(job.config.GetString("INPUT.FORMAT") == "BGR");
       CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
-      CHECK(job.config.GetIntList("SOLVER.STEPS") == e.steps);
       CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == 16);
       CHECK(job.config.GetFloat("SOLVER.BASE_LR") == 0.02);
       CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.config.GetString("MODEL.RPN.BBOX_REG_LOSS_TYPE") == e.box_loss);
+      CHECK(job.weights == t.root / "ml/input/data/weights/R-50.pkl");
     }
   }
   CHECK_FALSE(ModelZooConfig("my_config.yaml").has_value());
@@ -327,17 +380,30 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
   CHECK(ResolveTrainJob(own, t.Env(), "").config.GetInt("SOLVER.MAX_ITER") == 7);
 }
 
+TEST_CASE("a zoo config's detectron2:// weights without a weights channel name the file to put there",
+          "[job][model-zoo]") {
+  JobTree t;
+  EnvMap env = t.Env();
+  env["MRCNN_CONFIG_DIR"] = std::string(MRCNN_SOURCE_DIR) + "/configs";
+  TrainJobArgs args;
+  args.config_file = "COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml";
+  const std::string err = ErrorOf([&] { ResolveTrainJob(args, env, ""); });
+  CHECK_THAT(err, Catch::Contains("MODEL.WEIGHTS") && Catch::Contains("detectron2://ImageNetPretrained/MSRA/R-101.pkl") &&
+                      Catch::Contains("https://dl.fbaipublicfiles.com/detectron2/ImageNetPretrained/MSRA/R-101.pkl") &&
+                      Catch::Contains("put R-101.pkl") && Catch::Contains("weights channel"));
+}
+
 TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",
           "[job][model-zoo]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"COCO-InstanceSegmentation/mask_rcnn_R_50_C4_1x.yaml", "C4 backbone"},
-      {"COCO-InstanceSegmentation/mask_rcnn_R_101_DC5_3x.yaml", "DC5"},
-      {"COCO-InstanceSegmentation/mask_rcnn_X_101_32x8d_FPN_3x.yaml", "ResNeXt"},
       {"Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", "Cascade"},
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
-      {"COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml", "detection-only"},
-      {"COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", "keypoint"},
+      {"COCO-Detection/retinanet_R_50_FPN_1x.yaml", "RetinaNet"},
+      {"COCO-Detection/rpn_R_50_FPN_1x.yaml", "proposal-only"},
+      {"COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", "Keypoint"},
+      {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
+      {"Cityscapes/mask_rcnn_R_50_FPN.yaml", "Cityscapes"},
       {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"},
       {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"}};
   JobTree t;
@@ -348,7 +414,7 @@ TEST_CASE("model-zoo names we cannot honour are refused with the reason and the 
     const std::string err = ErrorOf([&] { ResolveTrainJob(args, t.Env(), ""); });
     CHECK_THAT(err, Catch::StartsWith("hyperparameters: \"config-file\""));
     CHECK_THAT(err, Catch::Contains("cannot honour") && Catch::Contains(reason));
-    CHECK_THAT(err, Catch::Contains("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml, "
-                                    "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml"));
+    CHECK_THAT(err, Catch::Contains("COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml, "
+                                    "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml"));
   }
 }

@@ -160,6 +160,18 @@ def test_resume_false_starts_fresh(shapes, reference, tmp_path):
     assert train_records(root) == ref
 
 
+def test_resume_true_on_a_first_run_starts_from_the_initial_weights(shapes, reference, tmp_path):
+    """Detectron2's resume_or_load(resume=True), as detectron2-sagemaker's README passes it:
+    no checkpoint yet means the initial weights, not an error."""
+    _, ref = reference
+    root = make_job(tmp_path / "job", shapes, resume="True")
+    code, out = finish(start(root))
+    assert code == 0, out[-3000:]
+    assert "holds no valid checkpoint: starting from the initial weights" in out
+    assert "resumed from" not in out
+    assert train_records(root) == ref
+
+
 def eval_records(root):
     path = root / "output" / "data" / "metrics.jsonl"
     return [r for r in map(json.loads, path.read_text().splitlines()) if "total_loss" not in r]

@@ -12,6 +12,9 @@
 // their sum for the RPN head, the box and mask predictors and FPN's last layer block.
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <sstream>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -19,6 +22,7 @@
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
+#include "trainer/model/weights/weights_import.h"
 
 namespace {
 
@@ -38,7 +42,14 @@ int Run(int argc, char** argv) {
   if (threads > 0) torch::set_num_threads(threads);
   TensorMap input = ReadSafetensors(Arg(argc, argv, "--input", nullptr));
   MaskRcnn model(ModelConfig::FromYamlFile(model_dir + "/config.yaml"));
-  LoadStateDict(*model, ReadSafetensors(model_dir + "/model.safetensors"), model_dir + "/model.safetensors");
+  if (std::filesystem::exists(model_dir + "/model.safetensors")) {
+    LoadStateDict(*model, ReadSafetensors(model_dir + "/model.safetensors"), model_dir + "/model.safetensors");
+  } else {
+    // A Detectron2 model dir (test/data/detectron2): its model_final.pth, mapped to our names.
+    std::ostringstream log;
+    LoadStateDict(*model, weights::ReadDetectron2StateDict(model_dir + "/model_final.pth", *model, log),
+                  model_dir + "/model_final.pth");
+  }
 
   std::vector<at::Tensor> images;
   for (int i = 0; input.count("image." + std::to_string(i)) != 0; ++i) images.push_back(input.at("image." + std::to_string(i)));

@@ -160,6 +160,146 @@ TEST_CASE("config reads Detectron2-style keys and round-trips through ToYaml", "
                     Catch::Contains("NUM_CLASSES"));
 }
 
+namespace {
+
+// A narrow Detectron2-convention config (the zoo's layout, small widths) from YAML text:
+// `extra`'s keys, and narrow widths and 3 classes where it does not set them.
+ModelConfig Detectron2Config(const std::string& extra) {
+  YAML::Node root = YAML::Load("MODEL:\n" + extra);
+  YAML::Node model = root["MODEL"];
+  auto narrow = [&](const char* group, const char* key, int value) {
+    if (!model[group] || !model[group][key])
+      model[group][key] = value;
+  };
+  narrow("RESNETS", "STEM_OUT_CHANNELS", 8);
+  narrow("RESNETS", "RES2_OUT_CHANNELS", 32);
+  narrow("RESNETS", "WIDTH_PER_GROUP", 8);
+  narrow("FPN", "OUT_CHANNELS", 16);
+  narrow("ROI_HEADS", "NUM_CLASSES", 3);
+  narrow("ROI_BOX_HEAD", "FC_DIM", 32);
+  narrow("ROI_MASK_HEAD", "CONV_DIM", 8);
+  return ModelConfig::FromYaml(root, "d2.yaml");
+}
+
+}  // namespace
+
+TEST_CASE("Detectron2's backbone names select its convention, read from its keys", "[config][detectron2]") {
+  const ModelConfig fpn = Detectron2Config(
+      "  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+      "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_FC: 2, POOLER_TYPE: ROIAlignV2}\n"
+      "  ROI_MASK_HEAD: {NAME: MaskRCNNConvUpsampleHead, NUM_CONV: 4, POOLER_TYPE: ROIAlign}\n"
+      "  RPN: {HEAD_NAME: StandardRPNHead}\n"
+      "  PROPOSAL_GENERATOR: {MIN_SIZE: 0.0}\n"
+      "  BACKBONE_EXTRA_KEY_DETECTRON2_HAS: 1\n"
+      "INPUT: {FORMAT: BGR}\n");
+  CHECK(fpn.detectron2());
+  CHECK(fpn.backbone == "detectron2_resnet");
+  CHECK(fpn.neck == "fpn");
+  CHECK(fpn.box_head == "two_mlp");
+  CHECK(fpn.mask_head == "four_conv");
+  CHECK(fpn.rpn_head == "standard");
+  CHECK(fpn.box_pooler_aligned);
+  CHECK_FALSE(fpn.mask_pooler_aligned);
+  CHECK(fpn.input_format == "BGR");
+  CHECK(fpn.rpn_min_size == 0.0);
+  CHECK(fpn.resnet_stride_in_1x1);
+  CHECK(fpn.FeatureStrides() == std::vector<int64_t>{4, 8, 16, 32, 64});
+  ModelConfig again = ModelConfig::FromYaml(YAML::Load(fpn.ToYaml()), "round trip");
+  CHECK(again.ToYaml() == fpn.ToYaml());
+  CHECK(again.detectron2());
+
+  const ModelConfig c4 = Detectron2Config(
+      "  BACKBONE: {NAME: build_resnet_backbone}\n"
+      "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, WIDTH_PER_GROUP: 8}\n"
+      "  ROI_HEADS: {NAME: Res5ROIHeads, NUM_CLASSES: 3}\n"
+      "  ROI_BOX_HEAD: {NAME: \"\", POOLER_RESOLUTION: 14}\n");
+  CHECK(c4.neck == "none");
+  CHECK(c4.box_head == "res5");
+  CHECK(c4.FeatureStrides() == std::vector<int64_t>{16});
+  CHECK(c4.FeatureChannels() == 128);
+  CHECK(c4.MaskResolution() == 14);
+  CHECK(ModelConfig::FromYaml(YAML::Load(c4.ToYaml()), "round trip").ToYaml() == c4.ToYaml());
+
+  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+                                     "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_CONV: 4, NUM_FC: 1}\n"),
+                    Catch::Contains("d2.yaml") && Catch::Contains("NUM_FC"));
+  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+                                     "  ROI_BOX_HEAD: {POOLER_TYPE: ROIPool}\n"),
+                    Catch::Contains("POOLER_TYPE") && Catch::Contains("ROIPool"));
+  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_backbone}\n"
+                                     "  RESNETS: {OUT_FEATURES: [res4, res5]}\n"),
+                    Catch::Contains("OUT_FEATURES") && Catch::Contains("one stage"));
+  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_backbone}\n"
+                                     "  RESNETS: {OUT_FEATURES: [res5]}\n"
+                                     "  ROI_HEADS: {NAME: Res5ROIHeads}\n"),
+                    Catch::Contains("Res5ROIHeads") && Catch::Contains("res4"));
+  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n  RESNETS: {DEPTH: 34}\n"),
+                    Catch::Contains("MODEL.RESNETS.DEPTH"));
+}
+
+TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "[registry][detectron2]") {
+  struct Family {
+    std::string yaml;
+    std::vector<std::string> present, absent;
+    int64_t tensors;
+  };
+  const std::vector<Family> families = {
+      {"  BACKBONE: {NAME: build_resnet_fpn_backbone}\n",
+       {"backbone.body.layer4.2.conv3.weight", "backbone.fpn.inner_blocks.3.0.weight", "roi_heads.box_head.fc6.weight",
+        "roi_heads.mask_head.3.0.weight"},
+       {"roi_heads.box_head.layer4.0.conv1.weight"},
+       307},
+      {"  BACKBONE: {NAME: build_resnet_backbone}\n"
+       "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, WIDTH_PER_GROUP: 8}\n"
+       "  ANCHOR_GENERATOR: {SIZES: [[32, 64, 128, 256, 512]]}\n"
+       "  ROI_HEADS: {NAME: Res5ROIHeads, NUM_CLASSES: 3}\n"
+       "  ROI_BOX_HEAD: {POOLER_RESOLUTION: 14}\n",
+       {"backbone.body.layer3.5.conv3.weight", "roi_heads.box_head.layer4.2.bn3.running_var",
+        "roi_heads.box_head.layer4.0.downsample.0.weight", "roi_heads.mask_predictor.conv5_mask.weight"},
+       {"backbone.body.layer4.0.conv1.weight", "backbone.fpn.inner_blocks.0.0.weight", "roi_heads.mask_head.0.0.weight"},
+       0},
+      {"  BACKBONE: {NAME: build_resnet_backbone}\n"
+       "  RESNETS: {OUT_FEATURES: [res5], RES5_DILATION: 2, STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32,"
+       " WIDTH_PER_GROUP: 8}\n"
+       "  ANCHOR_GENERATOR: {SIZES: [[32, 64, 128, 256, 512]]}\n",
+       {"backbone.body.layer4.2.conv2.weight", "roi_heads.box_head.fc6.weight", "roi_heads.mask_head.0.0.weight"},
+       {"backbone.fpn.inner_blocks.0.0.weight"},
+       0},
+  };
+  for (const Family& f : families) {
+    INFO(f.yaml);
+    const ModelConfig c = Detectron2Config(f.yaml);
+    MaskRcnn model(c);
+    const TensorMap state = StateDict(*model);
+    for (const auto& key : f.present) {
+      INFO(key);
+      CHECK(state.count(key) == 1);
+    }
+    for (const auto& key : f.absent) {
+      INFO(key);
+      CHECK(state.count(key) == 0);
+    }
+    if (f.tensors > 0)
+      CHECK(static_cast<int64_t>(state.size()) == f.tensors);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const MaskRcnnOutput out = model->forward({torch::rand({3, 96, 128})});
+    REQUIRE(out.detections.size() == 1);
+    CHECK(out.detections[0].boxes.size(1) == 4);
+  }
+  // ResNeXt: NUM_GROUPS x WIDTH_PER_GROUP channels in grouped 3x3s; depth 101 has 23 res4 blocks.
+  const ModelConfig msra = Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n");
+  const TensorMap m = StateDict(*MaskRcnn(msra));
+  CHECK(m.at("backbone.body.layer2.0.conv2.weight").sizes() == at::IntArrayRef({16, 16, 3, 3}));
+  const ModelConfig fair = Detectron2Config(
+      "  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+      "  RESNETS: {STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, NUM_GROUPS: 4, WIDTH_PER_GROUP: 2,"
+      " STRIDE_IN_1X1: false, DEPTH: 101}\n");
+  const TensorMap x = StateDict(*MaskRcnn(fair));
+  CHECK(x.at("backbone.body.layer2.0.conv2.weight").sizes() == at::IntArrayRef({16, 4, 3, 3}));
+  CHECK(x.count("backbone.body.layer3.22.conv1.weight") == 1);
+}
+
 TEST_CASE("box regression loss type, weight and box-coder weights per head", "[config]") {
   ModelConfig c = ModelConfig::FromYaml(
       YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_TYPE: giou, BBOX_REG_LOSS_WEIGHT: 2.0},"

@@ -9,6 +9,8 @@ include:
     roi_heads/  the top, roi_heads/, backbone/fast_conv.h
     inference/  anything of trainer/model (the inference API over the model)
     tiles/      anything of trainer/model (tiled inference, part of that API)
+    weights/    weights/ only (Detectron2 and Caffe2 checkpoints read and mapped to our
+                names; it knows the model as a torch::nn::Module, nothing of its parts)
 
 so the network knows nothing of the inference API, the RPN nothing of the ROI heads (and the
 other way round), and the backbone nothing of the heads. Nothing in trainer/model includes the
@@ -29,6 +31,7 @@ ROOMS = {
     "roi_heads": {"trainer/model/roi_heads/", FAST_CONV},
     "inference": {"trainer/model/"},
     "tiles": {"trainer/model/"},
+    "weights": {"trainer/model/weights/"},
 }
 
 

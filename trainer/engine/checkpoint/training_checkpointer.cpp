@@ -81,10 +81,12 @@ int64_t TrainingCheckpointer::ResumeOrLoad(std::optional<bool> resume, bool eval
   if (resume.value_or(true)) {
     auto loaded = dir_.LoadNewestValid(
         [&](const std::string& w) { log_.Line("[checkpoint] warning: " + w); });
+    // Detectron2's resume_or_load(resume=True): the newest checkpoint when there is one,
+    // else the initial weights (MODEL.WEIGHTS / the weights channel, already in the model).
+    // detectron2-sagemaker's own README example passes "resume": "True" on a first run.
     if (!loaded && resume.value_or(false) && !eval_only) {
-      throw common::ConfigError(
-          dir_.dir().string(), "resume",
-          "is true but there is no valid checkpoint: pass resume false to start fresh");
+      log_.Line("[checkpoint] resume is true and " + dir_.dir().string() +
+                " holds no valid checkpoint: starting from the initial weights");
     }
     if (loaded) {
       Restore(*loaded, eval_only);

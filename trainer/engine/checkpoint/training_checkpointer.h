@@ -44,9 +44,9 @@ class TrainingCheckpointer : public CheckpointSaver {
                        ConsoleLog log);
 
   // Loads the newest valid checkpoint unless `resume` is false (invalid ones are skipped
-  // with a warning). `resume` true with none is a common::ConfigError (unless
-  // `eval_only`). For eval-only only the model is loaded. Returns the iteration to start
-  // from (0 when nothing was resumed).
+  // with a warning). With none, the run starts from the model's initial weights (as
+  // Detectron2's resume_or_load: `resume` true says so in the log). For eval-only only the
+  // model is loaded. Returns the iteration to start from (0 when nothing was resumed).
   int64_t ResumeOrLoad(std::optional<bool> resume, bool eval_only);
 
   // Rank 0 writes checkpoint_<completed>.safetensors and logs it; others return.

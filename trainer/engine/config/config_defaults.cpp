@@ -23,6 +23,26 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.BACKBONE.FROZEN_BN_EPS"] = 1e-5;
   v["MODEL.BACKBONE.TRAINABLE_LAYERS"] = int64_t{3};
   v["MODEL.NECK.NAME"] = S("fpn");
+  // Detectron2's keys (read when MODEL.BACKBONE.NAME is build_resnet_fpn_backbone or
+  // build_resnet_backbone, trainer/model/config.h); the defaults are Detectron2's.
+  v["MODEL.RESNETS.DEPTH"] = int64_t{50};
+  v["MODEL.RESNETS.NUM_GROUPS"] = int64_t{1};
+  v["MODEL.RESNETS.WIDTH_PER_GROUP"] = int64_t{64};
+  v["MODEL.RESNETS.STRIDE_IN_1X1"] = true;
+  v["MODEL.RESNETS.RES5_DILATION"] = int64_t{1};
+  v["MODEL.RESNETS.STEM_OUT_CHANNELS"] = int64_t{64};
+  v["MODEL.RESNETS.RES2_OUT_CHANNELS"] = int64_t{256};
+  v["MODEL.RESNETS.OUT_FEATURES"] = StringList{"res2", "res3", "res4", "res5"};
+  v["MODEL.RESNETS.NORM"] = S("FrozenBN");
+  v["MODEL.ROI_HEADS.NAME"] = S("StandardROIHeads");  // or Res5ROIHeads (C4)
+  v["MODEL.ANCHOR_GENERATOR.OFFSET"] = 0.0;
+  v["MODEL.PROPOSAL_GENERATOR.MIN_SIZE"] = 0.0;
+  v["MODEL.ROI_BOX_HEAD.POOLER_TYPE"] = S("ROIAlignV2");
+  v["MODEL.ROI_BOX_HEAD.NUM_FC"] = int64_t{2};
+  v["MODEL.ROI_BOX_HEAD.NUM_CONV"] = int64_t{0};
+  v["MODEL.ROI_MASK_HEAD.POOLER_TYPE"] = S("ROIAlignV2");
+  v["MODEL.ROI_MASK_HEAD.NUM_CONV"] = int64_t{4};
+  v["INPUT.FORMAT"] = S("BGR");
   v["MODEL.FPN.OUT_CHANNELS"] = int64_t{256};
   v["MODEL.ANCHOR_GENERATOR.SIZES"] = FloatListList{{32}, {64}, {128}, {256}, {512}};
   v["MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS"] = FloatListList{{0.5, 1.0, 2.0}};

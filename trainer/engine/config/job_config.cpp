@@ -158,7 +158,50 @@ fs::path ConfigDir(const common::EnvMap& env, const fs::path& executable) {
   return "/opt/mrcnn/configs";
 }
 
+namespace {
+
+// The checkpoint files a weights channel may hold: ours (.safetensors) and Detectron2's
+// (.pth from DetectionCheckpointer, .pkl from its model zoo).
+bool IsCheckpointFile(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".safetensors" || ext == ".pth" || ext == ".pkl";
+}
+
+// Detectron2's way of naming its zoo files, and plain URLs: what no path can be.
+std::optional<std::string> DownloadUrl(const std::string& weights_key) {
+  constexpr std::string_view kDetectron2 = "detectron2://";
+  if (weights_key.starts_with(kDetectron2)) {
+    return "https://dl.fbaipublicfiles.com/detectron2/" + weights_key.substr(kDetectron2.size());
+  }
+  for (std::string_view scheme : {"https://", "http://", "s3://", "gs://"}) {
+    if (weights_key.starts_with(scheme)) return weights_key;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std::optional<fs::path>& weights_channel) {
+  std::vector<fs::path> found;
+  if (weights_channel) {
+    for (const auto& entry : fs::directory_iterator(*weights_channel)) {
+      if (entry.is_regular_file() && IsCheckpointFile(entry.path())) found.push_back(entry.path());
+    }
+    std::sort(found.begin(), found.end());
+  }
+  if (auto url = DownloadUrl(weights_key)) {
+    // A zoo config names Detectron2's download; the job takes that checkpoint from the
+    // weights channel (its one checkpoint file), as a training job reaches no network.
+    if (found.size() == 1) return found.front();
+    const std::string file = fs::path(*url).filename().string();
+    throw ConfigError("config", "MODEL.WEIGHTS",
+                      "names " + weights_key + " (" + *url + "), which a training job does not download: put " + file +
+                          " (or another .pkl, .pth or .safetensors checkpoint) as the only checkpoint file in the "
+                          "weights channel" +
+                          (found.empty() ? std::string(" (there is none)")
+                                         : " (it holds " + std::to_string(found.size()) + ")") +
+                          ", or set MODEL.WEIGHTS to \"\" to train from scratch");
+  }
   if (!weights_key.empty()) {
     fs::path p = weights_key;
     if (p.is_absolute()) return p;
@@ -169,16 +212,11 @@ std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std
     }
     return *weights_channel / p;
   }
-  if (!weights_channel) return std::nullopt;
-  std::vector<fs::path> found;
-  for (const auto& entry : fs::directory_iterator(*weights_channel)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") found.push_back(entry.path());
-  }
   if (found.size() == 1) return found.front();
   if (found.empty()) return std::nullopt;
   throw ConfigError(weights_channel->string(), "MODEL.WEIGHTS",
                     "is empty and the weights channel holds " + std::to_string(found.size()) +
-                        " .safetensors files; name one with MODEL.WEIGHTS");
+                        " checkpoint files (.safetensors, .pth, .pkl); name one with MODEL.WEIGHTS");
 }
 
 std::optional<fs::path> ResolveTensorBoardDir(const TrainConfig& config, const common::JobPaths& paths) {

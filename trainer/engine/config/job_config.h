@@ -77,7 +77,10 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env,
                          const std::filesystem::path& executable);
 
 // MODEL.WEIGHTS: absolute -> itself; relative -> inside the weights channel; empty with a
-// weights channel holding exactly one *.safetensors file -> that file; otherwise none.
+// weights channel holding exactly one checkpoint file (.safetensors, .pth, .pkl) -> that
+// file; otherwise none. A URL (detectron2://..., https://...), as the zoo configs name
+// Detectron2's ImageNet backbones -> the weights channel's one checkpoint file; without
+// one it is a ConfigError naming the file to put there (the job downloads nothing).
 std::optional<std::filesystem::path> ResolveWeights(const std::string& weights_key,
                                                     const std::optional<std::filesystem::path>& weights_channel);
 

@@ -8,8 +8,6 @@
 namespace mrcnn::engine {
 namespace {
 
-constexpr std::string_view kInstanceSegmentation = "COCO-InstanceSegmentation/";
-
 // Detectron2's config folders (configs/ in its repository, model_zoo.get_config_file's
 // argument): a name under one of them is a model-zoo name.
 constexpr std::array<std::string_view, 11> kModelZooFolders = {"COCO-InstanceSegmentation/",
@@ -24,14 +22,32 @@ constexpr std::array<std::string_view, 11> kModelZooFolders = {"COCO-InstanceSeg
                                                                "Detectron1-Comparisons/",
                                                                "new_baselines/"};
 
-// Model-zoo file name (under COCO-InstanceSegmentation/) -> shipped config.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kShipped = {{
-    {"mask_rcnn_R_50_FPN_1x.yaml", "mask_rcnn_R_50_FPN_1x.yaml"},
-    {"mask_rcnn_R_50_FPN_3x.yaml", "mask_rcnn_R_50_FPN_3x.yaml"},
-    {"mask_rcnn_R_101_FPN_1x.yaml", "mask_rcnn_R_101_FPN_1x.yaml"},
-    {"mask_rcnn_R_101_FPN_3x.yaml", "mask_rcnn_R_101_FPN_3x.yaml"},
-    {"mask_rcnn_R_50_FPN_1x_giou.yaml", "mask_rcnn_R_50_FPN_1x_giou.yaml"},
-}};
+// The model-zoo names with a shipped config: the config dir holds each under the same
+// relative path (configs/COCO-InstanceSegmentation/..., Detectron2's values in our keys).
+constexpr std::array<std::string_view, 22> kShipped = {
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_1x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_101_FPN_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_X_101_32x8d_FPN_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_C4_1x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_C4_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_1x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_3x.yaml",
+    "COCO-InstanceSegmentation/mask_rcnn_R_101_DC5_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_FPN_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_101_FPN_3x.yaml",
+    "COCO-Detection/faster_rcnn_X_101_32x8d_FPN_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_C4_1x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_C4_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_101_C4_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_DC5_1x.yaml",
+    "COCO-Detection/faster_rcnn_R_50_DC5_3x.yaml",
+    "COCO-Detection/faster_rcnn_R_101_DC5_3x.yaml",
+};
 
 bool Contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
@@ -39,35 +55,33 @@ bool Contains(std::string_view s, std::string_view part) {
 
 // Why a model-zoo config is out of reach, most specific reason first.
 std::string WhyUnsupported(std::string_view name) {
-  if (!name.starts_with(kInstanceSegmentation) && !name.starts_with("Misc/") &&
-      !name.starts_with("Detectron1-Comparisons/") && !name.starts_with("new_baselines/")) {
-    return "only COCO-format instance segmentation (Mask R-CNN) is implemented; detection-only, "
-           "keypoint, panoptic, LVIS, Cityscapes and Pascal VOC models are not";
-  }
+  if (name.starts_with("COCO-Keypoints/") || Contains(name, "keypoint"))
+    return "Keypoint R-CNN heads are not implemented yet";
+  if (Contains(name, "retinanet"))
+    return "RetinaNet is not implemented yet";
   if (Contains(name, "cascade"))
-    return "Cascade R-CNN heads are not implemented";
-  if (Contains(name, "_C4_"))
-    return "the C4 backbone (ResNet conv4 + res5 head) is not implemented";
-  if (Contains(name, "_DC5_"))
-    return "the DC5 (dilated conv5) backbone is not implemented";
-  if (Contains(name, "X_101") || Contains(name, "X_152")) {
-    return "ResNeXt backbones are not implemented";
-  }
+    return "Cascade R-CNN heads are not implemented yet";
+  if (name.starts_with("COCO-PanopticSegmentation/"))
+    return "panoptic segmentation (Panoptic FPN's semantic head) is not implemented";
+  if (name.starts_with("LVISv0.5-InstanceSegmentation/") || name.starts_with("LVISv1-InstanceSegmentation/"))
+    return "LVIS models (federated loss, 1203 classes) are not implemented";
+  if (name.starts_with("Cityscapes/"))
+    return "Cityscapes models are not implemented";
+  if (name.starts_with("PascalVOC-Detection/"))
+    return "Pascal VOC models are not implemented";
+  if (Contains(name, "rpn_R_") || Contains(name, "fast_rcnn_"))
+    return "proposal-only (RPN) and precomputed-proposal (Fast R-CNN) models are not implemented";
   if (Contains(name, "regnet"))
     return "RegNet backbones are not implemented";
+  if (name.ends_with(".py"))
+    return "LazyConfig (.py) files are not read; name the .yaml of the same model";
   return "this variant (its norm, schedule or head) has no shipped equivalent";
 }
 
 }  // namespace
 
 const std::vector<std::string>& SupportedModelZooNames() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& [zoo, shipped] : kShipped) {
-      v.push_back(std::string(kInstanceSegmentation) + std::string(zoo));
-    }
-    return v;
-  }();
+  static const std::vector<std::string> names(kShipped.begin(), kShipped.end());
   return names;
 }
 
@@ -82,12 +96,9 @@ std::optional<std::string> ModelZooConfig(std::string_view name) {
   }
   if (!in_model_zoo)
     return std::nullopt;
-  if (name.starts_with(kInstanceSegmentation)) {
-    const std::string_view file = name.substr(kInstanceSegmentation.size());
-    for (const auto& [zoo, shipped] : kShipped) {
-      if (file == zoo)
-        return std::string(shipped);
-    }
+  for (std::string_view shipped : kShipped) {
+    if (name == shipped)
+      return std::string(shipped);
   }
   std::string supported;
   for (const auto& n : SupportedModelZooNames()) {

@@ -61,12 +61,15 @@ class Fpn : public Neck {
 
 }  // namespace
 
+void RegisterSingleLevelNeck(Registry<Neck>& registry);  // single_level_neck.cpp
+
 Registry<Neck>& NeckRegistry() {
   static Registry<Neck> registry("neck", "MODEL.NECK.NAME");
   static bool populated = [] {
     registry.Add("fpn", [](const ModelConfig& c) {
-      return std::make_shared<Fpn>(ResNetChannels(c.backbone), c.fpn_out_channels);
+      return std::make_shared<Fpn>(ResNetChannels(c), c.fpn_out_channels);
     });
+    RegisterSingleLevelNeck(registry);
     return true;
   }();
   (void)populated;

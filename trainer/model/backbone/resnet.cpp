@@ -1,5 +1,6 @@
 // ResNet-18/50/101 bodies as torchvision builds them (layer names, strides, initialisation),
-// each convolution with its norm in a FastConv, and the freezing of their early layers.
+// Detectron2's ResNet/ResNeXt bodies (MODEL.RESNETS) under the same names, each convolution
+// with its norm in a FastConv, and the freezing of their early layers.
 #include "trainer/model/backbone/resnet.h"
 
 #include <torch/torch.h>
@@ -10,17 +11,12 @@
 #include "trainer/model/conv_layers.h"
 #include "trainer/model/parts.h"
 #include "trainer/model/registry.h"
+#include "trainer/model/resnet_blocks.h"
 
 namespace mrcnn::model {
 namespace nn = torch::nn;
 
 namespace {
-
-std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels) {
-  if (config.norm == "GN")
-    return std::make_shared<GroupNorm2d>(channels, 32);
-  return std::make_shared<FrozenBatchNorm2d>(channels, config.frozen_bn_eps);
-}
 
 // max_pool2d(x, 3, 2, 1). ATen's CPU kernel also computes the argmax of every window and
 // takes ~40 ms for the stem of a 480×640 image on one core; for inference the same maxima
@@ -39,68 +35,6 @@ at::Tensor MaxPool3x3Stride2(const at::Tensor& x) {
   return at::maximum(at::maximum(rows(0), rows(1)), rows(2));
 }
 
-// ResNet residual block. Bottleneck (expansion 4) puts the stride on the 3x3 conv
-// (torchvision's "ResNet v1.5"); the basic block (expansion 1) is used by ResNet-18.
-class ResidualBlock : public nn::Module {
- public:
-  ResidualBlock(const ModelConfig& config, bool bottleneck, int64_t in, int64_t width,
-                int64_t stride)
-      : bottleneck_(bottleneck) {
-    const int64_t out = bottleneck ? width * 4 : width;
-    if (bottleneck) {
-      conv1_ = register_module("conv1", MakeConv2d(in, width, 1, 1, 0, false));
-      bn1_ = register_module("bn1", MakeNorm(config, width));
-      conv2_ = register_module("conv2", MakeConv2d(width, width, 3, stride, 1, false));
-      bn2_ = register_module("bn2", MakeNorm(config, width));
-      conv3_ = register_module("conv3", MakeConv2d(width, out, 1, 1, 0, false));
-      bn3_ = register_module("bn3", MakeNorm(config, out));
-    } else {
-      conv1_ = register_module("conv1", MakeConv2d(in, width, 3, stride, 1, false));
-      bn1_ = register_module("bn1", MakeNorm(config, width));
-      conv2_ = register_module("conv2", MakeConv2d(width, width, 3, 1, 1, false));
-      bn2_ = register_module("bn2", MakeNorm(config, width));
-    }
-    if (stride != 1 || in != out) {
-      downsample_ = register_module("downsample", nn::ModuleList());
-      down_conv_ = MakeConv2d(in, out, 1, stride, 0, false);
-      down_norm_ = MakeNorm(config, out);
-      downsample_->push_back(down_conv_);
-      downsample_->push_back(down_norm_);
-      down_fast_ = FastConv(down_conv_, down_norm_);
-    }
-    conv1_fast_ = FastConv(conv1_, bn1_);
-    conv2_fast_ = FastConv(conv2_, bn2_);
-    if (bottleneck)
-      conv3_fast_ = FastConv(conv3_, bn3_);
-    for (auto* conv : {&conv1_, &conv2_, &conv3_, &down_conv_}) {
-      if (!conv->is_empty())
-        KaimingNormalFanOut(*conv);
-    }
-  }
-
-  at::Tensor Forward(const at::Tensor& x) {
-    // ReLU and the residual add run in place on fresh temporaries, as torchvision's
-    // Bottleneck does (inplace=True): none of them is saved for backward, and every
-    // avoided allocation is a full activation map.
-    at::Tensor out = conv1_fast_.Forward(x, /*relu=*/true);
-    if (bottleneck_) {
-      out = conv2_fast_.Forward(out, /*relu=*/true);
-      out = conv3_fast_.Forward(out);
-    } else {
-      out = conv2_fast_.Forward(out);
-    }
-    at::Tensor identity = downsample_.is_empty() ? x : down_fast_.Forward(x);
-    return out.add_(identity).relu_();
-  }
-
- private:
-  bool bottleneck_;
-  nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
-  FastConv conv1_fast_, conv2_fast_, conv3_fast_, down_fast_;  // each with its norm
-  std::shared_ptr<NormLayer> bn1_, bn2_, bn3_, down_norm_;
-  nn::ModuleList downsample_{nullptr};
-};
-
 class ResNetBody : public BackboneBody {
  public:
   ResNetBody(const ModelConfig& config, bool bottleneck, std::vector<int64_t> blocks) {
@@ -114,8 +48,13 @@ class ResNetBody : public BackboneBody {
       auto layer = register_module("layer" + std::to_string(stage + 1), nn::ModuleList());
       std::vector<std::shared_ptr<ResidualBlock>> stage_blocks;
       for (int64_t b = 0; b < blocks[stage]; ++b) {
-        auto block = std::make_shared<ResidualBlock>(config, bottleneck, in, width,
-                                                     (b == 0 && stage > 0) ? 2 : 1);
+        ResidualBlockShape shape;
+        shape.bottleneck = bottleneck;
+        shape.in = in;
+        shape.width = width;
+        shape.out = bottleneck ? width * 4 : width;
+        shape.stride = (b == 0 && stage > 0) ? 2 : 1;
+        auto block = std::make_shared<ResidualBlock>(config, shape);
         layer->push_back(block);
         stage_blocks.push_back(block);
         in = bottleneck ? width * 4 : width;
@@ -146,10 +85,67 @@ class ResNetBody : public BackboneBody {
   std::vector<int64_t> out_channels_;
 };
 
+// Detectron2's ResNet (build_resnet_backbone): the stem (7x7/2 conv of STEM_OUT_CHANNELS,
+// norm, ReLU, 3x3/2 max-pool) and the stages res2 up to the last of OUT_FEATURES, returning
+// the stages OUT_FEATURES names, finest first. C4 stops after res4 (res5 is the ROI head's).
+class Detectron2ResNetBody : public BackboneBody {
+ public:
+  explicit Detectron2ResNetBody(const ModelConfig& config) {
+    const int64_t stem = config.resnet_stem_out_channels;
+    conv1_ = register_module("conv1", MakeConv2d(3, stem, 7, 2, 3, false));
+    KaimingNormalFanOut(conv1_);
+    bn1_ = register_module("bn1", MakeNorm(config, stem));
+    conv1_fast_ = FastConv(conv1_, bn1_);
+    const std::vector<int64_t> blocks = Detectron2StageBlocks(config.resnet_depth);
+    int last = 2;
+    for (const std::string& name : config.resnet_out_features)
+      last = std::max(last, name.back() - '0');
+    int64_t in = stem;
+    for (int index = 2; index <= last; ++index) {
+      auto layer = register_module("layer" + std::to_string(index - 1), nn::ModuleList());
+      stages_.push_back(Detectron2Stage(config, index, blocks[static_cast<size_t>(index - 2)], in, layer));
+      in = Detectron2StageChannels(config, index);
+      bool returned = false;
+      for (const std::string& name : config.resnet_out_features)
+        returned |= name == "res" + std::to_string(index);
+      returned_.push_back(returned);
+      if (returned)
+        out_channels_.push_back(in);
+    }
+  }
+
+  std::vector<at::Tensor> Forward(const at::Tensor& images) override {
+    at::Tensor x = MaxPool3x3Stride2(conv1_fast_.Forward(images, /*relu=*/true));
+    std::vector<at::Tensor> outs;
+    for (size_t s = 0; s < stages_.size(); ++s) {
+      for (auto& block : stages_[s])
+        x = block->Forward(x);
+      if (returned_[s])
+        outs.push_back(x);
+    }
+    return outs;
+  }
+  std::vector<int64_t> OutChannels() const override { return out_channels_; }
+
+ private:
+  nn::Conv2d conv1_{nullptr};
+  std::shared_ptr<NormLayer> bn1_;
+  FastConv conv1_fast_;
+  std::vector<std::vector<std::shared_ptr<ResidualBlock>>> stages_;
+  std::vector<bool> returned_;
+  std::vector<int64_t> out_channels_;
+};
+
 }  // namespace
 
-std::vector<int64_t> ResNetChannels(const std::string& name) {
-  if (name == "resnet18")
+std::vector<int64_t> ResNetChannels(const ModelConfig& config) {
+  if (config.backbone == "detectron2_resnet") {
+    std::vector<int64_t> channels;
+    for (const std::string& name : config.resnet_out_features)
+      channels.push_back(Detectron2StageChannels(config, name.back() - '0'));
+    return channels;
+  }
+  if (config.backbone == "resnet18")
     return {64, 128, 256, 512};
   return {256, 512, 1024, 2048};
 }
@@ -182,6 +178,8 @@ Registry<BackboneBody>& BackboneRegistry() {
     registry.Add("resnet101", [](const ModelConfig& c) {
       return std::make_shared<ResNetBody>(c, true, std::vector<int64_t>{3, 4, 23, 3});
     });
+    registry.Add("detectron2_resnet",
+                 [](const ModelConfig& c) { return std::make_shared<Detectron2ResNetBody>(c); });
     return true;
   }();
   (void)populated;

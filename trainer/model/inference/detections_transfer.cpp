@@ -10,6 +10,7 @@
 
 #include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/ops.h"
+#include "trainer/model/detectron2_mask_paste.h"
 #include "trainer/model/inference/mask_bits.h"
 #include "trainer/model/tiles/mask_region_paste.h"
 
@@ -189,7 +190,7 @@ std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel:
                                                            std::vector<size_t> whole,
                                                            const std::vector<ImageResult>& outputs,
                                                            bool masks, MaskRleWhere where) {
-  const int64_t mask_resolution = 2 * state.model->config().mask_pooler_resolution;
+  const int64_t mask_resolution = state.model->config().MaskResolution();
   std::vector<ImageOutputs> device_outputs;
   device_outputs.reserve(outputs.size());
   for (const ImageResult& r : outputs) {
@@ -207,7 +208,10 @@ std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel:
     } else if (masks && r.masks.defined()) {
       o.masks = r.masks.contiguous().view({r.masks.size(0), r.masks.size(-2), r.masks.size(-1)});
       // Postprocess pasted with padding 1 from these boxes: the same corners, on the same device.
-      o.paste_corners = kernels::PasteBoxes(r.boxes, mask_resolution, 1).contiguous();
+      o.paste_corners = (state.model->config().detectron2()
+                             ? Detectron2PasteCorners(r.boxes)
+                             : kernels::PasteBoxes(r.boxes, mask_resolution, 1))
+                            .contiguous();
     }
     device_outputs.push_back(std::move(o));
   }

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -16,6 +18,7 @@
 #include "trainer/model/safetensors.h"
 #include "trainer/model/tiles/tile_grid.h"
 #include "trainer/model/tiles/tiled_prediction.h"
+#include "trainer/model/weights/weights_import.h"
 
 namespace mrcnn::model {
 
@@ -103,6 +106,24 @@ void ReadClasses(const std::filesystem::path& path, std::vector<std::string>& na
   }
 }
 
+// A detectron2-sagemaker model dir holds Detectron2's checkpoint beside its config.yaml
+// dump: model_final.pth, else model_final.pkl, else the dir's one .pth or .pkl.
+std::optional<std::filesystem::path> Detectron2CheckpointIn(const std::filesystem::path& model_dir) {
+  for (const char* name : {"model_final.pth", "model_final.pkl"}) {
+    if (std::filesystem::is_regular_file(model_dir / name))
+      return model_dir / name;
+  }
+  std::vector<std::filesystem::path> found;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (entry.is_regular_file() && (ext == ".pth" || ext == ".pkl"))
+      found.push_back(entry.path());
+  }
+  if (found.size() == 1)
+    return found.front();
+  return std::nullopt;
+}
+
 }  // namespace
 
 InferenceModel::InferenceModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -115,7 +136,24 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   }
   auto state = std::make_unique<State>();
   const ModelConfig config = ModelConfig::FromYamlFile(model_dir / "config.yaml");
-  ReadClasses(model_dir / "classes.json", state->names, state->category_ids);
+  const bool ours = std::filesystem::exists(model_dir / "model.safetensors");
+  const std::optional<std::filesystem::path> detectron2 =
+      ours ? std::nullopt : Detectron2CheckpointIn(model_dir);
+  if (!ours && !detectron2) {
+    throw std::runtime_error(model_dir.string() +
+                             ": holds neither model.safetensors (with config.yaml and classes.json) nor a "
+                             "Detectron2 checkpoint (model_final.pth or model_final.pkl beside its config.yaml)");
+  }
+  if (detectron2 && !std::filesystem::exists(model_dir / "classes.json")) {
+    // Detectron2's config names no classes: its class index i (0-based, as Detectron2's
+    // pred_classes) is the category id, so answers keep the ids the model was trained with.
+    for (int i = 0; i < config.num_classes; ++i) {
+      state->category_ids.push_back(i);
+      state->names.push_back("class_" + std::to_string(i));
+    }
+  } else {
+    ReadClasses(model_dir / "classes.json", state->names, state->category_ids);
+  }
   if (static_cast<int>(state->names.size()) != config.num_classes) {
     throw std::runtime_error((model_dir / "classes.json").string() + ": lists " +
                              std::to_string(state->names.size()) +
@@ -139,8 +177,16 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
     state->autocast_dtype = state->precision == "fp16" ? at::kHalf : at::kBFloat16;
   state->cpu_bf16 = !state->device.is_cuda() && state->precision == "bf16";
   state->model = MaskRcnn(config);
-  LoadStateDict(*state->model, ReadSafetensors(model_dir / "model.safetensors"),
-                (model_dir / "model.safetensors").string());
+  if (detectron2) {
+    // Every tensor of the model must come from the file (serving has no initialisation to
+    // fall back on): LoadStateDict names the first one missing.
+    std::ostringstream lines;
+    LoadStateDict(*state->model, weights::ReadDetectron2StateDict(*detectron2, *state->model, lines),
+                  detectron2->string());
+  } else {
+    LoadStateDict(*state->model, ReadSafetensors(model_dir / "model.safetensors"),
+                  (model_dir / "model.safetensors").string());
+  }
   state->model->eval();
   state->model->to(state->device);
   return std::unique_ptr<InferenceModel>(new InferenceModel(std::move(state)));

@@ -49,13 +49,16 @@ std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x
   return {cls_score_->forward(flat), bbox_pred_->forward(flat)};
 }
 
+void RegisterRes5BoxHead(Registry<BoxHead>& registry);  // res5_head.cpp
+
 Registry<BoxHead>& BoxHeadRegistry() {
   static Registry<BoxHead> registry("box head", "MODEL.ROI_BOX_HEAD.NAME");
   static bool populated = [] {
     registry.Add("two_mlp", [](const ModelConfig& c) {
       const int64_t r = c.box_pooler_resolution;
-      return std::make_shared<TwoMlpHead>(c.fpn_out_channels * r * r, c.box_fc_dim);
+      return std::make_shared<TwoMlpHead>(c.FeatureChannels() * r * r, c.box_fc_dim);
     });
+    RegisterRes5BoxHead(registry);
     return true;
   }();
   (void)populated;

@@ -21,10 +21,14 @@ ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) 
   boxes = boxes.index_select(0, keep);
   scores = scores.index_select(0, keep);
   cls = cls.index_select(0, keep);
-  keep = KeepNonSmall(boxes, 1e-2);
-  boxes = boxes.index_select(0, keep);
-  scores = scores.index_select(0, keep);
-  cls = cls.index_select(0, keep);
+  if (!config_.detectron2()) {
+    // torchvision drops boxes under 1e-2 px here; Detectron2 keeps every box until its
+    // postprocess drops the empty ones (Postprocess).
+    keep = KeepNonSmall(boxes, 1e-2);
+    boxes = boxes.index_select(0, keep);
+    scores = scores.index_select(0, keep);
+    cls = cls.index_select(0, keep);
+  }
   keep = kernels::BatchedNms(boxes, scores, cls, config_.box_nms_thresh);
   keep = keep.narrow(0, 0, std::min<int64_t>(settings_.detections_per_image, keep.size(0)));
   ImageResult r;
@@ -40,7 +44,7 @@ void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits,
   for (auto& r : detections) {
     const int64_t n = r.boxes.size(0);
     if (n == 0) {
-      const int64_t m = 2 * config_.mask_pooler_resolution;
+      const int64_t m = config_.MaskResolution();
       r.masks = torch::zeros({0, 1, m, m}, r.boxes.options());
       continue;
     }

@@ -92,7 +92,7 @@ Registry<MaskHead>& MaskHeadRegistry() {
   static Registry<MaskHead> registry("mask head", "MODEL.ROI_MASK_HEAD.NAME");
   static bool populated = [] {
     registry.Add("four_conv", [](const ModelConfig& c) {
-      return std::make_shared<FourConvMaskHead>(c.fpn_out_channels, c.mask_conv_dim);
+      return std::make_shared<FourConvMaskHead>(c.FeatureChannels(), c.mask_conv_dim);
     });
     return true;
   }();

@@ -76,7 +76,7 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
   Phase("roi_maps");
   at::Tensor pooled = kernels::MultiLevelRoiAlign(
       maps, ToRois(proposals), scales, config_.box_pooler_resolution, config_.box_pooler_resolution,
-      config_.box_pooler_sampling_ratio, false);
+      config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
   Phase("box_pool");
   auto [class_logits_raw, box_regression_raw] = box_predictor_->Forward(box_head_->Forward(pooled));
   Phase("box_head");
@@ -125,7 +125,7 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     if (rois.size(0) > 0 || training) {
       at::Tensor mask_pooled = kernels::MultiLevelRoiAlign(
           maps, rois, scales, config_.mask_pooler_resolution, config_.mask_pooler_resolution,
-          config_.mask_pooler_sampling_ratio, false);
+          config_.mask_pooler_sampling_ratio, config_.mask_pooler_aligned);
       Phase("mask_pool");
       at::Tensor mask_features = mask_head_->Forward(mask_pooled);
       if (training) {

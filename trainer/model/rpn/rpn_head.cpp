@@ -60,7 +60,7 @@ Registry<RpnHead>& RpnHeadRegistry() {
   static Registry<RpnHead> registry("RPN head", "MODEL.RPN.HEAD_NAME");
   static bool populated = [] {
     registry.Add("standard", [](const ModelConfig& c) {
-      return std::make_shared<StandardRpnHead>(c.fpn_out_channels, AnchorsPerLocation(c));
+      return std::make_shared<StandardRpnHead>(c.FeatureChannels(), AnchorsPerLocation(c));
     });
     return true;
   }();

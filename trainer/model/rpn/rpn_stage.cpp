@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "trainer/model/box_stage_ops.h"
 #include "trainer/model/mask_rcnn.h"
+#include "trainer/model/rpn/detectron2_anchors.h"
 
 namespace mrcnn::model {
 namespace {
@@ -65,8 +66,11 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
       const at::Tensor ws = boxes.select(1, 2) - boxes.select(1, 0);
       const at::Tensor hs = boxes.select(1, 3) - boxes.select(1, 1);
       scores_of.push_back(torch::sigmoid(scores_all[i].index_select(0, top[i])));
-      usable_of.push_back(ws.ge(config_.rpn_min_size)
-                              .logical_and(hs.ge(config_.rpn_min_size))
+      // Detectron2 keeps boxes strictly larger than its MIN_SIZE (0: non-empty ones).
+      const bool strictly = config_.detectron2();
+      usable_of.push_back((strictly ? ws.gt(config_.rpn_min_size) : ws.ge(config_.rpn_min_size))
+                              .logical_and(strictly ? hs.gt(config_.rpn_min_size)
+                                                    : hs.ge(config_.rpn_min_size))
                               .logical_and(scores_of.back().ge(config_.rpn_score_thresh)));
       boxes_of.push_back(std::move(boxes));
     }
@@ -110,7 +114,7 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
     at::Tensor lvl = levels;
     boxes = ClipBoxes(boxes, batch.image_sizes[static_cast<size_t>(i)][0],
                       batch.image_sizes[static_cast<size_t>(i)][1]);
-    at::Tensor keep = KeepNonSmall(boxes, config_.rpn_min_size);
+    at::Tensor keep = KeepNonSmall(boxes, config_.rpn_min_size, config_.detectron2());
     boxes = boxes.index_select(0, keep);
     scores = scores.index_select(0, keep);
     lvl = lvl.index_select(0, keep);
@@ -154,8 +158,16 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
   std::vector<std::vector<double>> ratios = config_.anchor_aspect_ratios;
   if (ratios.size() == 1)
     ratios.assign(config_.anchor_sizes.size(), ratios.front());
-  at::Tensor anchors = kernels::GenerateAnchors(sizes, strides, config_.anchor_sizes, ratios,
-                                                batch.tensors.device());
+  std::vector<std::vector<double>> anchor_sizes = config_.anchor_sizes;
+  if (anchor_sizes.size() == 1)
+    anchor_sizes.assign(features.size(), anchor_sizes.front());
+  if (ratios.size() == 1)
+    ratios.assign(features.size(), ratios.front());
+  at::Tensor anchors =
+      config_.detectron2()
+          ? Detectron2Anchors(sizes, config_.FeatureStrides(), anchor_sizes, ratios,
+                              config_.anchor_offset, batch.tensors.device())
+          : kernels::GenerateAnchors(sizes, strides, anchor_sizes, ratios, batch.tensors.device());
   at::Tensor objectness = torch::cat(flat_logits, 1).flatten(0, -2);  // (N*A_total, 1)
   at::Tensor pred_deltas = torch::cat(flat_deltas, 1).reshape({-1, 4});
   at::Tensor all_anchors = anchors.repeat({num_images, 1});

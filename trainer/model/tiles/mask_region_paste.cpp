@@ -4,6 +4,7 @@
 
 #include "kernels/mask_paste/mask_paste_args.h"
 #include "kernels/ops.h"
+#include "trainer/model/detectron2_mask_paste.h"
 
 namespace mrcnn::model {
 
@@ -48,6 +49,24 @@ RegionMask PasteMaskRegion(const at::Tensor& probabilities, const std::array<flo
       kernels::PasteMasksBinary(padded, shifted, out.region.height, out.region.width, 0, threshold)
           .to(at::kCPU)
           .contiguous();
+  const uint8_t* p = bits.data_ptr<uint8_t>();
+  out.bits.assign(p, p + out.region.width * out.region.height);
+  return out;
+}
+
+RegionMask PasteMaskRegionDetectron2(const at::Tensor& probabilities, const std::array<float, 4>& box,
+                                     int64_t image_height, int64_t image_width, double threshold) {
+  const PasteRegion r = Detectron2PasteRegion(box.data(), image_height, image_width);
+  RegionMask out;
+  out.region = data::MaskRegion{r.x0, r.y0, std::max<int64_t>(r.x1 - r.x0, 0), std::max<int64_t>(r.y1 - r.y0, 0)};
+  if (out.region.width == 0 || out.region.height == 0)
+    return out;
+  const at::Tensor box_tensor =
+      at::tensor(std::vector<float>(box.begin(), box.end()), at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor bits = SampleMaskOnRegion(probabilities.to(at::kCPU), box_tensor, r)
+                              .ge(threshold)
+                              .to(at::kByte)
+                              .contiguous();
   const uint8_t* p = bits.data_ptr<uint8_t>();
   out.bits.assign(p, p + out.region.width * out.region.height);
   return out;

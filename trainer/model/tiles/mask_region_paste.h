@@ -31,4 +31,9 @@ data::MaskRegion ClampedPasteRegion(const int64_t* corners, int64_t image_height
 RegionMask PasteMaskRegion(const at::Tensor& probabilities, const std::array<float, 4>& box,
                            int64_t image_height, int64_t image_width, double threshold);
 
+// The same for a Detectron2-convention model: bit-identical, inside the region, to
+// PasteMasksDetectron2 (detectron2_mask_paste.h), which is zero outside it.
+RegionMask PasteMaskRegionDetectron2(const at::Tensor& probabilities, const std::array<float, 4>& box,
+                                     int64_t image_height, int64_t image_width, double threshold);
+
 }  // namespace mrcnn::model

@@ -116,8 +116,11 @@ std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& 
     // Boxes are clipped to their tile (or the image), so they lie within the image.
     TiledDetection d{c.box, c.score, c.label, {}};
     if (s.masks && candidates.masks[kept[j]].defined()) {
-      d.mask =
-          PasteMaskRegion(candidates.masks[kept[j]], c.box, height, width, options.mask_threshold);
+      d.mask = net.config().detectron2()
+                   ? PasteMaskRegionDetectron2(candidates.masks[kept[j]], c.box, height, width,
+                                               options.mask_threshold)
+                   : PasteMaskRegion(candidates.masks[kept[j]], c.box, height, width,
+                                     options.mask_threshold);
     }
     result.push_back(std::move(d));
   }
