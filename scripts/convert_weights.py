@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turn a torchvision Mask R-CNN checkpoint into a model dir for the C++ toolkit, or a
+"""Turn a torchvision Mask R-CNN checkpoint (or a Detectron2 one, with --config) into a model dir
+for the C++ toolkit, or a
 torchvision ImageNet ResNet classifier into backbone weights for MODEL.WEIGHTS.
 
 The model dir (documented in trainer/model/README.md) holds
@@ -22,8 +23,15 @@ Sources:
                       trainer logs what it loaded and which modules (FPN, RPN, heads) start from
                       their initialisation. Use MODEL.BACKBONE.NAME resnet101 for a ResNet-101.
 
-Detectron2-named checkpoints are not mapped (their box head, anchors and pixel statistics
-differ from torchvision's, so a name mapping alone would not reproduce the model).
+  --checkpoint FILE --config config.yaml
+                      a Detectron2 checkpoint (a job's model_final.pth, a model zoo .pkl) with
+                      the config.yaml Detectron2 wrote beside it: the model dir of the same
+                      network in Detectron2's convention (trainer/model/README.md, "Detectron2
+                      models"). The C++ trainer does the reading and the name mapping
+                      (`trainer import-weights`, the same code a training job loads them with):
+                      it is found through MRCNN_TRAINER, the build dir (MRCNN_BUILD_DIR or
+                      build/), or PATH. --classes names the classes (default: Detectron2's
+                      0-based class indices as ids). A .pkl checkpoint needs --config too.
 
 The checkpoint is loaded into torchvision's own model first, so older key layouts that
 torchvision upgrades on load (e.g. rpn.head.conv.weight) come out in the current names.
@@ -32,6 +40,8 @@ BatchNorm's num_batches_tracked counters are dropped (the C++ backbone uses froz
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 import torch
@@ -187,15 +197,42 @@ def imagenet_backbone(path):
     return tensors, arch
 
 
+def trainer_binary():
+    """The C++ trainer that reads Detectron2 checkpoints."""
+    if os.environ.get("MRCNN_TRAINER"):
+        return os.environ["MRCNN_TRAINER"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    built = os.path.join(os.environ.get("MRCNN_BUILD_DIR", os.path.join(repo, "build")), "bin", "trainer")
+    if os.path.exists(built):
+        return built
+    found = shutil.which("trainer")
+    if not found:
+        raise SystemExit("a Detectron2 checkpoint is converted by the C++ trainer (trainer import-weights), which "
+                         "was not found: build it (scripts/setup.sh) or set MRCNN_TRAINER")
+    return found
+
+
+def import_detectron2(checkpoint, config, classes, output):
+    command = [trainer_binary(), "import-weights", "--checkpoint", checkpoint, "--config", config, "--output", output]
+    if classes:
+        command += ["--classes", classes]
+    result = subprocess.run(command)
+    if result.returncode != 0:
+        raise SystemExit(f"trainer import-weights failed (exit {result.returncode}) for {checkpoint}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="torchvision state dict (.pth)")
+    source.add_argument("--checkpoint", help="torchvision state dict (.pth), or with --config a Detectron2 "
+                                             "checkpoint (.pth, .pkl)")
     source.add_argument("--random-seed", type=int, help="build a randomly initialised model with this seed")
     source.add_argument("--imagenet-backbone", metavar="FILE",
                         help="torchvision ImageNet ResNet-18/50/101 state dict -> backbone weights file")
     parser.add_argument("--num-classes", type=int, default=90,
                         help="foreground classes for --random-seed (torchvision's num_classes minus 1)")
+    parser.add_argument("--config", metavar="config.yaml",
+                        help="with --checkpoint: the file is Detectron2's, and this its config.yaml")
     parser.add_argument("--classes", help="COCO annotation JSON or [{id,name}] list giving the class names")
     parser.add_argument("--frozen-bn-eps", type=float, default=1e-5,
                         help="BatchNorm eps (torchvision's COCO_V1 Mask R-CNN checkpoint needs 0.0)")
@@ -212,6 +249,12 @@ def main(argv=None):
         save_file(tensors, args.output, metadata={"format": "pt", "source": f"torchvision {arch} ImageNet backbone"})
         print(f"wrote {args.output}: {len(tensors)} backbone tensors of a {arch} "
               f"(MODEL.BACKBONE.NAME {arch})", file=sys.stderr)
+        return
+
+    if args.config or (args.checkpoint and args.checkpoint.endswith(".pkl")):
+        if not (args.checkpoint and args.config):
+            raise SystemExit("a Detectron2 checkpoint needs both --checkpoint and --config (its config.yaml)")
+        import_detectron2(args.checkpoint, args.config, args.classes, args.output)
         return
 
     if args.checkpoint:
