@@ -266,6 +266,7 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "
        {"backbone.fpn.inner_blocks.0.0.weight"},
        0},
   };
+  torch::manual_seed(3);
   for (const Family& f : families) {
     INFO(f.yaml);
     const ModelConfig c = Detectron2Config(f.yaml);
@@ -286,6 +287,13 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "
     const MaskRcnnOutput out = model->forward({torch::rand({3, 96, 128})});
     REQUIRE(out.detections.size() == 1);
     CHECK(out.detections[0].boxes.size(1) == 4);
+    // No proposal at all (a random RPN can keep none) gives no detections, not an error.
+    model->detection_settings().score_thresh = 1.0;
+    std::vector<at::Tensor> none = {torch::empty({0, 4})};
+    std::vector<ImageResult> empty;
+    model->RoiHeads(model->Features(torch::rand({1, 3, 96, 128})), none, {{96, 128}}, nullptr, &empty);
+    REQUIRE(empty.size() == 1);
+    CHECK(empty[0].boxes.size(0) == 0);
   }
   // ResNeXt: NUM_GROUPS x WIDTH_PER_GROUP channels in grouped 3x3s; depth 101 has 23 res4 blocks.
   const ModelConfig msra = Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n");

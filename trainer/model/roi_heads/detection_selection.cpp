@@ -63,7 +63,7 @@ std::vector<ImageResult> MaskRcnnImpl::SelectAllDetections(
     per_image.push_back(p.size(0));
   at::Tensor all_props = torch::cat(proposals);
   at::Tensor pred_boxes = kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
-                              .reshape({all_props.size(0), -1, 4});
+                              .reshape({all_props.size(0), box_regression.size(1) / 4, 4});  // also with no proposals
   at::Tensor pred_scores = torch::softmax(class_logits, -1);
   auto boxes_split = pred_boxes.split_with_sizes(per_image, 0);
   auto scores_split = pred_scores.split_with_sizes(per_image, 0);
