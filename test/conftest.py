@@ -15,6 +15,8 @@ SLOWEST_FIRST = [
     "trainer/model/test_tiled_predict.py",  # trains the shapes model the tiles tests share (~120 s)
     "oracle/model/test_model_parity.py",  # ResNet-50-FPN at 800x1333 against torchvision (~450 s)
     "trainer/engine/test_faults_checkpoint.py",  # ~110 s
+    "trainer/model/test_detectron2_parity.py",  # 27 predict runs of the Detectron2 golden models (~150 s)
+    "trainer/engine/test_detectron2_zoo_job.py",  # three zoo-config training jobs (~45 s)
     "trainer/model/test_reduced_precision_ap.py",
     "serving/test_server_tiles.py",
     "trainer/model/test_tiled_evaluation.py",
