@@ -623,8 +623,10 @@ def make_variant(args, variant, images, image_dir_rel):
         # calibrated on one image gave the others 5-10 times as many detections (e.g. 2 / 100 /
         # 100 at any background shift, for five seeds of faster_rcnn_R_50_FPN), so there they
         # are calibrated on all images in one batch (padded to a common size, as Detectron2
-        # batches them).
-        calibration_images = [rgb for _, rgb in images] if args.full_size else [images[0][1]]
+        # batches them). --calibration-images N overrides (the full-size R50-FPN data was made
+        # with 1, before this default, and is kept as it was).
+        count = args.calibration_images or (len(images) if args.full_size else 1)
+        calibration_images = [rgb for _, rgb in images[:count]]
         calibrated = calibrate(model, cfg, calibration_images, seed, has_mask)
         tuned = tune_background_logit(model, cfg, images, TARGET_DETECTIONS_PER_IMAGE)
         if tuned is None:
@@ -778,6 +780,9 @@ def main():
     parser.add_argument("--seed-tries", type=int, default=5,
                         help="weight seeds tried until one leaves no decision at a threshold")
     parser.add_argument("--image-seed", type=int, default=1)
+    parser.add_argument("--calibration-images", type=int, default=None,
+                        help="calibrate on the first N images (default: 1 small, all full size; the full-size "
+                             "mask_rcnn_R_50_FPN data behind bench/RESULTS.md's parity table was made with 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the dev machine is shared)")
     parser.add_argument("--detectron2-commit", default=None, help="recorded in the README (the source tree "
                         "extracted with git archive has no .git to ask)")
