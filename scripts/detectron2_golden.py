@@ -46,6 +46,7 @@ VARIANTS = {
     "mask_rcnn_X_101_32x8d_FPN": ("COCO-InstanceSegmentation/mask_rcnn_X_101_32x8d_FPN_3x.yaml", True),
     "mask_rcnn_R_50_DC5": ("COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_3x.yaml", True),
     "mask_rcnn_R_101_C4": ("COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml", True),
+    "keypoint_rcnn_R_50_FPN": ("COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", False),
 }
 
 # The .pkl copy is the zoo's format; one variant carries it so the repository stays small
@@ -92,6 +93,9 @@ def narrow_overrides(variant):
         # would make the checkpoint 3 MB).
         overrides["MODEL.RESNETS.NUM_GROUPS"] = 4
         overrides["MODEL.RESNETS.WIDTH_PER_GROUP"] = 2
+    if "keypoint" in variant:
+        # The zoo's eight 512-channel convs, at 32 channels (17 keypoints stay).
+        overrides["MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS"] = (32,) * 8
     if "DC5" in variant:
         # DC5's box head flattens 128 channels x 7 x 7 into fc1: at FC_DIM 64 that one layer
         # alone would be 1.6 MB.
@@ -334,6 +338,9 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
                 hook = affine_hook(name, 0.0, 1.0)
             elif leaf == "predictor" and name.startswith("roi_heads.mask_head"):
                 hook = affine_hook(name, 0.0, 3.0)
+            elif leaf == "score_lowres":
+                # Keypoint heatmap logits: peaked enough that each keypoint has one place.
+                hook = affine_hook(name, 0.0, 3.0)
             else:
                 hook = affine_hook(name, *hidden_target(module))
         if hook is not None:
@@ -560,6 +567,9 @@ def instances_to_json(instances, height, width):
         for mask in masks:
             rle = mask_util.encode(np.asfortranarray(mask))
             entry["masks"].append({"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("utf-8")})
+    if instances.has("pred_keypoints"):
+        # N x K x 3: x, y in Detectron2's continuous image coordinates, and the score.
+        entry["keypoints"] = instances.pred_keypoints.tolist()
     return entry
 
 

@@ -186,7 +186,7 @@ data::Batch ReadBatch(const std::string& path, int64_t batch_size, const model::
     batch.image_ids.push_back(i);
     batch.targets.push_back({input.at("boxes." + k).to(torch::kFloat),
                              input.at("labels." + k).to(torch::kLong),
-                             mc.mask_on ? input.at("masks." + k) : at::Tensor()});
+                             mc.mask_on ? input.at("masks." + k) : at::Tensor(), at::Tensor()});
   }
   batch.images = Collate(images, mc, batch.image_sizes);
   batch.original_sizes = batch.image_sizes;

@@ -62,6 +62,14 @@ Batch CollateBatch(const std::vector<InstanceSample>& samples, const Normalizati
       for (int y = 0; y < H; ++y)
         std::memcpy(dst + static_cast<size_t>(y) * W, m.ptr<uint8_t>(y), static_cast<size_t>(W));
     }
+    if (!s.keypoints.empty()) {
+      const auto K = static_cast<int64_t>(s.keypoints.front().size());
+      t.keypoints = torch::empty({N, K, 3}, torch::kFloat32);
+      float* dst = t.keypoints.data_ptr<float>();
+      for (const auto& instance : s.keypoints)
+        for (const auto& point : instance)
+          dst = std::copy(point.begin(), point.end(), dst);
+    }
     b.targets.push_back(std::move(t));
   }
   return b;

@@ -21,6 +21,7 @@ struct InstanceTargets {
   at::Tensor boxes;   // [N, 4] float32, x0 y0 x1 y1 in the (unpadded) image
   at::Tensor labels;  // [N] int64, 1..K
   at::Tensor masks;   // [N, H, W] uint8 (H, W = the image's size before padding)
+  at::Tensor keypoints;  // [N, K, 3] float32 x, y, v in the image; undefined without keypoints
 };
 
 struct Batch {

@@ -27,6 +27,10 @@ struct CocoCategory {
   int64_t id = 0;
   std::string name;
   std::string supercategory;
+  // Person-style keypoint categories: the keypoints' names in annotation order and the
+  // skeleton's 1-based pairs (both empty when the category has none).
+  std::vector<std::string> keypoints;
+  std::vector<std::array<int64_t, 2>> skeleton;
 };
 
 struct CocoImage {
@@ -51,6 +55,10 @@ struct CocoAnnotation {
   double area = 0;
   bool iscrowd = false;
   CocoSegmentation segmentation;
+  // COCO keypoints: x, y, v per keypoint (v 0 = not labelled, 1 = labelled but not visible,
+  // 2 = visible), in the category's keypoint order; empty when the annotation has none.
+  std::vector<float> keypoints;
+  int64_t num_keypoints = 0;  // the file's "num_keypoints" (labelled points), 0 when absent
 };
 
 enum class BadItemPolicy { kSkip, kFail };

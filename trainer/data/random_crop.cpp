@@ -68,6 +68,12 @@ std::optional<CocoAnnotation> CropInstance(const CocoAnnotation& a, const MaskRe
   const bool whole = kept_box.x0 == box.x0 && kept_box.y0 == box.y0 && kept_box.x1 == box.x1 &&
                      kept_box.y1 == box.y1;
   CocoAnnotation out = a;
+  // Keypoints move with the window; one that leaves it is marked outside the image later
+  // (the transform's bounds check), as Detectron2's crop does.
+  for (size_t k = 0; k + 2 < out.keypoints.size(); k += 3) {
+    out.keypoints[k] += static_cast<float>(dx);
+    out.keypoints[k + 1] += static_cast<float>(dy);
+  }
   std::optional<MaskCut> cut;
   if (const auto* polygons = std::get_if<CocoPolygons>(&a.segmentation);
       polygons && !polygons->empty()) {

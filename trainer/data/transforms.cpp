@@ -22,6 +22,41 @@ std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_si
 
 namespace {
 
+const std::vector<int64_t> kNoFlip;
+
+// One instance's keypoints as Detectron2's mapper leaves them: COCO's pixel indices moved
+// to pixel centres (+0.5), resized and flipped like the boxes, a point outside the image
+// marked unlabelled, the left/right pairs swapped by a flip, and unlabelled points all zero.
+// An instance without keypoints (of a dataset that has them) gets num_keypoints unlabelled.
+template <typename MapX>
+std::vector<std::array<float, 3>> TransformKeypoints(const std::vector<float>& flat,
+                                                     size_t num_keypoints, const MapX& map_x,
+                                                     double scale_y, double width, double height,
+                                                     const std::vector<int64_t>& flip) {
+  std::vector<std::array<float, 3>> points(num_keypoints, {0.0f, 0.0f, 0.0f});
+  if (flat.size() != 3 * num_keypoints)
+    return points;
+  for (size_t k = 0; k < num_keypoints; ++k) {
+    const double x = map_x(flat[3 * k] + 0.5), y = (flat[3 * k + 1] + 0.5) * scale_y;
+    const bool inside = x >= 0 && y >= 0 && x <= width && y <= height;
+    points[k] = {static_cast<float>(x), static_cast<float>(y), inside ? flat[3 * k + 2] : 0.0f};
+  }
+  if (!flip.empty()) {
+    if (flip.size() != num_keypoints)
+      throw std::invalid_argument("TransformSpec::keypoint_flip has " +
+                                  std::to_string(flip.size()) + " entries for " +
+                                  std::to_string(num_keypoints) + " keypoints");
+    std::vector<std::array<float, 3>> flipped(num_keypoints);
+    for (size_t k = 0; k < num_keypoints; ++k)
+      flipped[k] = points[static_cast<size_t>(flip[k])];
+    points = std::move(flipped);
+  }
+  for (auto& p : points)
+    if (p[2] == 0.0f)
+      p = {0.0f, 0.0f, 0.0f};
+  return points;
+}
+
 // The resize and flip of TransformInstances, on the image (or its crop) as given.
 InstanceSample ResizeAndFlip(const cv::Mat& rgb, const CocoImage& image,
                              std::span<const CocoAnnotation> annotations, const TransformSpec& spec,
@@ -50,9 +85,16 @@ InstanceSample ResizeAndFlip(const cv::Mat& rgb, const CocoImage& image,
     cv::flip(s.image, s.image, 1);
   const double fw = static_cast<double>(W);
   auto map_x = [&](double x) { return s.flipped ? fw - x * s.scale_x : x * s.scale_x; };
+  size_t num_keypoints = 0;
+  for (const auto& a : annotations)
+    num_keypoints = std::max(num_keypoints, a.keypoints.size() / 3);
   for (const auto& a : annotations) {
     if (a.iscrowd || a.label <= 0)
       continue;
+    if (num_keypoints > 0)
+      s.keypoints.push_back(
+          TransformKeypoints(a.keypoints, num_keypoints, map_x, s.scale_y, fw,
+                             static_cast<double>(H), s.flipped ? spec.keypoint_flip : kNoFlip));
     const double x0 = map_x(a.bbox[0]), x1 = map_x(a.bbox[0] + a.bbox[2]);
     const double y0 = a.bbox[1] * s.scale_y, y1 = (a.bbox[1] + a.bbox[3]) * s.scale_y;
     s.boxes.push_back({static_cast<float>(std::min(x0, x1)), static_cast<float>(y0),

@@ -25,6 +25,9 @@ struct TransformSpec {
   bool training = false;                // false: use min_sizes.back(), never flip
   bool with_masks = true;
   CropSpec crop;  // training only, before the resize
+  // keypoint_flip[k]: the keypoint that k becomes under a horizontal flip (left <-> right);
+  // empty: keypoints keep their indices.
+  std::vector<int64_t> keypoint_flip;
 };
 
 // One image ready for batching (crowd annotations are left out).
@@ -37,6 +40,9 @@ struct InstanceSample {
   std::vector<std::array<float, 4>> boxes;  // x0, y0, x1, y1 in transformed pixels
   std::vector<int64_t> labels;              // contiguous 1..K
   std::vector<cv::Mat> masks;               // CV_8U 0/1, transformed size
+  // Per instance, K x (x, y, v) in transformed pixels (flips swap the left/right pairs of
+  // TransformSpec::keypoint_flip); empty when no annotation has keypoints.
+  std::vector<std::vector<std::array<float, 3>>> keypoints;
 };
 
 // Output size (height, width) for an input size and a chosen shortest edge.

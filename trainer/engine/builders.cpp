@@ -14,6 +14,7 @@
 #include "common/config_error.h"
 #include "trainer/data/coco_dataset.h"
 #include "trainer/data/data_loader.h"
+#include "trainer/data/keypoint_flip.h"
 #include "trainer/engine/config/input_crop.h"
 #include "trainer/engine/cuda_graphs/cuda_graphed_feature_stage.h"
 #include "trainer/engine/distributed/data_parallel.h"
@@ -373,6 +374,51 @@ DatasetSource ChannelSource(const fs::path& dir, const std::string& channel,
 
 }  // namespace
 
+namespace {
+
+// A keypoint model needs keypoints in its training data, as many per instance as its head
+// predicts, and one set of names for the flips.
+void CheckKeypointData(const data::CocoDataset& ds, const model::ModelConfig& mc,
+                       const fs::path& file, const ConsoleLog& log) {
+  std::vector<std::string> names;
+  try {
+    names = data::DatasetKeypointNames(ds.categories());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(file.string() + ": " + e.what());
+  }
+  int64_t with_keypoints = 0, visible = 0;
+  for (const data::CocoAnnotation& a : ds.annotations()) {
+    if (a.keypoints.empty())
+      continue;
+    ++with_keypoints;
+    if (a.keypoints.size() != 3 * static_cast<size_t>(mc.num_keypoints)) {
+      throw common::ConfigError(
+          "config", "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS",
+          "is " + std::to_string(mc.num_keypoints) + " but annotation " + std::to_string(a.id) +
+              " of " + file.string() + " has " + std::to_string(a.keypoints.size() / 3) +
+              " keypoints: set it to the dataset's keypoint count");
+    }
+    for (size_t k = 2; k < a.keypoints.size(); k += 3)
+      visible += a.keypoints[k] > 0 ? 1 : 0;
+  }
+  if (with_keypoints == 0) {
+    throw common::ConfigError("config", "MODEL.KEYPOINT_ON",
+                              "is true but no annotation of " + file.string() +
+                                  " has \"keypoints\": train a keypoint model on keypoint data "
+                                  "(trainer make-shapes --keypoints makes some)");
+  }
+  if (names.empty()) {
+    log.Line("[data] " + file.string() +
+             ": no category names its keypoints; horizontal flips keep the keypoints' order "
+             "(left and right are not swapped)");
+  }
+  log.Line("[data] keypoints: " + std::to_string(with_keypoints) + " annotations with " +
+           std::to_string(mc.num_keypoints) + " keypoints, " + std::to_string(visible) +
+           " labelled points");
+}
+
+}  // namespace
+
 TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, const ConsoleLog& log) {
   TrainData train{ChannelSource(job.train_dir, job.train_channel, job.config), nullptr};
   const fs::path& file = train.source.layout.annotation_file;
@@ -396,6 +442,8 @@ TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, cons
   }
   if (ds.images().empty())
     throw std::runtime_error(file.string() + ": no training image left");
+  if (mc.keypoint_on)
+    CheckKeypointData(ds, mc, file, log);
   return train;
 }
 
@@ -427,6 +475,9 @@ std::unique_ptr<data::DataLoader> BuildTrainLoader(const TrainConfig& config,
   lo.transform.training = true;
   lo.transform.with_masks = mc.mask_on;
   lo.transform.crop = InputCropOf(config);
+  if (mc.keypoint_on)
+    lo.transform.keypoint_flip =
+        data::KeypointFlipIndices(data::DatasetKeypointNames(train.dataset->categories()));
   lo.normalization = NormalizationOf(mc);
   lo.size_divisibility = mc.size_divisibility;
   lo.rank = world.rank;

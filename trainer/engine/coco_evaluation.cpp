@@ -235,7 +235,7 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
       auto features = net.Features(ib.tensors);
       auto rpn = net.Rpn(ib, features, nullptr);
       std::vector<model::ImageResult> results;
-      net.RoiHeads(features, rpn.proposals, ib.image_sizes, nullptr, &results);
+      net.RoiHeads(features, rpn, ib.image_sizes, nullptr, &results);
       net.Postprocess(ib, results);
       for (size_t i = 0; i < results.size(); ++i) {
         CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);

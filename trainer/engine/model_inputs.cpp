@@ -28,7 +28,9 @@ std::vector<model::ImageTarget> ToTargets(const data::Batch& batch, const c10::D
     // they may be freed as soon as the call returns.
     targets.push_back({t.boxes.to(device, /*non_blocking=*/true),
                        t.labels.to(device, /*non_blocking=*/true),
-                       t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true) : t.masks});
+                       t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true) : t.masks,
+                       t.keypoints.defined() ? t.keypoints.to(device, /*non_blocking=*/true)
+                                             : t.keypoints});
   }
   return targets;
 }

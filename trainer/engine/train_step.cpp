@@ -117,8 +117,7 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
     rpn = net_.Rpn(batch, features, &targets);
   }
   Phase("rpn");
-  auto losses =
-      net_.RoiHeads(features, rpn.proposals, batch.image_sizes, &targets, nullptr, &rpn.valid);
+  auto losses = net_.RoiHeads(features, rpn, batch.image_sizes, &targets, nullptr);
   for (auto& [k, v] : rpn.losses)
     losses[k] = v;
   if (amp) {

@@ -199,6 +199,26 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_MASK_HEAD.CONV_DIM", source, c.mask_conv_dim);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION", source, c.mask_pooler_resolution);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO", source, c.mask_pooler_sampling_ratio);
+  Read(root, "MODEL.KEYPOINT_ON", source, c.keypoint_on);
+  {
+    std::string head = "KRCNNConvDeconvUpsampleHead";
+    Read(root, "MODEL.ROI_KEYPOINT_HEAD.NAME", source, head);
+    Require(head == "KRCNNConvDeconvUpsampleHead", source, "MODEL.ROI_KEYPOINT_HEAD.NAME",
+            "must be KRCNNConvDeconvUpsampleHead (the zoo's keypoint head), got \"" + head + "\"");
+    std::string pooler = "ROIAlignV2";
+    Read(root, "MODEL.ROI_KEYPOINT_HEAD.POOLER_TYPE", source, pooler);
+    Require(pooler == "ROIAlignV2" || pooler == "ROIAlign", source, "MODEL.ROI_KEYPOINT_HEAD.POOLER_TYPE",
+            "must be ROIAlignV2 or ROIAlign, got \"" + pooler + "\"");
+    c.keypoint_pooler_aligned = pooler == "ROIAlignV2";
+  }
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS", source, c.num_keypoints);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS", source, c.keypoint_conv_dims);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.POOLER_RESOLUTION", source, c.keypoint_pooler_resolution);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.POOLER_SAMPLING_RATIO", source, c.keypoint_pooler_sampling_ratio);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.MIN_KEYPOINTS_PER_IMAGE", source, c.min_keypoints_per_image);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.NORMALIZE_LOSS_BY_VISIBLE_KEYPOINTS", source,
+       c.keypoint_normalize_by_visible);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT", source, c.keypoint_loss_weight);
   ReadArray(root, "MODEL.PIXEL_MEAN", source, c.pixel_mean);
   ReadArray(root, "MODEL.PIXEL_STD", source, c.pixel_std);
   YAML::Node min_train = Lookup(root, "INPUT.MIN_SIZE_TRAIN");
@@ -271,6 +291,18 @@ void ModelConfig::Validate(const std::string& source) const {
           "must be RGB or BGR, got \"" + input_format + "\"");
   Require(roi_heads_name == "StandardROIHeads" || roi_heads_name == "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
           "must be StandardROIHeads or Res5ROIHeads, got \"" + roi_heads_name + "\"");
+  if (keypoint_on) {
+    Require(num_keypoints >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS", "must be >= 1");
+    Require(!keypoint_conv_dims.empty(), source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS",
+            "must list at least one convolution's channels");
+    for (int d : keypoint_conv_dims)
+      Require(d >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS", "must be >= 1 each");
+    Require(keypoint_pooler_resolution >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.POOLER_RESOLUTION",
+            "must be >= 1");
+    Require(keypoint_loss_weight >= 0, source, "MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT", "must be >= 0");
+    Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.KEYPOINT_ON",
+            "needs StandardROIHeads (an FPN model): the zoo has no C4 keypoint model");
+  }
   if (!detectron2()) return;
   Require(resnet_depth == 50 || resnet_depth == 101 || resnet_depth == 152, source, "MODEL.RESNETS.DEPTH",
           "must be 50, 101 or 152 (bottleneck ResNets), got " + std::to_string(resnet_depth));
@@ -354,6 +386,13 @@ std::string ModelConfig::ToYaml() const {
     << ", POOLER_RESOLUTION: " << mask_pooler_resolution
     << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << ", POOLER_TYPE: " << pooler(mask_pooler_aligned)
     << "}\n"
+    << "  KEYPOINT_ON: " << (keypoint_on ? "true" : "false") << "\n"
+    << "  ROI_KEYPOINT_HEAD: {NAME: KRCNNConvDeconvUpsampleHead, NUM_KEYPOINTS: " << num_keypoints
+    << ", CONV_DIMS: " << Flow(keypoint_conv_dims) << ", POOLER_RESOLUTION: " << keypoint_pooler_resolution
+    << ", POOLER_SAMPLING_RATIO: " << keypoint_pooler_sampling_ratio
+    << ", POOLER_TYPE: " << pooler(keypoint_pooler_aligned) << ", MIN_KEYPOINTS_PER_IMAGE: " << min_keypoints_per_image
+    << ", NORMALIZE_LOSS_BY_VISIBLE_KEYPOINTS: " << (keypoint_normalize_by_visible ? "true" : "false")
+    << ", LOSS_WEIGHT: " << keypoint_loss_weight << "}\n"
     << "  PIXEL_MEAN: " << arr(pixel_mean) << "\n"
     << "  PIXEL_STD: " << arr(pixel_std) << "\n"
     << "INPUT: {MIN_SIZE_TRAIN: " << Flow(min_size_train) << ", MAX_SIZE_TRAIN: " << max_size_train

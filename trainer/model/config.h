@@ -39,9 +39,9 @@ struct ModelConfig {
   int resnet_res2_out_channels = 256;
   // The stages the body returns, finest first: res2..res5 (FPN), res4 (C4), res5 (DC5).
   std::vector<std::string> resnet_out_features = {"res2", "res3", "res4", "res5"};
-  // MODEL.ROI_HEADS.NAME: StandardROIHeads (box and mask heads on the pooled maps) or
-  // Res5ROIHeads (C4: ResNet's res5 stage on 14x14 pooled res4 features, shared by the box
-  // predictor and the mask predictor).
+  // MODEL.ROI_HEADS.NAME: StandardROIHeads (box and mask heads on the pooled maps),
+  // CascadeROIHeads (three box stages, see cascade_ious) or Res5ROIHeads (C4: ResNet's res5
+  // stage on 14x14 pooled res4 features, shared by the box predictor and the mask predictor).
   std::string roi_heads_name = "StandardROIHeads";
   std::string input_format = "RGB";  // INPUT.FORMAT: the channel order the weights expect
   double anchor_offset = 0.0;        // MODEL.ANCHOR_GENERATOR.OFFSET (detectron2 only)
@@ -107,7 +107,56 @@ struct ModelConfig {
   int max_size_test = 1333;
   int size_divisibility = 32;
 
+  // MODEL.META_ARCHITECTURE: GeneralizedRCNN (RPN + ROI heads) or RetinaNet (one stage: a
+  // dense head on P3-P7, no RPN and no ROI heads; num_classes then comes from
+  // MODEL.RETINANET.NUM_CLASSES).
+  std::string meta_architecture = "GeneralizedRCNN";
+  // MODEL.FPN.IN_FEATURES: the body's stages the FPN reads (res2-res5; res3-res5 for
+  // RetinaNet). fpn_top_block, FPN's extra levels above the last input: "maxpool" (P6 =
+  // max-pool of P5, Mask R-CNN's) or "p6p7" (RetinaNet's LastLevelP6P7: P6 = 3x3/2 conv of
+  // the body's res5, P7 = 3x3/2 conv of ReLU(P6)).
+  std::vector<std::string> fpn_in_features = {"res2", "res3", "res4", "res5"};
+  std::string fpn_top_block = "maxpool";
+  // MODEL.RETINANET.* (Detectron2's defaults).
+  int retinanet_num_convs = 4;
+  std::array<double, 2> retinanet_iou_thresholds = {0.4, 0.5};  // [bg below, fg at or above]
+  double retinanet_prior_prob = 0.01;
+  double retinanet_score_thresh_test = 0.05;
+  int retinanet_topk_candidates_test = 1000;
+  double retinanet_nms_thresh_test = 0.5;
+  std::array<double, 4> retinanet_bbox_reg_weights = {1.0, 1.0, 1.0, 1.0};
+  double retinanet_focal_loss_gamma = 2.0;
+  double retinanet_focal_loss_alpha = 0.25;
+  double retinanet_smooth_l1_beta = 0.1;
+  std::string retinanet_bbox_reg_loss_type = "smooth_l1";
+
+  // Cascade R-CNN (MODEL.ROI_HEADS.NAME CascadeROIHeads): one box head and predictor per
+  // stage, stage s trained on proposals matched at cascade_ious[s] and regressing with
+  // cascade_bbox_reg_weights[s]; test scores are the stages' softmax scores averaged.
+  std::vector<double> cascade_ious = {0.5, 0.6, 0.7};
+  std::vector<std::array<double, 4>> cascade_bbox_reg_weights = {
+      {10.0, 10.0, 5.0, 5.0}, {20.0, 20.0, 10.0, 10.0}, {30.0, 30.0, 15.0, 15.0}};
+  // MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG: the box predictor regresses one box (4 outputs)
+  // for all classes (true for Cascade R-CNN's stages).
+  bool cls_agnostic_bbox_reg = false;
+
+  // Keypoint R-CNN (MODEL.KEYPOINT_ON, MODEL.ROI_KEYPOINT_HEAD.*): Detectron2's
+  // KRCNNConvDeconvUpsampleHead (convs of keypoint_conv_dims, a 4x4/2 deconvolution to
+  // num_keypoints heatmaps, then x2 bilinear upsampling).
+  bool keypoint_on = false;
+  int num_keypoints = 17;
+  std::vector<int> keypoint_conv_dims = {512, 512, 512, 512, 512, 512, 512, 512};
+  int keypoint_pooler_resolution = 14;
+  int keypoint_pooler_sampling_ratio = 0;
+  bool keypoint_pooler_aligned = true;
+  // Training images with fewer visible keypoints than this are left out of the batch.
+  int min_keypoints_per_image = 1;
+  bool keypoint_normalize_by_visible = true;
+  double keypoint_loss_weight = 1.0;
+
   bool detectron2() const { return convention == "detectron2"; }
+  bool retinanet() const { return meta_architecture == "RetinaNet"; }
+  bool cascade() const { return roi_heads_name == "CascadeROIHeads"; }
   // The strides of the levels the RPN sees, finest first (4..64 for FPN, 16 for C4 and DC5).
   std::vector<int64_t> FeatureStrides() const;
   // The channels of the maps the RPN and the ROI heads see: the FPN's, or the one stage's.

@@ -15,6 +15,10 @@
 
 namespace mrcnn::model {
 
+// roi_heads/keypoint_head.cpp: roi_heads.keypoint_head and roi_heads.keypoint_predictor.
+std::shared_ptr<KeypointHead> RegisterKeypointHead(torch::nn::Module& roi_heads,
+                                                   const ModelConfig& config);
+
 MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
   config_.Validate("model config");
   rpn_box_loss_ = ParseBoxRegLoss(config_.rpn_bbox_reg_loss_type, "MODEL.RPN.BBOX_REG_LOSS_TYPE");
@@ -52,6 +56,8 @@ MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
         std::make_shared<MaskRcnnPredictor>(mask_head_->OutChannels(), config_.mask_conv_dim,
                                             config_.num_classes + 1));
   }
+  if (config_.keypoint_on)
+    keypoint_head_ = RegisterKeypointHead(*roi, config_);
 }
 
 ImageBatch MaskRcnnImpl::Transform(const std::vector<at::Tensor>& images,
@@ -106,6 +112,9 @@ ImageBatch MaskRcnnImpl::Transform(const std::vector<at::Tensor>& images,
       auto ratio = torch::tensor({rw, rh, rw, rh}, t.boxes.options().dtype(torch::kFloat))
                        .to(t.boxes.dtype());
       t.boxes = t.boxes * ratio;
+      if (t.keypoints.defined()) {
+        t.keypoints = t.keypoints * torch::tensor({rw, rh, 1.0f}, t.keypoints.options());
+      }
       if (t.masks.defined() && t.masks.numel() > 0) {
         t.masks = at::upsample_nearest2d(t.masks.unsqueeze(1).to(torch::kFloat), {oh, ow},
                                          std::nullopt, std::nullopt)
@@ -175,6 +184,21 @@ std::optional<at::Generator> MaskRcnnImpl::SamplingGenerator(size_t image) const
   return sampling_generators_[image];
 }
 
+std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
+    const std::vector<at::Tensor>& features, RpnOutput& rpn,
+    const std::vector<std::array<int64_t, 2>>& image_sizes, const std::vector<ImageTarget>* targets,
+    std::vector<ImageResult>* detections) {
+  if (config_.retinanet()) {
+    if (!is_training()) {
+      TORCH_CHECK(detections != nullptr, "MaskRcnn: RoiHeads in eval mode needs a detections output");
+      *detections = std::move(rpn.detections);
+    }
+    return {};
+  }
+  return RoiHeads(features, rpn.proposals, image_sizes, targets, detections,
+                  is_training() ? &rpn.valid : nullptr);
+}
+
 void MaskRcnnImpl::Postprocess(const ImageBatch& batch,
                                std::vector<ImageResult>& detections) const {
   for (size_t i = 0; i < detections.size(); ++i) {
@@ -185,6 +209,8 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch,
     const float rw = static_cast<float>(original[1]) / static_cast<float>(resized[1]);
     auto ratio = torch::tensor({rw, rh, rw, rh}, r.boxes.options());
     r.boxes = r.boxes * ratio;
+    if (r.keypoints.defined())
+      r.keypoints = r.keypoints * torch::tensor({rw, rh, 1.0f}, r.keypoints.options());
     if (config_.detectron2()) {
       // detector_postprocess: clipped to the output image, and only non-empty boxes kept.
       r.boxes = ClipBoxes(r.boxes, original[0], original[1]);
@@ -197,6 +223,8 @@ void MaskRcnnImpl::Postprocess(const ImageBatch& batch,
       r.labels = r.labels.index_select(0, keep);
       if (r.masks.defined())
         r.masks = r.masks.index_select(0, keep);
+      if (r.keypoints.defined())
+        r.keypoints = r.keypoints.index_select(0, keep);
     }
     if (r.masks.defined() && settings_.paste_masks) {
       const bool binary = settings_.mask_threshold >= 0;
@@ -230,11 +258,11 @@ MaskRcnnOutput MaskRcnnImpl::forward(const std::vector<at::Tensor>& images,
   RpnOutput rpn = Rpn(batch, features, is_training() ? &scaled : nullptr);
   Phase("rpn");
   if (is_training()) {
-    out.losses = RoiHeads(features, rpn.proposals, batch.image_sizes, &scaled, nullptr, &rpn.valid);
+    out.losses = RoiHeads(features, rpn, batch.image_sizes, &scaled, nullptr);
     for (auto& [k, v] : rpn.losses)
       out.losses[k] = v;
   } else {
-    RoiHeads(features, rpn.proposals, batch.image_sizes, nullptr, &out.detections);
+    RoiHeads(features, rpn, batch.image_sizes, nullptr, &out.detections);
     Postprocess(batch, out.detections);
     Phase("paste");
   }

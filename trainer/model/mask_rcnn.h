@@ -19,10 +19,21 @@
 
 namespace mrcnn::model {
 
+// The stages of the zoo's other families, each in its own room; they reach into the model's
+// parts and samples as friends (their headers are included by the stage files only).
+class RetinaNetHead;     // retinanet/retinanet_head.h: the dense head's modules
+class RetinaNetStage;    // retinanet/retinanet_stage.h: anchors, losses, detections
+class CascadeRoiHeads;   // roi_heads/cascade_roi_heads.h: Cascade R-CNN's box stages
+class KeypointHead;      // roi_heads/keypoint_head.h: the keypoint head's modules
+class KeypointRoiHeads;  // roi_heads/keypoint_roi_heads.h: keypoint targets, loss, decoding
+
 struct ImageTarget {
   at::Tensor boxes;   // G x 4 float, x1 y1 x2 y2 in the input image's pixels
   at::Tensor labels;  // G int64, 1..num_classes
   at::Tensor masks;   // G x H x W uint8 (0/1), required when MODEL.MASK_ON
+  // G x K x 3 float (x, y, v: 0 unlabelled, 1 labelled hidden, 2 visible), required when
+  // MODEL.KEYPOINT_ON; Transform scales x, y with the boxes.
+  at::Tensor keypoints;
 };
 
 struct ImageResult {
@@ -30,6 +41,7 @@ struct ImageResult {
   at::Tensor labels;  // N int64
   at::Tensor scores;  // N float
   at::Tensor masks;   // N x 1 x H x W float probabilities (undefined when masks are off)
+  at::Tensor keypoints;  // N x K x 3 float (x, y, score) when MODEL.KEYPOINT_ON, else undefined
 };
 
 // Normalised, resized images padded into one tensor; image_sizes are the resized sizes
@@ -56,6 +68,10 @@ struct RpnOutput {
   // number of proposals (a size known on the host, so no wait for the device): the kept
   // ones first, by score, then padding. Empty in eval mode, where every row is a proposal.
   std::vector<at::Tensor> valid;
+  // One-stage detectors (RetinaNet) in eval mode: the final detections per image, in
+  // resized-image pixels; proposals and scores are then empty. RoiHeads(features, rpn, ...)
+  // hands them on.
+  std::vector<ImageResult> detections;
 };
 
 struct MaskRcnnOutput {
@@ -106,6 +122,14 @@ class MaskRcnnImpl : public torch::nn::Module {
       const std::vector<std::array<int64_t, 2>>& image_sizes,
       const std::vector<ImageTarget>* targets, std::vector<ImageResult>* detections,
       const std::vector<at::Tensor>* proposal_valid = nullptr);
+  // RoiHeads on rpn.proposals (and rpn.valid in training) for two-stage models; for a
+  // one-stage model (RetinaNet) nothing: its losses are the RPN stage's and its detections
+  // (eval) are moved from rpn.detections.
+  std::map<std::string, at::Tensor> RoiHeads(const std::vector<at::Tensor>& features,
+                                             RpnOutput& rpn,
+                                             const std::vector<std::array<int64_t, 2>>& image_sizes,
+                                             const std::vector<ImageTarget>* targets,
+                                             std::vector<ImageResult>* detections);
   // Boxes back to original coordinates and masks pasted into the original image.
   void Postprocess(const ImageBatch& batch, std::vector<ImageResult>& detections) const;
 
@@ -134,6 +158,9 @@ class MaskRcnnImpl : public torch::nn::Module {
   const std::function<void(const char*)>& phase_hook() const { return phase_hook_; }
 
  private:
+  friend class RetinaNetStage;
+  friend class CascadeRoiHeads;
+  friend class KeypointRoiHeads;
   void Phase(const char* name) const {
     if (phase_hook_)
       phase_hook_(name);
@@ -196,6 +223,13 @@ class MaskRcnnImpl : public torch::nn::Module {
   std::shared_ptr<FastRcnnPredictor> box_predictor_;
   std::shared_ptr<MaskHead> mask_head_;
   std::shared_ptr<MaskRcnnPredictor> mask_predictor_;
+  // RetinaNet (config_.retinanet()): the dense head in place of rpn_head_; no ROI heads.
+  std::shared_ptr<RetinaNetHead> retinanet_head_;
+  // Cascade R-CNN: stage s > 0's box head and predictor at [s - 1] (stage 0 is box_head_ and
+  // box_predictor_).
+  std::vector<std::shared_ptr<BoxHead>> cascade_box_heads_;
+  std::vector<std::shared_ptr<FastRcnnPredictor>> cascade_box_predictors_;
+  std::shared_ptr<KeypointHead> keypoint_head_;  // MODEL.KEYPOINT_ON
 };
 TORCH_MODULE(MaskRcnn);
 

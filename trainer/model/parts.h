@@ -107,10 +107,13 @@ class GroupNorm2d : public NormLayer {
   at::Tensor weight_, bias_;
 };
 
-// Box predictor (torchvision FastRCNNPredictor): cls_score and bbox_pred.
+// Box predictor (torchvision FastRCNNPredictor): cls_score and bbox_pred. bbox_pred regresses
+// one box per class (num_classes_with_background x 4 outputs), or one box for all classes
+// (4 outputs) when class_agnostic (MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG).
 class FastRcnnPredictor : public torch::nn::Module {
  public:
-  FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background);
+  FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background,
+                    bool class_agnostic = false);
   std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x);
 
  private:

@@ -289,6 +289,7 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
     std::string roi_heads = "StandardROIHeads";
     int64_t max_iter = 90000;
     std::string box_loss = "smooth_l1";
+    bool keypoint = false;
   };
   const std::vector<Expected> expected = {
       {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"},
@@ -348,7 +349,22 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
        .backbone = "build_resnet_backbone",
        .depth = 101,
        .mask = false,
-       .max_iter = 270000}};
+       .max_iter = 270000},
+      {.name = "COCO-Keypoints/keypoint_rcnn_R_50_FPN_1x.yaml", .mask = false, .keypoint = true},
+      {.name = "COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml",
+       .mask = false,
+       .max_iter = 270000,
+       .keypoint = true},
+      {.name = "COCO-Keypoints/keypoint_rcnn_R_101_FPN_3x.yaml",
+       .depth = 101,
+       .mask = false,
+       .max_iter = 270000,
+       .keypoint = true},
+      {.name = "COCO-Keypoints/keypoint_rcnn_X_101_32x8d_FPN_3x.yaml",
+       .depth = 101,
+       .mask = false,
+       .max_iter = 270000,
+       .keypoint = true}};
   REQUIRE(SupportedModelZooNames().size() == expected.size());
   for (const auto& e : expected) {
     for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
@@ -359,6 +375,8 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetString("MODEL.BACKBONE.NAME") == e.backbone);
       CHECK(job.config.GetInt("MODEL.RESNETS.DEPTH") == e.depth);
       CHECK(job.config.GetBool("MODEL.MASK_ON") == e.mask);
+      CHECK(job.config.GetBool("MODEL.KEYPOINT_ON") == e.keypoint);
+      CHECK(job.config.GetInt("MODEL.ROI_HEADS.NUM_CLASSES") == (e.keypoint ? 1 : 80));
       CHECK(job.config.GetString("MODEL.ROI_HEADS.NAME") == e.roi_heads);
       CHECK(job.config.GetString("INPUT.FORMAT") == "BGR");
       CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
@@ -400,7 +418,6 @@ TEST_CASE("model-zoo names we cannot honour are refused with the reason and the 
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
       {"COCO-Detection/retinanet_R_50_FPN_1x.yaml", "RetinaNet"},
       {"COCO-Detection/rpn_R_50_FPN_1x.yaml", "proposal-only"},
-      {"COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", "Keypoint"},
       {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
       {"Cityscapes/mask_rcnn_R_50_FPN.yaml", "Cityscapes"},

@@ -62,7 +62,8 @@ int Run(int argc, char** argv) {
     std::vector<ImageTarget> targets;
     for (size_t i = 0; i < images.size(); ++i) {
       const std::string p = "target." + std::to_string(i) + ".";
-      targets.push_back({input.at(p + "boxes"), input.at(p + "labels"), input.at(p + "masks")});
+      targets.push_back(
+          {input.at(p + "boxes"), input.at(p + "labels"), input.at(p + "masks"), at::Tensor()});
     }
     MaskRcnnOutput result = model->forward(images, targets);
     for (auto& [name, value] : result.losses) out["loss." + name] = value.detach().reshape({1});

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, 11> kModelZooFolders = {"COCO-InstanceSeg
 
 // The model-zoo names with a shipped config: the config dir holds each under the same
 // relative path (configs/COCO-InstanceSegmentation/..., Detectron2's values in our keys).
-constexpr std::array<std::string_view, 22> kShipped = {
+constexpr std::string_view kShipped[] = {
     "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml",
     "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
     "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x_giou.yaml",
@@ -47,6 +47,10 @@ constexpr std::array<std::string_view, 22> kShipped = {
     "COCO-Detection/faster_rcnn_R_50_DC5_1x.yaml",
     "COCO-Detection/faster_rcnn_R_50_DC5_3x.yaml",
     "COCO-Detection/faster_rcnn_R_101_DC5_3x.yaml",
+    "COCO-Keypoints/keypoint_rcnn_R_50_FPN_1x.yaml",
+    "COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml",
+    "COCO-Keypoints/keypoint_rcnn_R_101_FPN_3x.yaml",
+    "COCO-Keypoints/keypoint_rcnn_X_101_32x8d_FPN_3x.yaml",
 };
 
 bool Contains(std::string_view s, std::string_view part) {
@@ -55,8 +59,6 @@ bool Contains(std::string_view s, std::string_view part) {
 
 // Why a model-zoo config is out of reach, most specific reason first.
 std::string WhyUnsupported(std::string_view name) {
-  if (name.starts_with("COCO-Keypoints/") || Contains(name, "keypoint"))
-    return "Keypoint R-CNN heads are not implemented yet";
   if (Contains(name, "retinanet"))
     return "RetinaNet is not implemented yet";
   if (Contains(name, "cascade"))
@@ -81,7 +83,7 @@ std::string WhyUnsupported(std::string_view name) {
 }  // namespace
 
 const std::vector<std::string>& SupportedModelZooNames() {
-  static const std::vector<std::string> names(kShipped.begin(), kShipped.end());
+  static const std::vector<std::string> names(std::begin(kShipped), std::end(kShipped));
   return names;
 }
 

@@ -22,6 +22,7 @@ struct ImageOutputs {
   at::Tensor boxes;        // N x 4 float
   at::Tensor scores;       // N float
   at::Tensor labels;       // N int64
+  at::Tensor keypoints;    // N x K x 3 float (x, y, score), or undefined
   at::Tensor masks;        // N x H x W uint8 0/1 where the model ran, or undefined
   at::Tensor rle_changes;  // int32 change points of every mask, or undefined
   at::Tensor rle_offsets;  // N + 1 int64: mask k's change points are [offsets[k], offsets[k+1])
@@ -74,6 +75,7 @@ class DetectionsTransfer final : public PendingDetections {
         h.boxes = to_host(d.boxes);
         h.scores = to_host(d.scores);
         h.labels = to_host(d.labels);
+        h.keypoints = to_host(d.keypoints);
         h.rle_changes = to_host(d.rle_changes);
         h.rle_offsets = to_host(d.rle_offsets);
         h.paste_corners = to_host(d.paste_corners);
@@ -126,6 +128,15 @@ class DetectionsTransfer final : public PendingDetections {
         const int64_t* offsets = out.rle_offsets.data_ptr<int64_t>();
         d.mask_rle = data::RleFromChanges(out.rle_changes.data_ptr<int32_t>() + offsets[k],
                                           offsets[k + 1] - offsets[k], image.height, image.width);
+      }
+      if (out.keypoints.defined()) {
+        // COCO's keypoints are pixel indices, the model's continuous coordinates (pixel
+        // centres at +0.5): Detectron2's COCO writer subtracts the half pixel too.
+        const int64_t num_keypoints = out.keypoints.size(1);
+        const float* p = out.keypoints.data_ptr<float>() + k * num_keypoints * 3;
+        d.keypoints.resize(static_cast<size_t>(num_keypoints));
+        for (int64_t j = 0; j < num_keypoints; ++j, p += 3)
+          d.keypoints[static_cast<size_t>(j)] = {p[0] - 0.5f, p[1] - 0.5f, p[2]};
       }
       image.detections.push_back(std::move(d));
     }
@@ -198,6 +209,8 @@ std::unique_ptr<PendingDetections> StartDetectionsTransfer(const InferenceModel:
     o.boxes = r.boxes.to(at::kFloat).contiguous();
     o.scores = r.scores.to(at::kFloat).contiguous();
     o.labels = r.labels.to(at::kLong).contiguous();
+    if (r.keypoints.defined())
+      o.keypoints = r.keypoints.to(at::kFloat).contiguous();
     const bool encode_here =
         where == MaskRleWhere::kAlways ||
         (where == MaskRleWhere::kOnGpu && r.masks.defined() && r.masks.is_cuda());

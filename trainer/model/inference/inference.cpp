@@ -226,6 +226,11 @@ std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<Image
       throw std::invalid_argument("Predict: image " + std::to_string(i) + " is empty");
     }
     if (TilingApplies(v.height, v.width, options.tiles.size)) {
+      if (state_->model->config().keypoint_on) {
+        throw std::invalid_argument(
+            "tiled inference does not merge keypoints across tiles: predict this keypoint "
+            "model's images whole (no tile size, or a tile size above the image's sides)");
+      }
       const at::Tensor hwc =
           torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
       State& state = *state_;

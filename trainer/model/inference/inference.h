@@ -30,6 +30,11 @@ struct Detection {
   // The full-image RLE instead of mask and mask_region, when PredictOptions::mask_rle had the
   // mask encoded where the model ran (then mask is empty); counts is empty otherwise.
   data::Rle mask_rle;
+  // Keypoint R-CNN: per keypoint x, y in original image pixels as COCO writes keypoints
+  // (pixel indices: the model's continuous coordinates minus 0.5, as Detectron2's COCO
+  // writer does) and its score (the peak's softmax probability over its heatmap, Detectron2's
+  // pred_keypoints score); empty for models without keypoints.
+  std::vector<std::array<float, 3>> keypoints;
 };
 
 // Where untiled inference turns each pasted mask into its COCO RLE (PredictOptions::mask_rle).

@@ -38,10 +38,12 @@ class TwoMlpHead : public BoxHead {
 
 }  // namespace
 
-FastRcnnPredictor::FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background) {
+FastRcnnPredictor::FastRcnnPredictor(int64_t in_features, int64_t num_classes_with_background,
+                                     bool class_agnostic) {
   cls_score_ = register_module("cls_score", nn::Linear(in_features, num_classes_with_background));
-  bbox_pred_ =
-      register_module("bbox_pred", nn::Linear(in_features, num_classes_with_background * 4));
+  bbox_pred_ = register_module(
+      "bbox_pred",
+      nn::Linear(in_features, (class_agnostic ? 1 : num_classes_with_background) * 4));
 }
 
 std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x) {

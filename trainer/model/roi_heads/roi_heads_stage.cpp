@@ -8,6 +8,7 @@
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/box_stage_ops.h"
 #include "trainer/model/mask_rcnn.h"
+#include "trainer/model/roi_heads/keypoint_roi_heads.h"
 
 namespace mrcnn::model {
 namespace {
@@ -145,6 +146,15 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     } else {
       AttachMasks(mask_logits, *detections);
     }
+  }
+  if (keypoint_head_) {
+    if (training) {
+      losses["loss_keypoint"] = KeypointRoiHeads::Loss(
+          *this, maps, scales, ToRois(mask_boxes), mask_boxes, mask_matched, mask_valid, *targets);
+    } else {
+      KeypointRoiHeads::Predict(*this, maps, scales, ToRois(mask_boxes), *detections);
+    }
+    Phase("keypoint_head");
   }
   return losses;
 }

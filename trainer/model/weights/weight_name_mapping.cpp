@@ -51,6 +51,10 @@ constexpr PrefixRule kModules[] = {
     {"roi_heads.mask_head.deconv.", "roi_heads.mask_predictor.conv5_mask.", Part::kLayer},
     {"roi_heads.mask_head.predictor.", "roi_heads.mask_predictor.mask_fcn_logits.", Part::kLayer,
      ClassLayout::kMaskLogits},
+    // torchvision's KeypointRCNNHeads: conv i at child 2(i-1), its ReLU between.
+    {"roi_heads.keypoint_head.conv_fcn{i}.", "roi_heads.keypoint_head.{i*2-2}.", Part::kLayer},
+    {"roi_heads.keypoint_head.score_lowres.", "roi_heads.keypoint_predictor.kps_score_lowres.",
+     Part::kLayer},
 };
 
 struct TailRule {
@@ -134,15 +138,25 @@ std::optional<std::string> Fill(std::string_view pattern, const Captures& captur
       continue;
     }
     const size_t close = pattern.find('}', p);
-    const std::string_view slot = pattern.substr(p + 1, close - p - 1);  // "s", "s-1", "i+5"
+    // "s", "s-1", "i+5", "i*2-2" (a factor, then an offset)
+    std::string_view slot = pattern.substr(p + 1, close - p - 1);
     const std::string& value = captures.at(slot[0]);
     if (slot.size() == 1) {
       out += value;
     } else {
       // A number too long for int64 (a hostile name) matches no rule.
       int64_t base = 0;
+      int64_t factor = 1;
       int64_t step = 0;
-      const std::string_view digits = slot.substr(2);
+      slot.remove_prefix(1);
+      if (slot.front() == '*') {
+        const auto [end, error] =
+            std::from_chars(slot.data() + 1, slot.data() + slot.size(), factor);
+        if (error != std::errc())
+          return std::nullopt;
+        slot.remove_prefix(static_cast<size_t>(end - slot.data()));
+      }
+      const std::string_view digits = slot.empty() ? std::string_view("0") : slot.substr(1);
       if (std::from_chars(value.data(), value.data() + value.size(), base).ec != std::errc() ||
           std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc()) {
         return std::nullopt;
@@ -150,7 +164,8 @@ std::optional<std::string> Fill(std::string_view pattern, const Captures& captur
       constexpr int64_t kLargestIndex = 1 << 20;  // stages, blocks, levels: small numbers
       if (base > kLargestIndex || step > kLargestIndex)
         return std::nullopt;
-      const int64_t result = slot[1] == '-' ? base - step : base + step;
+      base *= factor;
+      const int64_t result = !slot.empty() && slot.front() == '-' ? base - step : base + step;
       if (result < 0)
         return std::nullopt;
       out += std::to_string(result);

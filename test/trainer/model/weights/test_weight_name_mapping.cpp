@@ -84,7 +84,12 @@ TEST_CASE("Detectron2 names map to ours by one table", "[mapping]") {
   CHECK(Ours("proposal_generator.anchor_generator.cell_anchors.0") == "<ignored>");
   CHECK(Ours("pixel_mean") == "<ignored>");
   CHECK(Ours("backbone.bottom_up.res2.0.conv1.norm.num_batches_tracked") == "<ignored>");
-  CHECK(Ours("roi_heads.keypoint_head.conv_fcn1.weight") == "<none>");
+  CHECK(Ours("roi_heads.keypoint_head.conv_fcn1.weight") == "roi_heads.keypoint_head.0.weight");
+  CHECK(Ours("roi_heads.keypoint_head.conv_fcn8.bias") == "roi_heads.keypoint_head.14.bias");
+  CHECK(Ours("roi_heads.keypoint_head.score_lowres.weight") ==
+        "roi_heads.keypoint_predictor.kps_score_lowres.weight");
+  CHECK(Ours("roi_heads.keypoint_head.conv_fcn0.weight") == "<none>");  // 1-based: no conv 0
+  CHECK(Ours("sem_seg_head.predictor.weight") == "<none>");  // Panoptic FPN's: not ours
   CHECK(Ours("backbone.fpn_lateral2.norm.weight") == "<none>");  // FPN norms: ours has none
   CHECK(Ours("backbone.fpn_lateral1.weight") == "<none>");       // no level 1
   CHECK(Ours("backbone.bottom_up.res2.0.conv1.bias") == "<none>");
@@ -215,7 +220,7 @@ TEST_CASE("a Detectron2 checkpoint onto a model: fits, skips, unknowns, misses",
   checkpoint.tensors["roi_heads.box_predictor.bbox_pred.weight"] = Rows({320, 8});
   checkpoint.tensors["roi_heads.mask_head.predictor.weight"] = Rows({80, 2, 1, 1});
   checkpoint.tensors["roi_heads.mask_head.predictor.bias"] = Rows({80});
-  checkpoint.tensors["roi_heads.keypoint_head.score_lowres.weight"] = Rows({17});
+  checkpoint.tensors["sem_seg_head.predictor.weight"] = Rows({54});
   checkpoint.tensors["proposal_generator.anchor_generator.cell_anchors.0"] = Rows({3, 4});
   checkpoint.tensors["backbone.fpn_output2.weight"] = Rows({8, 8, 3, 3});
 
@@ -238,7 +243,7 @@ TEST_CASE("a Detectron2 checkpoint onto a model: fits, skips, unknowns, misses",
     CHECK(mapping.missing == std::vector<std::string>{"backbone.fpn.layer_blocks.0.0.bias"});
     REQUIRE(mapping.unknown.size() == 1);
     CHECK_THAT(mapping.unknown[0],
-               Catch::StartsWith("roi_heads.keypoint_head.score_lowres.weight"));
+               Catch::StartsWith("sem_seg_head.predictor.weight"));
     REQUIRE(mapping.ignored.size() == 1);
     CHECK_THAT(mapping.ignored[0], Catch::Contains("anchors come from the config"));
   }

@@ -1,0 +1,59 @@
+// Keypoint R-CNN's head and predictor (keypoint_head.h).
+#include "trainer/model/roi_heads/keypoint_head.h"
+
+#include <torch/torch.h>
+
+#include "trainer/model/conv_layers.h"
+
+namespace mrcnn::model {
+namespace nn = torch::nn;
+
+KeypointPredictor::KeypointPredictor(int64_t in_channels, int64_t num_keypoints) {
+  // kernel 4, stride 2, padding 1: exactly twice the input's side.
+  kps_score_lowres_ = register_module(
+      "kps_score_lowres",
+      nn::ConvTranspose2d(
+          nn::ConvTranspose2dOptions(in_channels, num_keypoints, 4).stride(2).padding(1)));
+  nn::init::kaiming_normal_(kps_score_lowres_->weight, 0.0, torch::kFanOut, torch::kReLU);
+  nn::init::zeros_(kps_score_lowres_->bias);
+}
+
+at::Tensor KeypointPredictor::Forward(const at::Tensor& x) {
+  const at::Tensor low = kps_score_lowres_->forward(x);
+  return at::upsample_bilinear2d(low, {2 * low.size(-2), 2 * low.size(-1)},
+                                 /*align_corners=*/false);
+}
+
+KeypointHead::KeypointHead(const ModelConfig& config) {
+  int64_t in = config.FeatureChannels();
+  for (size_t i = 0; i < config.keypoint_conv_dims.size(); ++i) {
+    const int64_t out = config.keypoint_conv_dims[i];
+    auto conv = MakeConv2d(in, out, 3, 1, 1, true);
+    KaimingNormalFanOut(conv);
+    register_module(std::to_string(2 * i), conv);
+    convs_.push_back(FastConv(conv));
+    in = out;
+  }
+  predictor_ = std::make_shared<KeypointPredictor>(in, config.num_keypoints);
+}
+
+at::Tensor KeypointHead::Forward(const at::Tensor& pooled) {
+  at::Tensor x = pooled;
+  for (auto& conv : convs_)
+    x = conv.Forward(x, /*relu=*/true);
+  return predictor_->Forward(x);
+}
+
+}  // namespace mrcnn::model
+
+namespace mrcnn::model {
+
+// Called by MaskRcnnImpl's constructor (the top does not include the rooms' headers).
+std::shared_ptr<KeypointHead> RegisterKeypointHead(torch::nn::Module& roi_heads,
+                                                   const ModelConfig& config) {
+  auto head = roi_heads.register_module("keypoint_head", std::make_shared<KeypointHead>(config));
+  roi_heads.register_module("keypoint_predictor", head->predictor());
+  return head;
+}
+
+}  // namespace mrcnn::model
