@@ -384,9 +384,20 @@ class CocoFileReader {
     }
     annotations_.clear();
     ds.image_offsets_ = std::move(per_image);
-    if (opt_.drop_images_without_annotations)
+    if (opt_.drop_images_without_annotations || opt_.min_keypoints_per_image > 0)
       DropEmptyImages(&ds, positive);
     return std::move(ds);
+  }
+
+  // Labelled keypoints (v > 0) of image i's annotations.
+  static int64_t LabelledKeypoints(const CocoDataset& ds, size_t i) {
+    int64_t count = 0;
+    for (size_t k = ds.image_offsets_[i]; k < ds.image_offsets_[i + 1]; ++k) {
+      const std::vector<float>& points = ds.annotations_[k].keypoints;
+      for (size_t v = 2; v < points.size(); v += 3)
+        count += points[v] > 0 ? 1 : 0;
+    }
+    return count;
   }
 
   void DropEmptyImages(CocoDataset* ds, const std::vector<size_t>& positive) {
@@ -395,8 +406,13 @@ class CocoFileReader {
     std::vector<size_t> offsets{0};
     ds->image_index_.clear();
     for (size_t i = 0; i < ds->images_.size(); ++i) {
-      if (positive[i] == 0) {
+      if (opt_.drop_images_without_annotations && positive[i] == 0) {
         ++ds->report_.dropped_empty_images;
+        continue;
+      }
+      if (opt_.min_keypoints_per_image > 0 &&
+          LabelledKeypoints(*ds, i) < opt_.min_keypoints_per_image) {
+        ++ds->report_.dropped_few_keypoint_images;
         continue;
       }
       ds->image_index_[ds->images_[i].id] = static_cast<int64_t>(images.size());

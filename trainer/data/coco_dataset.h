@@ -71,6 +71,10 @@ struct CocoLoadOptions {
   bool validate_annotations = true;
   // Training view: drop images that end up with no (non-crowd) annotation.
   bool drop_images_without_annotations = false;
+  // Training view of a keypoint model: drop images with fewer labelled keypoints (v > 0,
+  // summed over their annotations) than this, as Detectron2's
+  // filter_images_with_few_keypoints (MODEL.ROI_KEYPOINT_HEAD.MIN_KEYPOINTS_PER_IMAGE); 0 keeps all.
+  int64_t min_keypoints_per_image = 0;
   // Skip parsing "segmentation" (faster when only boxes are needed).
   bool load_segmentation = true;
   // How many skip messages are kept in the report (all are counted).
@@ -82,6 +86,7 @@ struct CocoLoadReport {
   int64_t skipped_annotations = 0;
   int64_t clipped_boxes = 0;
   int64_t dropped_empty_images = 0;
+  int64_t dropped_few_keypoint_images = 0;  // CocoLoadOptions::min_keypoints_per_image
   std::vector<std::string> messages;  // first max_kept_messages skip reasons
 };
 

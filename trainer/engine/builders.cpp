@@ -425,6 +425,8 @@ TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, cons
   data::CocoLoadOptions opts;
   opts.drop_images_without_annotations = job.config.GetBool("DATALOADER.FILTER_EMPTY_ANNOTATIONS");
   opts.load_segmentation = mc.mask_on;
+  if (mc.keypoint_on)
+    opts.min_keypoints_per_image = mc.min_keypoints_per_image;
   train.dataset = std::make_shared<const data::CocoDataset>(data::CocoDataset::Load(file, opts));
   const data::CocoDataset& ds = *train.dataset;
   const auto& rep = ds.report();
@@ -433,7 +435,11 @@ TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, cons
            std::to_string(ds.NumClasses()) + " classes; skipped " +
            std::to_string(rep.skipped_images) + " images, " +
            std::to_string(rep.skipped_annotations) + " annotations, dropped " +
-           std::to_string(rep.dropped_empty_images) + " empty images");
+           std::to_string(rep.dropped_empty_images) + " empty images" +
+           (mc.keypoint_on ? ", " + std::to_string(rep.dropped_few_keypoint_images) +
+                                 " images with fewer than " +
+                                 std::to_string(mc.min_keypoints_per_image) + " labelled keypoints"
+                           : std::string()));
   if (ds.NumClasses() != mc.num_classes) {
     throw common::ConfigError("config", "MODEL.ROI_HEADS.NUM_CLASSES",
                               "is " + std::to_string(mc.num_classes) + " but " + file.string() +
