@@ -15,8 +15,11 @@ std::string Field(const std::string& name, const std::string& value) { return " 
 
 }  // namespace
 
-const std::array<const char*, 5> kLossNames = {"loss_classifier", "loss_box_reg", "loss_mask", "loss_objectness",
-                                               "loss_rpn_box_reg"};
+const std::array<const char*, 13> kLossNames = {
+    "loss_classifier",     "loss_box_reg",        "loss_mask",           "loss_objectness",
+    "loss_rpn_box_reg",    "loss_keypoint",       "loss_cls",            "loss_cls_stage0",
+    "loss_cls_stage1",     "loss_cls_stage2",     "loss_box_reg_stage0", "loss_box_reg_stage1",
+    "loss_box_reg_stage2"};
 
 std::string FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) seconds = 0;

@@ -49,8 +49,10 @@ struct EvalLogEntry {
 std::string FormatEvalLine(const EvalLogEntry& entry);
 nlohmann::json EvalLogJson(const EvalLogEntry& entry);
 
-// Names of the losses Mask R-CNN reports (torchvision's), each with a metric definition.
-extern const std::array<const char*, 5> kLossNames;
+// Names of the losses the models report, each with a metric definition: the R-CNNs'
+// (torchvision's names), then Detectron2's names of the zoo's other heads: Keypoint R-CNN's,
+// RetinaNet's and Cascade R-CNN's per stage.
+extern const std::array<const char*, 13> kLossNames;
 
 // [{"Name": "train:total_loss", "Regex": "..."}, ...] for CreateTrainingJob's
 // AlgorithmSpecification.MetricDefinitions (at most 40 entries, regexes <= 500 chars).
