@@ -153,6 +153,35 @@ class CocoFileReader {
           Structural(item + ": \"" + std::string(key) + "\" must be a string");
         }
         (key == "name" ? cat.name : cat.supercategory) = std::string(cur_.String(&scratch_));
+      } else if (key == "keypoints") {
+        if (cur_.Peek() != JsonCursor::Kind::kArray)
+          Structural(item + ": \"keypoints\" must be a list of names");
+        cur_.ForEachElement([&](size_t) {
+          if (cur_.Peek() != JsonCursor::Kind::kString)
+            Structural(item + ": \"keypoints\" must be a list of names");
+          cat.keypoints.emplace_back(cur_.String(&scratch_));
+        });
+      } else if (key == "skeleton") {
+        if (cur_.Peek() != JsonCursor::Kind::kArray)
+          Structural(item + ": \"skeleton\" must be a list of [a, b] keypoint pairs (1-based)");
+        cur_.ForEachElement([&](size_t) {
+          std::array<int64_t, 2> pair{};
+          size_t n = 0;
+          if (cur_.Peek() != JsonCursor::Kind::kArray)
+            Structural(item + ": \"skeleton\" must be a list of [a, b] keypoint pairs (1-based)");
+          cur_.ForEachElement([&](size_t i) {
+            if (cur_.Peek() != JsonCursor::Kind::kNumber)
+              Structural(item + ": \"skeleton\" pairs must be numbers");
+            const int64_t v = cur_.Integer();
+            if (i < 2)
+              pair[i] = v;
+            ++n;
+          });
+          if (n != 2)
+            Structural(item + ": a \"skeleton\" entry has " + std::to_string(n) +
+                       " values, expected [a, b]");
+          cat.skeleton.push_back(pair);
+        });
       } else {
         cur_.Skip();
       }
@@ -221,6 +250,20 @@ class CocoFileReader {
         }
       } else if (key == "segmentation" && opt_.load_segmentation) {
         a.segmentation = ReadSegmentationField(cur_, &raw.problem);
+      } else if (key == "keypoints") {
+        if (cur_.Peek() != JsonCursor::Kind::kArray) {
+          if (raw.problem.empty())
+            raw.problem = "\"keypoints\" must be [x1, y1, v1, x2, y2, v2, ...]";
+          cur_.Skip();
+          return;
+        }
+        cur_.ForEachElement([&](size_t) {
+          if (auto v = ReadNumberField(cur_, key, &raw.problem))
+            a.keypoints.push_back(static_cast<float>(*v));
+        });
+      } else if (key == "num_keypoints") {
+        if (auto v = ReadIntegerField(cur_, key, &raw.problem))
+          a.num_keypoints = *v;
       } else {
         cur_.Skip();
       }
@@ -275,6 +318,29 @@ class CocoFileReader {
       if (total != static_cast<uint64_t>(img.height * img.width)) {
         return "RLE counts cover " + std::to_string(total) + " pixels, the image has " +
                std::to_string(img.height * img.width);
+      }
+    }
+    if (!a->keypoints.empty()) {
+      if (a->keypoints.size() % 3 != 0) {
+        return "\"keypoints\" has " + std::to_string(a->keypoints.size()) +
+               " values, not x, y, v triples";
+      }
+      for (size_t k = 0; k < a->keypoints.size(); k += 3) {
+        const float v = a->keypoints[k + 2];
+        if (!std::isfinite(a->keypoints[k]) || !std::isfinite(a->keypoints[k + 1]))
+          return "\"keypoints\" has a non-finite coordinate";
+        if (v != 0.0f && v != 1.0f && v != 2.0f) {
+          return "keypoint " + std::to_string(k / 3) + " has visibility " + std::to_string(v) +
+                 " (COCO's are 0 unlabelled, 1 labelled hidden, 2 visible)";
+        }
+      }
+      // Validate runs after Assemble moved the categories into ds_.
+      const int64_t label = ds_.LabelOfCategory(a->category_id);
+      const std::vector<std::string>* names =
+          label > 0 ? &ds_.categories_[static_cast<size_t>(label - 1)].keypoints : nullptr;
+      if (names != nullptr && !names->empty() && names->size() * 3 != a->keypoints.size()) {
+        return "\"keypoints\" has " + std::to_string(a->keypoints.size() / 3) +
+               " points, its category names " + std::to_string(names->size());
       }
     }
     if (!a->iscrowd && !(a->area > 0))

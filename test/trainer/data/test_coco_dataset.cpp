@@ -195,3 +195,50 @@ TEST_CASE("polygons beyond +-2^26 pixels are bad items (found by fuzzing)", "[co
     CHECK_THAT(ds.report().messages[0], Contains("annotations[0]") && Contains("2^26"));
   }
 }
+
+TEST_CASE("keypoints, their names and skeleton are read; bad ones are skipped", "[coco][keypoints]") {
+  const std::string categories = R"([{"id": 1, "name": "person",
+      "keypoints": ["left_eye", "right_eye"], "skeleton": [[1, 2]]}])";
+  const std::string annotations =
+      "[" + Ann(1, 10, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 2, 7, 8, 1], "num_keypoints": 2)") +
+      "," + Ann(2, 10, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 2, 7, 8])") +          // not triples
+      "," + Ann(3, 10, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 3, 7, 8, 1])") +       // v = 3
+      "," + Ann(4, 10, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 2])") +                // 1 of 2
+      "," + Ann(5, 11, 1, "[1,2,30,40]", R"(, "keypoints": [0, 0, 0, 0, 0, 0])") + "]";  // none
+  const auto ds = CocoDataset::Parse(File(kImages, annotations, categories), "kp.json");
+  REQUIRE(ds.categories().size() == 1);
+  CHECK(ds.categories()[0].keypoints == std::vector<std::string>{"left_eye", "right_eye"});
+  CHECK(ds.categories()[0].skeleton == std::vector<std::array<int64_t, 2>>{{1, 2}});
+  REQUIRE(ds.annotations().size() == 2);
+  CHECK(ds.annotations()[0].keypoints == std::vector<float>{5, 6, 2, 7, 8, 1});
+  CHECK(ds.annotations()[0].num_keypoints == 2);
+  CHECK(ds.report().skipped_annotations == 3);
+  std::string messages;
+  for (const auto& m : ds.report().messages)
+    messages += m + "\n";
+  CHECK_THAT(messages, Contains("not x, y, v triples") && Contains("visibility 3") &&
+                           Contains("1 points, its category names 2"));
+  // The evaluation view keeps the file as written (pycocotools judges it).
+  CocoLoadOptions as_written;
+  as_written.validate_annotations = false;
+  CHECK(CocoDataset::Parse(File(kImages, annotations, categories), "kp.json", as_written)
+            .annotations()
+            .size() == 5);
+  CHECK_THROWS_WITH(CocoDataset::Parse(File(kImages, "[]", R"([{"id": 1, "keypoints": "eye"}])"), "k.json"),
+                    Contains("\"keypoints\" must be a list of names"));
+}
+
+TEST_CASE("images with too few labelled keypoints are dropped for keypoint training", "[coco][keypoints]") {
+  const std::string annotations =
+      "[" + Ann(1, 10, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 2, 7, 8, 1])") + "," +
+      Ann(2, 11, 1, "[1,2,30,40]", R"(, "keypoints": [5, 6, 0, 7, 8, 2])") + "]";
+  CocoLoadOptions options;
+  options.min_keypoints_per_image = 2;
+  const auto ds = CocoDataset::Parse(File(kImages, annotations), "kp.json", options);
+  REQUIRE(ds.images().size() == 1);
+  CHECK(ds.images()[0].id == 10);
+  CHECK(ds.report().dropped_few_keypoint_images == 1);
+  CHECK(ds.AnnotationsOfImage(0).size() == 1);
+  options.min_keypoints_per_image = 0;
+  CHECK(CocoDataset::Parse(File(kImages, annotations), "kp.json", options).images().size() == 2);
+}
