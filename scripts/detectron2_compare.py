@@ -4,8 +4,11 @@
 Both sides are JSON in the format of the golden data's expected.json
 (scripts/detectron2_golden.py):
     {image file name: {"boxes": [[x1, y1, x2, y2], ...], "scores": [...], "classes": [...],
-                       "masks": [COCO RLE, ...] (mask models only), "height": H, "width": W}}
-classes are 0-based Detectron2 ids.
+                       "masks": [COCO RLE, ...] (mask models only),
+                       "keypoints": [[[x, y, score], ...], ...] (keypoint models only),
+                       "height": H, "width": W}}
+classes are 0-based Detectron2 ids; keypoints are in Detectron2's continuous coordinates
+(pred_keypoints: a COCO results file's keypoints + 0.5).
 
 Matching: Detectron2's detections are taken in descending score order; each is paired with the
 not-yet-paired detection of ours of the same class that overlaps it most (box IoU > 0), so
@@ -13,7 +16,9 @@ pairs are one to one. A pair is *matched* when every box coordinate differs by a
 --box-tolerance pixels (0.5) and the scores by at most --score-tolerance (2e-3). The table
 gives, per image and in total, the fraction of Detectron2's detections that are matched, the
 largest box and score differences over matched pairs (and how many pairs fell outside the
-tolerances, with their worst differences), and the mean mask IoU over matched pairs.
+tolerances, with their worst differences), the mean mask IoU over matched pairs, and for
+keypoint models the fraction of the matched pairs' keypoints within --keypoint-tolerance
+pixels (1) in x and y.
 
 compare_predictions() is pure numpy + pycocotools so pytest can import it where Detectron2 is
 absent; only the CLI's --weights / --rerun path runs Detectron2 (through
@@ -35,6 +40,7 @@ import numpy as np
 
 BOX_TOLERANCE_PX = 0.5
 SCORE_TOLERANCE = 2e-3
+KEYPOINT_TOLERANCE_PX = 1.0
 
 
 def box_iou(boxes_a, boxes_b):
@@ -86,16 +92,30 @@ def _detections(entry):
     masks = entry.get("masks")
     if masks is not None and len(masks) != len(boxes):
         raise ValueError(f"{len(masks)} masks for {len(boxes)} boxes")
-    return boxes, scores, classes, masks
+    keypoints = entry.get("keypoints")
+    if keypoints is not None:
+        keypoints = np.asarray(keypoints, dtype=np.float64).reshape(len(boxes), -1, 3)
+    return boxes, scores, classes, masks, keypoints
 
 
-def compare_image(reference, ours, box_tolerance=BOX_TOLERANCE_PX, score_tolerance=SCORE_TOLERANCE):
+def keypoint_agreement(ref_points, our_points, tolerance=KEYPOINT_TOLERANCE_PX):
+    """(points within tolerance in x and y, points, max |dxy|, max |dscore|) of one pair."""
+    diff = np.abs(ref_points[:, :2] - our_points[:, :2]).max(axis=1)
+    return (int((diff <= tolerance).sum()), len(diff), float(diff.max(initial=0.0)),
+            float(np.abs(ref_points[:, 2] - our_points[:, 2]).max(initial=0.0)))
+
+
+def compare_image(reference, ours, box_tolerance=BOX_TOLERANCE_PX, score_tolerance=SCORE_TOLERANCE,
+                  keypoint_tolerance=KEYPOINT_TOLERANCE_PX):
     """Matches one image's detections (see the module doc). `reference` is Detectron2's entry,
     `ours` ours (None when we produced nothing for the image). Returns a dict of counts,
     differences and the pairs [(reference index, our index, max |box diff|, |score diff|,
     matched, mask IoU or None)]."""
-    ref_boxes, ref_scores, ref_classes, ref_masks = _detections(reference)
-    our_boxes, our_scores, our_classes, our_masks = _detections(ours or {})
+    ref_boxes, ref_scores, ref_classes, ref_masks, ref_points = _detections(reference)
+    our_boxes, our_scores, our_classes, our_masks, our_points = _detections(ours or {})
+    points_compared = ref_points is not None and our_points is not None
+    keypoints_close = keypoints_total = 0
+    keypoint_max_diff = keypoint_max_score_diff = 0.0
     iou = box_iou(ref_boxes, our_boxes)
     taken = np.zeros(len(our_boxes), dtype=bool)
     pairs = []
@@ -112,6 +132,12 @@ def compare_image(reference, ours, box_tolerance=BOX_TOLERANCE_PX, score_toleran
         pair_mask_iou = None
         if matched and ref_masks is not None and our_masks is not None:
             pair_mask_iou = mask_iou(ref_masks[i], our_masks[j])
+        if matched and points_compared:
+            close, count, worst, worst_score = keypoint_agreement(ref_points[i], our_points[j], keypoint_tolerance)
+            keypoints_close += close
+            keypoints_total += count
+            keypoint_max_diff = max(keypoint_max_diff, worst)
+            keypoint_max_score_diff = max(keypoint_max_score_diff, worst_score)
         pairs.append((int(i), j, box_diff, score_diff, matched, pair_mask_iou))
     matched_pairs = [p for p in pairs if p[4]]
     outside = [p for p in pairs if not p[4]]
@@ -131,18 +157,25 @@ def compare_image(reference, ours, box_tolerance=BOX_TOLERANCE_PX, score_toleran
         "mask_ious": mask_ious,
         "mean_mask_iou": float(np.mean(mask_ious)) if mask_ious else None,
         "masks_compared": ref_masks is not None and our_masks is not None,
+        "keypoints_compared": points_compared,
+        "keypoints_close": keypoints_close,
+        "keypoints_total": keypoints_total,
+        "keypoint_max_diff": keypoint_max_diff,
+        "keypoint_max_score_diff": keypoint_max_score_diff,
         "pairs": pairs,
     }
 
 
-def compare_predictions(expected, predicted, box_tolerance=BOX_TOLERANCE_PX, score_tolerance=SCORE_TOLERANCE):
+def compare_predictions(expected, predicted, box_tolerance=BOX_TOLERANCE_PX, score_tolerance=SCORE_TOLERANCE,
+                        keypoint_tolerance=KEYPOINT_TOLERANCE_PX):
     """Compares every image of `expected` (Detectron2) with `predicted` (ours); both
     {image name: entry}. An image missing from `predicted` counts as no detections.
     Returns {"images": {name: compare_image result}, "total": the same fields summed, with
     fraction = matched / reference over all images and mean_mask_iou over all matched pairs}."""
     images = {}
     for name in sorted(expected):
-        images[name] = compare_image(expected[name], predicted.get(name), box_tolerance, score_tolerance)
+        images[name] = compare_image(expected[name], predicted.get(name), box_tolerance, score_tolerance,
+                                     keypoint_tolerance)
     reference = sum(r["reference"] for r in images.values())
     matched = sum(r["matched"] for r in images.values())
     mask_ious = [v for r in images.values() for v in r["mask_ious"]]
@@ -163,6 +196,13 @@ def compare_predictions(expected, predicted, box_tolerance=BOX_TOLERANCE_PX, sco
         "mean_mask_iou": float(np.mean(mask_ious)) if mask_ious else None,
         "min_mask_iou": float(np.min(mask_ious)) if mask_ious else None,
         "masks_compared": any(r["masks_compared"] for r in images.values()),
+        "keypoints_compared": any(r["keypoints_compared"] for r in images.values()),
+        "keypoints_close": sum(r["keypoints_close"] for r in images.values()),
+        "keypoints_total": sum(r["keypoints_total"] for r in images.values()),
+        "keypoint_fraction": (sum(r["keypoints_close"] for r in images.values()) /
+                              max(1, sum(r["keypoints_total"] for r in images.values()))),
+        "keypoint_max_diff": max((r["keypoint_max_diff"] for r in images.values()), default=0.0),
+        "keypoint_max_score_diff": max((r["keypoint_max_score_diff"] for r in images.values()), default=0.0),
         "extra_images_in_ours": sorted(set(predicted) - set(expected)),
     }
     return {"images": images, "total": total}
@@ -190,6 +230,10 @@ def format_table(result):
     if total["min_mask_iou"] is not None:
         lines.append(f"mask IoU over {total['matched']} matched detections: mean {total['mean_mask_iou']:.4f}, "
                      f"min {total['min_mask_iou']:.4f}")
+    if total["keypoints_compared"]:
+        lines.append(f"keypoints of matched detections within tolerance: {total['keypoints_close']} of "
+                     f"{total['keypoints_total']} ({total['keypoint_fraction']:.2%}); max |dxy| "
+                     f"{total['keypoint_max_diff']:.3g} px, max |dscore| {total['keypoint_max_score_diff']:.3g}")
     if total["extra_images_in_ours"]:
         lines.append(f"images only in ours (ignored): {', '.join(total['extra_images_in_ours'])}")
     return "\n".join(lines)
@@ -228,6 +272,7 @@ def main():
     parser.add_argument("--images", help="image folder (default: <golden>/../images)")
     parser.add_argument("--box-tolerance", type=float, default=BOX_TOLERANCE_PX)
     parser.add_argument("--score-tolerance", type=float, default=SCORE_TOLERANCE)
+    parser.add_argument("--keypoint-tolerance", type=float, default=KEYPOINT_TOLERANCE_PX)
     parser.add_argument("--json-out", help="write the full comparison (per image, per pair) here")
     parser.add_argument("--min-fraction", type=float, help="exit 1 when the total matched fraction is lower")
     parser.add_argument("--min-mask-iou", type=float, help="exit 1 when the mean mask IoU is lower")
@@ -252,7 +297,8 @@ def main():
         with open(path) as handle:
             expected = json.load(handle)
 
-    result = compare_predictions(expected, predicted, args.box_tolerance, args.score_tolerance)
+    result = compare_predictions(expected, predicted, args.box_tolerance, args.score_tolerance,
+                                 args.keypoint_tolerance)
     print(format_table(result))
     if args.json_out:
         with open(args.json_out, "w") as handle:

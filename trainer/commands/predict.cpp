@@ -1,5 +1,6 @@
 // `trainer predict`: runs a model dir over image files and writes COCO results JSON
-// (image_id, category_id, bbox [x, y, w, h], score, segmentation RLE with string counts).
+// (image_id, category_id, bbox [x, y, w, h], score, segmentation RLE with string counts, and
+// for keypoint models keypoints [x, y, score, ...] in COCO's pixel-index convention).
 #include <CLI/CLI.hpp>
 
 // No fmt here: LibTorch's include dir ships fmt 12 headers that shadow the system fmt
@@ -136,6 +137,13 @@ int Run(const PredictArgs& args) {
               data::EncodeMaskRegion(d.mask.data(), d.mask_region, out[k].height, out[k].width);
           r["segmentation"] = {{"size", {out[k].height, out[k].width}},
                                {"counts", data::RleCountsToString(rle)}};
+        }
+        if (!d.keypoints.empty()) {
+          // COCO's keypoint results: x, y, score per keypoint, flat (Detectron2's writer).
+          nlohmann::json points = nlohmann::json::array();
+          for (const auto& p : d.keypoints)
+            points.insert(points.end(), {p[0], p[1], p[2]});
+          r["keypoints"] = std::move(points);
         }
         results.push_back(std::move(r));
       }

@@ -4,8 +4,9 @@ made by scripts/detectron2_golden.py with Detectron2's own code) is loaded as a
 detectron2-sagemaker model dir as it is (model_final.pth or .pkl + Detectron2's config.yaml
 dump) by `trainer predict`, and its detections are matched one to one against what
 Detectron2's DefaultPredictor returned (scripts/detectron2_compare.py): boxes within 0.5 px
-and scores within 2e-3 for at least 95 % of Detectron2's detections, the same classes, and a
-mean mask IoU of at least 0.97. Run with the CPU fast path off (direct convolutions) and on
+and scores within 2e-3 for at least 95 % of Detectron2's detections, the same classes, a
+mean mask IoU of at least 0.97, and for Keypoint R-CNN (issue 52) at least 95 % of the
+matched detections' keypoints within 1 px. Run with the CPU fast path off (direct convolutions) and on
 (Winograd), since both are what serving runs."""
 import json
 import os
@@ -27,7 +28,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from detectron2_compare import compare_predictions  # noqa: E402
 
 VARIANTS = ["mask_rcnn_R_50_FPN", "faster_rcnn_R_50_FPN", "mask_rcnn_X_101_32x8d_FPN", "mask_rcnn_R_50_DC5",
-            "mask_rcnn_R_101_C4"]
+            "mask_rcnn_R_101_C4", "keypoint_rcnn_R_50_FPN"]
 
 
 def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precision="fp32") -> dict:
@@ -48,6 +49,11 @@ def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precisio
         entry["classes"].append(d["category_id"])
         if "segmentation" in d:
             entry["masks"].append(d["segmentation"])
+        if "keypoints" in d:
+            # COCO results hold pixel indices; Detectron2's pred_keypoints are 0.5 further.
+            points = np.asarray(d["keypoints"], dtype=np.float64).reshape(-1, 3)
+            points[:, :2] += 0.5
+            entry.setdefault("keypoints", []).append(points.tolist())
     for entry in ours.values():
         if not entry["masks"]:
             del entry["masks"]
@@ -58,11 +64,15 @@ def check_equal_to_detectron2(variant: str, ours: dict) -> dict:
     expected = json.loads((GOLDEN / variant / "expected.json").read_text())
     total = compare_predictions(expected, ours)["total"]
     summary = {k: total[k] for k in ("reference", "ours", "matched", "fraction", "max_box_diff", "max_score_diff",
-                                      "mean_mask_iou")}
+                                      "mean_mask_iou", "keypoint_fraction", "keypoint_max_diff")}
     assert total["reference"] >= 30, summary  # the golden data has real work in it
     assert total["fraction"] >= 0.95, summary
     if "masks" in next(iter(expected.values())):
         assert total["mean_mask_iou"] is not None and total["mean_mask_iou"] >= 0.97, summary
+    if "keypoints" in next(iter(expected.values())):
+        assert total["keypoints_compared"], "no keypoints in our predictions"
+        assert total["keypoints_total"] >= 17 * 30, summary
+        assert total["keypoint_fraction"] >= 0.95, summary
     return summary
 
 
