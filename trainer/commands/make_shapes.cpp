@@ -42,6 +42,9 @@ const CommandRegistration kMakeShapes{
       sub.add_option("--seed", opt->seed, "random seed (same seed, same dataset)")
           ->capture_default_str();
       sub.add_option("--size", opt->image_size, "image side in pixels")->capture_default_str();
+      sub.add_flag("--keypoints", opt->keypoints,
+                   "give every shape 4 keypoints (its outline's left, top, right and bottom "
+                   "extreme points) for Keypoint R-CNN");
       sub.add_option("--max-objects", opt->max_objects, "objects per image, at most")
           ->capture_default_str();
       sub.add_option("--format", opt->format, "png or jpg")->check(CLI::IsMember({"png", "jpg"}));

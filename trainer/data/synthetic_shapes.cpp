@@ -1,8 +1,10 @@
 #include "trainer/data/synthetic_shapes.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 #include <random>
@@ -17,6 +19,7 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 const char* const kShapeNames[] = {"circle", "square", "triangle"};
+const char* const kKeypointNames[] = {"left", "top", "right", "bottom"};
 
 struct PlacedShape {
   int category = 0;                  // 1 circle, 2 square, 3 triangle
@@ -44,6 +47,68 @@ cv::Rect2d BoundsOf(const std::vector<cv::Point2d>& pts) {
     y1 = std::max(y1, p.y);
   }
   return {x0, y0, x1 - x0, y1 - y0};
+}
+
+// The outline's extreme points in kKeypointNames' order. Vertices within half a pixel of the
+// extreme (a square's side facing that way) give their middle, so the point does not jump
+// between two corners as the shape turns through an axis.
+std::array<cv::Point2d, 4> ExtremePoints(const std::vector<cv::Point2d>& outline) {
+  std::array<cv::Point2d, 4> points;
+  const std::array<std::function<double(const cv::Point2d&)>, 4> reach = {
+      [](const cv::Point2d& p) { return -p.x; }, [](const cv::Point2d& p) { return -p.y; },
+      [](const cv::Point2d& p) { return p.x; }, [](const cv::Point2d& p) { return p.y; }};
+  for (size_t k = 0; k < 4; ++k) {
+    double best = -1e18;
+    for (const auto& p : outline)
+      best = std::max(best, reach[k](p));
+    cv::Point2d sum(0, 0);
+    int n = 0;
+    for (const auto& p : outline) {
+      if (reach[k](p) >= best - 0.5) {
+        sum += p;
+        ++n;
+      }
+    }
+    points[k] = sum / n;
+  }
+  return points;
+}
+
+// COCO keypoints of shape `k` (x, y as pixel indices, v), from its extreme points, held to
+// the centres of the annotation box's outermost pixels (`bbox` [x, y, w, h]): an extreme
+// vertex lies up to a pixel beyond the pixels the shape covers, and a point outside the box
+// would be no training target.
+nlohmann::json ShapeKeypoints(const PlacedShape& shape, const cv::Mat& owner, size_t k,
+                              const std::array<double, 4>& bbox, int64_t* labelled) {
+  nlohmann::json flat = nlohmann::json::array();
+  for (const cv::Point2d& p : ExtremePoints(shape.outline)) {
+    // The outline's coordinates put pixel centres at +0.5 (ToFixed); COCO's are indices.
+    const double x = std::clamp(p.x - 0.5, bbox[0], bbox[0] + std::max(0.0, bbox[2] - 1));
+    const double y = std::clamp(p.y - 0.5, bbox[1], bbox[1] + std::max(0.0, bbox[3] - 1));
+    const int px = static_cast<int>(std::lround(x)), py = static_cast<int>(std::lround(y));
+    bool inside = px >= 0 && py >= 0 && px < owner.cols && py < owner.rows;
+    int v = 0;
+    if (inside) {
+      v = 1;
+      for (int dy = -1; dy <= 1 && v == 1; ++dy) {
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int qx = std::clamp(px + dx, 0, owner.cols - 1);
+          const int qy = std::clamp(py + dy, 0, owner.rows - 1);
+          if (owner.at<uint16_t>(qy, qx) == k + 1) {
+            v = 2;
+            break;
+          }
+        }
+      }
+    }
+    if (v == 0) {
+      flat.insert(flat.end(), {0, 0, 0});
+    } else {
+      flat.insert(flat.end(), {x, y, v});
+      ++*labelled;
+    }
+  }
+  return flat;
 }
 
 double BoxIou(const cv::Rect2d& a, const cv::Rect2d& b) {
@@ -189,6 +254,11 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
                       {"area", area},
                       {"iscrowd", 0},
                       {"segmentation", polygons}});
+      if (opt.keypoints) {
+        int64_t labelled = 0;
+        anns.back()["keypoints"] = ShapeKeypoints(shapes[k], owner, k, bbox, &labelled);
+        anns.back()["num_keypoints"] = labelled;
+      }
       ++summary->annotations;
     }
     ++summary->images;
@@ -196,6 +266,10 @@ nlohmann::json MakeSplit(const ShapesOptions& opt, const std::string& split, int
   nlohmann::json cats = nlohmann::json::array();
   for (int c = 0; c < 3; ++c) {
     cats.push_back({{"id", c + 1}, {"name", kShapeNames[c]}, {"supercategory", "shape"}});
+    if (opt.keypoints) {
+      cats.back()["keypoints"] = kKeypointNames;
+      cats.back()["skeleton"] = {{1, 2}, {2, 3}, {3, 4}, {4, 1}};
+    }
   }
   return {{"info", {{"description", "synthetic shapes (trainer make-shapes)"}, {"seed", opt.seed}}},
           {"images", images},

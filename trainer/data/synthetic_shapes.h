@@ -1,6 +1,6 @@
 #pragma once
 // A synthetic COCO dataset of circles, squares and triangles: the project's default
-// (demo) dataset and the template of a custom one. Objects have random colours, sizes,
+// (demo) dataset and the template of a custom one, optionally with keypoints. Objects have random colours, sizes,
 // rotations and limited overlaps on a noisy plain background; annotations carry the
 // visible region as polygons, so occluded parts are not labelled. Deterministic for a seed.
 #include <cstdint>
@@ -26,6 +26,12 @@ struct ShapesOptions {
   int64_t objects = 200;
   double object_min_size = 16;
   double object_max_size = 48;
+  // Keypoints for Keypoint R-CNN demos: every shape gets its outline's extreme points
+  // (left, top, right, bottom; an extreme edge gives its middle) as COCO keypoints, visible
+  // (2) where the shape owns a pixel next to the point, labelled but hidden (1) where a
+  // later shape covers it; the categories name them (left/right swap under a flip) and a
+  // skeleton joins them in a ring.
+  bool keypoints = false;
 };
 
 struct ShapesSummary {

@@ -170,6 +170,8 @@ void AddDataAndSolverDefaults(Values& v) {
 
   v["TEST.EVAL_PERIOD"] = int64_t{0};  // 0 = only at the end
   v["TEST.DETECTIONS_PER_IMAGE"] = int64_t{100};
+  // Keypoint evaluation's OKS sigmas, one per keypoint; empty: COCO's 17 person sigmas.
+  v["TEST.KEYPOINT_OKS_SIGMAS"] = FloatList{};
   // Evaluation by tiles of large validation images (trainer/model/README.md, "Tiled
   // inference"): tile side in pixels (0: whole images) and the fraction neighbours share.
   v["TEST.TILE.SIZE"] = int64_t{0};
