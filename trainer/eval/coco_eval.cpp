@@ -22,17 +22,43 @@ using data::Rle;
 
 const std::array<const char*, 12> CocoEvalResult::kStatNames = {
     "AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+const std::array<const char*, 10> CocoEvalResult::kKeypointStatNames = {
+    "AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl"};
 
 IouType ParseIouType(std::string_view text) {
   if (text == "bbox")
     return IouType::kBbox;
   if (text == "segm")
     return IouType::kSegm;
-  throw std::invalid_argument("iou type '" + std::string(text) + "' is not 'bbox' or 'segm'");
+  if (text == "keypoints")
+    return IouType::kKeypoints;
+  throw std::invalid_argument("iou type '" + std::string(text) +
+                              "' is not 'bbox', 'segm' or 'keypoints'");
 }
 
 const char* IouTypeName(IouType type) {
-  return type == IouType::kBbox ? "bbox" : "segm";
+  return type == IouType::kBbox ? "bbox" : type == IouType::kSegm ? "segm" : "keypoints";
+}
+
+const std::vector<double>& CocoPersonOksSigmas() {
+  static const std::vector<double> sigmas = {.26, .25, .25, .35, .35, .79, .79, .72, .72,
+                                             .62, .62, 1.07, 1.07, .87, .87, .89, .89};
+  static const std::vector<double> scaled = [] {
+    std::vector<double> s;
+    for (double v : sigmas)
+      s.push_back(v / 10.0);
+    return s;
+  }();
+  return scaled;
+}
+
+CocoEvalParams CocoEvalParams::ForKeypoints(std::vector<double> sigmas) {
+  CocoEvalParams p;
+  p.max_dets = {20};
+  p.area_ranges = {{0, 1e10}, {32 * 32, 96 * 96}, {96 * 96, 1e10}};
+  p.area_labels = {"all", "medium", "large"};
+  p.kpt_oks_sigmas = std::move(sigmas);
+  return p;
 }
 
 CocoEvalParams::CocoEvalParams() {
@@ -113,6 +139,21 @@ std::vector<Detection> ParseResults(std::string_view json_text, const std::strin
           }
         } else if (key == "segmentation") {
           d.segmentation = data::ReadSegmentationField(cur, &problem);
+        } else if (key == "keypoints") {
+          if (cur.Peek() != data::JsonCursor::Kind::kArray) {
+            if (problem.empty())
+              problem = "\"keypoints\" must be [x1, y1, s1, x2, y2, s2, ...]";
+            cur.Skip();
+            return;
+          }
+          cur.ForEachElement([&](size_t) {
+            if (auto v = data::ReadNumberField(cur, key, &problem))
+              d.keypoints.push_back(*v);
+          });
+          if (problem.empty() && (d.keypoints.empty() || d.keypoints.size() % 3 != 0)) {
+            problem = "\"keypoints\" has " + std::to_string(d.keypoints.size()) +
+                      " values, not x, y, score triples";
+          }
         } else {
           cur.Skip();
         }
@@ -225,6 +266,9 @@ class Evaluator {
     prepared_.resize(dets_.size());
     // COCO.loadRes decides from the first result whether areas come from boxes.
     const bool box_mode = !dets_.empty() && dets_[0].bbox.has_value();
+    const bool keypoint_mode = !box_mode && !dets_.empty() &&
+                               std::holds_alternative<std::monostate>(dets_[0].segmentation) &&
+                               !dets_[0].keypoints.empty();
     for (size_t i = 0; i < dets_.size(); ++i) {
       const Detection& d = dets_[i];
       PreparedDet& pd = prepared_[i];
@@ -246,6 +290,22 @@ class Evaluator {
         pd.bbox = *d.bbox;
         pd.area = pd.bbox[2] * pd.bbox[3];
         pd.box_as_polygon = std::holds_alternative<std::monostate>(d.segmentation);
+      } else if (keypoint_mode) {
+        // COCO.loadRes's keypoints branch: box and area from the points' extent.
+        if (d.keypoints.empty()) {
+          throw std::invalid_argument("detection " + std::to_string(i) +
+                                      " has no keypoints while the first one has (COCO results "
+                                      "must be uniform)");
+        }
+        double x0 = 1e300, y0 = 1e300, x1 = -1e300, y1 = -1e300;
+        for (size_t k = 0; k + 2 < d.keypoints.size(); k += 3) {
+          x0 = std::min(x0, d.keypoints[k]);
+          x1 = std::max(x1, d.keypoints[k]);
+          y0 = std::min(y0, d.keypoints[k + 1]);
+          y1 = std::max(y1, d.keypoints[k + 1]);
+        }
+        pd.bbox = {x0, y0, x1 - x0, y1 - y0};
+        pd.area = (x1 - x0) * (y1 - y0);
       } else {
         if (std::holds_alternative<std::monostate>(d.segmentation)) {
           throw std::invalid_argument("detection " + std::to_string(i) +
@@ -353,6 +413,8 @@ class Evaluator {
         for (size_t g = 0; g < G; ++g)
           gb[g] = anns[g_idx[g]].bbox;
         ious = data::BoxIou(db, gb, crowd);
+      } else if (type_ == IouType::kKeypoints) {
+        ious = Oks(g_idx, d_idx);
       } else {
         const auto& im = gt_.images()[image_index];
         std::vector<Rle> dr(D), gr(G);
@@ -373,7 +435,10 @@ class Evaluator {
       std::vector<uint8_t> ignore_unsorted(G);
       for (size_t g = 0; g < G; ++g) {
         const double area = anns[g_idx[g]].area;
-        ignore_unsorted[g] = crowd[g] || area < lo || area > hi;
+        // Keypoints: ground truth without labelled keypoints is ignored (_prepare).
+        const bool no_keypoints =
+            type_ == IouType::kKeypoints && anns[g_idx[g]].num_keypoints == 0;
+        ignore_unsorted[g] = crowd[g] || no_keypoints || area < lo || area > hi;
       }
       // Non-ignored ground truth first (stable), as evaluateImg sorts it.
       std::iota(order.begin(), order.end(), size_t{0});
@@ -430,6 +495,66 @@ class Evaluator {
         out.push_back({prepared_[d_idx[d]].score, static_cast<int32_t>(d), tp[d], fp[d]});
       }
     }
+  }
+
+  // pycocotools' computeOks: D x G, row-major (detection d, ground truth g) like the IoUs.
+  // With labelled ground-truth keypoints, the mean over them of exp(-d^2 / (2 s^2 (2 sigma)^2))
+  // with s^2 the annotation's area; without, the distances to the box grown by its size on
+  // every side, over all keypoints.
+  std::vector<double> Oks(const std::vector<size_t>& g_idx, const std::vector<size_t>& d_idx) const {
+    const auto& anns = gt_.annotations();
+    const std::vector<double>& sigmas =
+        p_.kpt_oks_sigmas.empty() ? CocoPersonOksSigmas() : p_.kpt_oks_sigmas;
+    const size_t K = sigmas.size(), G = g_idx.size(), D = d_idx.size();
+    std::vector<double> vars(K);
+    for (size_t k = 0; k < K; ++k)
+      vars[k] = (sigmas[k] * 2) * (sigmas[k] * 2);
+    std::vector<double> out(D * G, 0.0), e(K);
+    for (size_t g = 0; g < G; ++g) {
+      const data::CocoAnnotation& gt = anns[g_idx[g]];
+      if (gt.keypoints.size() != 3 * K) {
+        throw std::invalid_argument(
+            "keypoint evaluation: annotation " + std::to_string(gt.id) + " has " +
+            std::to_string(gt.keypoints.size() / 3) + " keypoints for " + std::to_string(K) +
+            " OKS sigmas (give one sigma per keypoint: --oks-sigmas, TEST.KEYPOINT_OKS_SIGMAS)");
+      }
+      size_t labelled = 0;
+      for (size_t k = 0; k < K; ++k)
+        labelled += gt.keypoints[3 * k + 2] > 0 ? 1 : 0;
+      const auto& bb = gt.bbox;
+      const double x0 = bb[0] - bb[2], x1 = bb[0] + bb[2] * 2;
+      const double y0 = bb[1] - bb[3], y1 = bb[1] + bb[3] * 2;
+      for (size_t d = 0; d < D; ++d) {
+        const std::vector<double>& dt = prepared_[d_idx[d]].source->keypoints;
+        if (dt.size() != 3 * K) {
+          throw std::invalid_argument("keypoint evaluation: result " +
+                                      std::to_string(prepared_[d_idx[d]].id - 1) + " has " +
+                                      std::to_string(dt.size() / 3) + " keypoints for " +
+                                      std::to_string(K) + " OKS sigmas");
+        }
+        double sum = 0;
+        size_t count = 0;
+        for (size_t k = 0; k < K; ++k) {
+          const double xd = dt[3 * k], yd = dt[3 * k + 1];
+          double dx, dy;
+          if (labelled > 0) {
+            if (!(gt.keypoints[3 * k + 2] > 0))
+              continue;
+            dx = xd - gt.keypoints[3 * k];
+            dy = yd - gt.keypoints[3 * k + 1];
+          } else {
+            dx = std::max(0.0, x0 - xd) + std::max(0.0, xd - x1);
+            dy = std::max(0.0, y0 - yd) + std::max(0.0, yd - y1);
+          }
+          const double err = (dx * dx + dy * dy) / vars[k] /
+                             (gt.area + std::numeric_limits<double>::epsilon()) / 2;
+          sum += std::exp(-err);
+          ++count;
+        }
+        out[d * G + g] = sum / static_cast<double>(count);
+      }
+    }
+    return out;
   }
 
   void Accumulate(size_t k, const std::vector<std::vector<DetRecord>>& records,
@@ -497,10 +622,12 @@ class Evaluator {
     return n ? sum / static_cast<double>(n) : -1;
   }
 
-  double MeanAr(size_t a, size_t m) const {
+  double MeanAr(size_t a, size_t m, std::optional<double> iou = {}) const {
     double sum = 0;
     size_t n = 0;
     for (size_t t = 0; t < T_; ++t) {
+      if (iou && p_.iou_thresholds[t] != *iou)
+        continue;
       for (size_t kk = 0; kk < K_; ++kk) {
         const double v = recall_[((t * K_ + kk) * A_ + a) * M_ + m];
         if (v > -1) {
@@ -521,6 +648,8 @@ class Evaluator {
   }
 
   CocoEvalResult Summarize() const {
+    if (type_ == IouType::kKeypoints)
+      return SummarizeKeypoints();
     CocoEvalResult res;
     const size_t all = AreaIndex("all"), s = AreaIndex("small"), md = AreaIndex("medium"),
                  l = AreaIndex("large");
@@ -540,6 +669,25 @@ class Evaluator {
     for (size_t k = 0; k < K_; ++k) {
       res.per_category.push_back(
           {gt_.categories()[k].id, gt_.categories()[k].name, MeanAp({}, all, M_ - 1, k)});
+    }
+    res.summary.assign(res.stats.begin(), res.stats.end());
+    return res;
+  }
+
+  // pycocotools' _summarizeKps, at the last maxDets (20 by default).
+  CocoEvalResult SummarizeKeypoints() const {
+    CocoEvalResult res;
+    const size_t all = AreaIndex("all"), md = AreaIndex("medium"), l = AreaIndex("large");
+    const size_t m = M_ - 1;
+    res.summary = {MeanAp({}, all, m, {}), MeanAp(0.5, all, m, {}), MeanAp(0.75, all, m, {}),
+                   MeanAp({}, md, m, {}),  MeanAp({}, l, m, {}),    MeanAr(all, m),
+                   MeanAr(all, m, 0.5),    MeanAr(all, m, 0.75),    MeanAr(md, m),
+                   MeanAr(l, m)};
+    const auto& s = res.summary;
+    res.stats = {s[0], s[1], s[2], -1, s[3], s[4], -1, -1, s[5], -1, s[8], s[9]};
+    for (size_t k = 0; k < K_; ++k) {
+      res.per_category.push_back(
+          {gt_.categories()[k].id, gt_.categories()[k].name, MeanAp({}, all, m, k)});
     }
     return res;
   }

@@ -1,5 +1,5 @@
 #pragma once
-// COCO detection evaluation (box and mask AP/AR), numerically equivalent to pycocotools'
+// COCO detection evaluation (box, mask and keypoint AP/AR), numerically equivalent to pycocotools'
 // COCOeval (evaluate + accumulate + summarize, default parameters) including its quirks:
 // crowd regions (IoU over the detection's area, matchable many times), the ignore flag of
 // ground truth outside the area range, stable score ordering, maxDets truncation per image,
@@ -17,8 +17,10 @@
 
 namespace mrcnn::eval {
 
-enum class IouType { kBbox, kSegm };
-IouType ParseIouType(std::string_view text);  // "bbox" | "segm"; throws otherwise
+// kKeypoints: object keypoint similarity (OKS) instead of IoU, pycocotools' computeOks, with
+// its parameters (CocoEvalParams::ForKeypoints) and its 10 summary numbers.
+enum class IouType { kBbox, kSegm, kKeypoints };
+IouType ParseIouType(std::string_view text);  // "bbox" | "segm" | "keypoints"; throws otherwise
 const char* IouTypeName(IouType type);
 
 // One detection, as in a COCO results file.
@@ -28,6 +30,7 @@ struct Detection {
   double score = 0;
   std::optional<std::array<double, 4>> bbox;  // [x, y, w, h]
   data::CocoSegmentation segmentation;        // usually an Rle
+  std::vector<double> keypoints;              // x, y, score per keypoint (keypoint results)
 };
 
 struct CocoEvalParams {
@@ -38,8 +41,19 @@ struct CocoEvalParams {
   std::vector<std::array<double, 2>> area_ranges;
   std::vector<std::string> area_labels;
   int num_threads = 0;  // 0 = hardware concurrency
+  // OKS sigmas, one per keypoint (keypoints only); empty: COCO's 17 person sigmas. Throws at
+  // evaluation when a keypoint annotation or result has another count.
+  std::vector<double> kpt_oks_sigmas;
   CocoEvalParams();
+  // pycocotools' setKpParams: maxDets [20], areas all/medium/large.
+  static CocoEvalParams ForKeypoints(std::vector<double> sigmas = {});
+  static CocoEvalParams For(IouType type) {
+    return type == IouType::kKeypoints ? ForKeypoints() : CocoEvalParams();
+  }
 };
+
+// COCO's 17 person keypoint sigmas (pycocotools' kpt_oks_sigmas).
+const std::vector<double>& CocoPersonOksSigmas();
 
 struct CategoryAp {
   int64_t category_id = 0;
@@ -48,10 +62,16 @@ struct CategoryAp {
 };
 
 struct CocoEvalResult {
-  // AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ARs, ARm, ARl; -1 when undefined.
+  // AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ARs, ARm, ARl; -1 when undefined. For
+  // keypoints the same slots where they apply (AR100 holds AR at maxDets 20; APs, AR1,
+  // AR10 and ARs are -1), so AP-reading consumers treat all types alike.
   std::array<double, 12> stats{};
+  // pycocotools' stats vector as summarize() leaves it: 12 numbers for bbox/segm (== stats),
+  // 10 for keypoints (AP, AP50, AP75, APm, APl, AR, AR50, AR75, ARm, ARl).
+  std::vector<double> summary;
   std::vector<CategoryAp> per_category;
   static const std::array<const char*, 12> kStatNames;
+  static const std::array<const char*, 10> kKeypointStatNames;
 };
 
 // Reads a COCO results file (a JSON array). Throws naming the file and the item when an
