@@ -56,11 +56,16 @@ struct HostDetections {
   }
 };
 
-// Appends one image's detections (COCO xywh boxes; RLE masks when present).
+// Appends one image's detections (COCO xywh boxes; RLE masks and keypoints when present).
+// Keypoint results keep their boxes, as Detectron2's COCO writer leaves them, so pycocotools'
+// loadRes takes their areas from the boxes.
 void CollectDetections(const model::ImageResult& r, int64_t image_id, const data::CocoDataset& gt,
-                       std::vector<eval::Detection>& boxes, std::vector<eval::Detection>& masks) {
+                       std::vector<eval::Detection>& boxes, std::vector<eval::Detection>& masks,
+                       std::vector<eval::Detection>& keypoints) {
   const HostDetections host(r);
   const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
+  const at::Tensor points =
+      r.keypoints.defined() ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous() : at::Tensor();
   for (int64_t k = 0; k < b.size(0); ++k) {
     eval::Detection d;
     d.image_id = image_id;
@@ -74,6 +79,14 @@ void CollectDetections(const model::ImageResult& r, int64_t image_id, const data
       dm.bbox.reset();
       dm.segmentation = data::EncodeMask(m[k][0].data_ptr<uint8_t>(), m.size(2), m.size(3));
       masks.push_back(std::move(dm));
+    }
+    if (points.defined()) {
+      eval::Detection dk = d;
+      const double* p = points[k].data_ptr<double>();
+      // COCO's keypoints are pixel indices: the model's continuous coordinates minus 0.5.
+      for (int64_t j = 0; j < points.size(1); ++j, p += 3)
+        dk.keypoints.insert(dk.keypoints.end(), {p[0] - 0.5, p[1] - 0.5, p[2]});
+      keypoints.push_back(std::move(dk));
     }
   }
 }
@@ -216,10 +229,15 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
       static_cast<int>(config.GetInt("TEST.DETECTIONS_PER_IMAGE"));
   net.detection_settings().masks = mc.mask_on;
   torch::NoGradGuard no_grad;
-  std::vector<eval::Detection> boxes, masks;
+  std::vector<eval::Detection> boxes, masks, keypoints;
   EvaluationOutput out;
   const auto images_to_draw =
       static_cast<size_t>(std::max<int64_t>(0, config.GetInt("TENSORBOARD.EVAL_IMAGES")));
+  if (tiles.size > 0 && mc.keypoint_on) {
+    throw common::ConfigError("config", "TEST.TILE.SIZE",
+                              "tiles a keypoint model's evaluation, and tiles do not merge "
+                              "keypoints: set it to 0 for Keypoint R-CNN");
+  }
   if (tiles.size > 0) {
     model::PredictOptions options;
     options.score_threshold = static_cast<float>(mc.box_score_thresh);
@@ -238,7 +256,7 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
       net.RoiHeads(features, rpn, ib.image_sizes, nullptr, &results);
       net.Postprocess(ib, results);
       for (size_t i = 0; i < results.size(); ++i) {
-        CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks);
+        CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks, keypoints);
         if (out.images.size() < images_to_draw) {
           const auto& image =
               images->images()[static_cast<size_t>(images->ImageIndex(batch->image_ids[i]))];
@@ -258,6 +276,17 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   metrics("bbox", eval::EvaluateCoco(ground_truth, boxes, eval::IouType::kBbox));
   if (mc.mask_on)
     metrics("segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm));
+  if (mc.keypoint_on) {
+    const std::vector<double>& sigmas = config.GetFloatList("TEST.KEYPOINT_OKS_SIGMAS");
+    if (!sigmas.empty() && sigmas.size() != static_cast<size_t>(mc.num_keypoints)) {
+      throw common::ConfigError("config", "TEST.KEYPOINT_OKS_SIGMAS",
+                                "has " + std::to_string(sigmas.size()) + " sigmas for " +
+                                    std::to_string(mc.num_keypoints) +
+                                    " keypoints: give one per keypoint (or none for COCO's 17)");
+    }
+    metrics("keypoints", eval::EvaluateCoco(ground_truth, keypoints, eval::IouType::kKeypoints,
+                                            eval::CocoEvalParams::ForKeypoints(sigmas)));
+  }
   return out;
 }
 

@@ -52,7 +52,7 @@ def test_every_definition_matches_a_formatted_line_with_the_right_value():
         # No eval metric fires on a train line and vice versa.
         assert not any(by_name[n].search(line) for n in by_name if n.startswith("val:"))
     for line in evals:
-        iou = "bbox" if "bbox/" in line else "segm"
+        iou = next(t for t in ("bbox", "segm", "keypoints") if f" {t}/" in line)
         fields = dict(re.findall(r"(\S+): (\S+)", line))
         for name, pattern in by_name.items():
             if name.startswith("train:"):

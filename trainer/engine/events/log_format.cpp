@@ -85,7 +85,7 @@ nlohmann::json MetricDefinitions() {
   add("train:data_wait_percent", train + R"(\bdata_wait: )" + kNumber + "%");
   add("train:images_per_sec", train + R"(\bimages/s: )" + kNumber);
   add("train:max_mem_mb", train + R"(\bmax_mem: )" + kNumber + "MB");
-  for (const char* type : {"bbox", "segm"}) {
+  for (const char* type : {"bbox", "segm", "keypoints"}) {
     for (const char* ap : kApNames) {
       add(std::string("val:") + type + "_" + ap, std::string(R"(\[eval\] .*\b)") + type + "/" + ap + ": " + kNumber);
     }
@@ -113,7 +113,7 @@ std::vector<std::string> SampleLogLines() {
     if (iteration != 20) e.loss_scale = 32768;  // an fp16 run's line
     lines.push_back(FormatTrainLine(e));
   }
-  for (const char* type : {"bbox", "segm"}) {
+  for (const char* type : {"bbox", "segm", "keypoints"}) {
     lines.push_back(FormatEvalLine({90000, type, {0.375, 0.5625, 0.40625, -1, 0.25, 0.5}}));
   }
   return lines;
