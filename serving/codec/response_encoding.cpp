@@ -12,7 +12,8 @@ namespace {
 // Class names and details may carry arbitrary bytes; never let them make dump() throw.
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 
-nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
+nlohmann::json EncodeImage(const ImageDetections& image, bool asked_masks) {
+  const bool masks = asked_masks && image.has_masks;
   nlohmann::json detections = nlohmann::json::array();
   for (const Detection& detection : image.detections) {
     nlohmann::json item = {
@@ -42,6 +43,13 @@ nlohmann::json EncodeImage(const ImageDetections& image, bool masks) {
           data::EncodeMaskRegion(detection.mask.data(), region, image.height, image.width);
       item["mask"] = {{"size", {image.height, image.width}},
                       {"counts", data::RleCountsToString(rle)}};
+    }
+    if (!detection.keypoints.empty()) {
+      // Keypoint R-CNN: [x, y, score] per keypoint, COCO's pixel indices.
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto& p : detection.keypoints)
+        points.push_back(nlohmann::json::array({p[0], p[1], p[2]}));
+      item["keypoints"] = std::move(points);
     }
     detections.push_back(std::move(item));
   }

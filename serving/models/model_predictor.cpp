@@ -58,8 +58,8 @@ class FollowCoreShare {
 // The serving records of a model batch, once the model's Finish has built them.
 class ModelBatch final : public StartedBatch {
  public:
-  explicit ModelBatch(std::unique_ptr<model::PendingDetections> pending)
-      : pending_(std::move(pending)) {}
+  ModelBatch(std::unique_ptr<model::PendingDetections> pending, bool has_masks)
+      : pending_(std::move(pending)), has_masks_(has_masks) {}
 
   std::vector<ImageDetections> Finish() override {
     std::vector<model::ImageDetections> raw = pending_->Finish();
@@ -67,12 +67,13 @@ class ModelBatch final : public StartedBatch {
     std::vector<ImageDetections> results;
     results.reserve(raw.size());
     for (model::ImageDetections& image : raw) {
-      ImageDetections out{image.height, image.width, {}};
+      ImageDetections out{image.height, image.width, {}, has_masks_};
       out.detections.reserve(image.detections.size());
       for (model::Detection& detection : image.detections) {
         out.detections.push_back(Detection{
             detection.box, detection.category_id, std::move(detection.label_name), detection.score,
-            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle)});
+            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle),
+            std::move(detection.keypoints)});
       }
       results.push_back(std::move(out));
     }
@@ -81,6 +82,7 @@ class ModelBatch final : public StartedBatch {
 
  private:
   std::unique_ptr<model::PendingDetections> pending_;
+  bool has_masks_;
 };
 
 class ModelPredictor final : public Predictor {
@@ -119,7 +121,7 @@ class ModelPredictor final : public Predictor {
     model_options.tiles.size = options.tile_size;
     model_options.tiles.overlap = options.tile_overlap;
     model_options.tiles.full_image = options.tile_full_image;
-    return std::make_unique<ModelBatch>(model_->Start(views, model_options));
+    return std::make_unique<ModelBatch>(model_->Start(views, model_options), model_->HasMasks());
   }
 
   // On a GPU the forward is the device's and the rest the host's: the two overlap. On a CPU

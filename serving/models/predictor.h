@@ -40,12 +40,18 @@ struct Detection {
   // The full-image RLE, already encoded (a model on a GPU encodes its masks there); when
   // counts is not empty, mask and mask_region are empty and the response writes this.
   data::Rle mask_rle;
+  // Keypoint R-CNN: x, y (COCO's pixel indices in the original image) and score per keypoint;
+  // empty for other models.
+  std::vector<std::array<float, 3>> keypoints;
 };
 
 struct ImageDetections {
   int64_t height = 0;
   int64_t width = 0;
   std::vector<Detection> detections;  // sorted by descending score
+  // False when the model predicts no masks (a box-only model): answers carry none, whatever
+  // the request asked.
+  bool has_masks = true;
 };
 
 // What a caller may ask for per request (X-Amzn-SageMaker-Custom-Attributes).

@@ -166,6 +166,14 @@ TEST_CASE("filtering and JSON encoding of detections", "[serving][response]") {
   const auto list = nlohmann::json::parse(EncodeDetectionsJson({image, image}, true, false));
   REQUIRE(list["predictions"].size() == 2);
   CHECK_FALSE(list["predictions"][1]["detections"][0].contains("mask"));
+  CHECK_FALSE(first.contains("keypoints"));  // only keypoint models answer keypoints
+
+  ImageDetections posed = image;
+  posed.detections[1].keypoints = {{1.5f, 0.25f, 0.875f}, {2.0f, 1.0f, 0.5f}};
+  const auto with_points = nlohmann::json::parse(EncodeDetectionsJson({posed}, false, false));
+  CHECK(with_points["detections"][1]["keypoints"] ==
+        nlohmann::json::parse("[[1.5, 0.25, 0.875], [2.0, 1.0, 0.5]]"));
+  CHECK_FALSE(with_points["detections"][0].contains("keypoints"));
 
   image.detections[0].mask.clear();  // a predictor that ignored masks=true is our bug
   CHECK_THROWS_AS(EncodeDetectionsJson({image}, false, true), std::runtime_error);

@@ -198,6 +198,12 @@ const std::vector<std::string>& InferenceModel::ClassNames() const {
 const std::string& InferenceModel::Precision() const {
   return state_->precision;
 }
+bool InferenceModel::HasMasks() const {
+  return state_->model->config().mask_on;
+}
+int64_t InferenceModel::NumKeypoints() const {
+  return state_->model->config().keypoint_on ? state_->model->config().num_keypoints : 0;
+}
 void InferenceModel::SetPhaseHook(std::function<void(const char*)> hook) {
   state_->model->set_phase_hook(std::move(hook));
 }

@@ -143,6 +143,10 @@ class InferenceModel {
   const std::vector<int64_t>& CategoryIds() const;
   // The precision the options' one resolved to: fp32, fp16 or bf16.
   const std::string& Precision() const;
+  // Whether the model predicts masks (false: box-only, e.g. Faster R-CNN or Keypoint R-CNN)
+  // and how many keypoints per detection (0 without a keypoint head).
+  bool HasMasks() const;
+  int64_t NumKeypoints() const;
   // Benchmarks: called with nullptr as each forward pass starts and with each stage's name
   // as it ends (MaskRcnnImpl::set_phase_hook).
   void SetPhaseHook(std::function<void(const char*)> hook);
