@@ -1,6 +1,7 @@
 // `trainer visualize`: draws detections (the server's /invocations answer, or a COCO
 // results file) over an image and writes a PNG, so a person can see what the model found.
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,22 @@ struct ReadDetection {
   data::DrawnDetection drawn;
   json mask;
 };
+
+// A detection's keypoints: the server's [[x, y, score], ...] or a COCO result's flat list.
+std::vector<std::array<double, 3>> Keypoints(const json& d) {
+  std::vector<std::array<double, 3>> points;
+  if (!d.contains("keypoints"))
+    return points;
+  const json& k = d.at("keypoints");
+  if (!k.empty() && k.at(0).is_array()) {
+    for (const auto& p : k)
+      points.push_back({p.at(0).get<double>(), p.at(1).get<double>(), p.at(2).get<double>()});
+  } else {
+    for (size_t i = 0; i + 2 < k.size(); i += 3)
+      points.push_back({k.at(i).get<double>(), k.at(i + 1).get<double>(), k.at(i + 2).get<double>()});
+  }
+  return points;
+}
 
 // Accepts the server's answer for one image ({"detections": [...]}), its list form
 // ({"predictions": [...]}: the first image), or a COCO results array (bbox as x,y,w,h).
@@ -53,7 +70,8 @@ std::vector<ReadDetection> ReadDetections(const std::string& path, int64_t image
                        b.at(3).get<double>()},
                       d.value("label", std::string()),
                       field(d, "score").get<double>(),
-                      d.value("category_id", int64_t{0})},
+                      d.value("category_id", int64_t{0}),
+                      Keypoints(d)},
                      d.value("mask", json())});
     }
     return out;
@@ -68,7 +86,8 @@ std::vector<ReadDetection> ReadDetections(const std::string& path, int64_t image
       out.push_back({{{x, y, x + b.at(2).get<double>(), y + b.at(3).get<double>()},
                       std::to_string(category),
                       field(d, "score").get<double>(),
-                      category},
+                      category,
+                      Keypoints(d)},
                      d.value("segmentation", json())});
     }
     return out;

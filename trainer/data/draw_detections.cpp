@@ -35,6 +35,24 @@ void DrawDetection(cv::Mat& rgb, const DrawnDetection& d, const uint8_t* mask) {
   const cv::Point p1(static_cast<int>(d.box[0]), static_cast<int>(d.box[1]));
   const cv::Point p2(static_cast<int>(d.box[2]), static_cast<int>(d.box[3]));
   cv::rectangle(rgb, p1, p2, colour, 1);
+  const auto shown = [&](int64_t k) {
+    return k >= 0 && k < static_cast<int64_t>(d.keypoints.size()) &&
+           d.keypoints[static_cast<size_t>(k)][2] >= kKeypointShownScore;
+  };
+  const auto at = [&](int64_t k) {
+    const auto& p = d.keypoints[static_cast<size_t>(k)];
+    return cv::Point(static_cast<int>(std::lround(p[0])), static_cast<int>(std::lround(p[1])));
+  };
+  for (const auto& [a, b] : d.skeleton) {
+    if (shown(a - 1) && shown(b - 1))
+      cv::line(rgb, at(a - 1), at(b - 1), colour, 1, cv::LINE_AA);
+  }
+  for (int64_t k = 0; k < static_cast<int64_t>(d.keypoints.size()); ++k) {
+    if (shown(k)) {
+      cv::circle(rgb, at(k), 2, cv::Scalar(255, 255, 255), cv::FILLED, cv::LINE_AA);
+      cv::circle(rgb, at(k), 2, colour, 1, cv::LINE_AA);
+    }
+  }
   char text[96];
   std::snprintf(text, sizeof(text), "%s %.2f", d.label.c_str(), d.score);
   cv::putText(rgb, text, {p1.x, std::max(p1.y - 3, 8)}, cv::FONT_HERSHEY_SIMPLEX, 0.35, colour, 1,

@@ -99,6 +99,8 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
   const HostDetections host(r);
   const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
   const bool masks_fit = m.defined() && m.size(2) == rgb.rows && m.size(3) == rgb.cols;
+  const at::Tensor points =
+      r.keypoints.defined() ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous() : at::Tensor();
   for (int64_t k = b.size(0) - 1; k >= 0; --k) {  // the best drawn last, on top
     const double score = s[k].item<double>();
     if (score < kShownScore)
@@ -107,8 +109,14 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
     const int64_t label = l[k].item<int64_t>();
     const int64_t category = gt.CategoryOfLabel(label);  // checks the label's range
     const std::string& name = gt.categories()[static_cast<size_t>(label - 1)].name;
-    data::DrawDetection(rgb, {{xyxy[0], xyxy[1], xyxy[2], xyxy[3]}, name, score, category},
-                        masks_fit ? m[k][0].data_ptr<uint8_t>() : nullptr);
+    data::DrawnDetection drawn{{xyxy[0], xyxy[1], xyxy[2], xyxy[3]}, name, score, category};
+    if (points.defined()) {
+      const double* p = points[k].data_ptr<double>();
+      for (int64_t j = 0; j < points.size(1); ++j, p += 3)
+        drawn.keypoints.push_back({p[0] - 0.5, p[1] - 0.5, p[2]});  // COCO's pixel indices
+      drawn.skeleton = gt.categories()[static_cast<size_t>(label - 1)].skeleton;
+    }
+    data::DrawDetection(rgb, drawn, masks_fit ? m[k][0].data_ptr<uint8_t>() : nullptr);
   }
   return {iteration, "val/" + image.file_name, rgb.rows, rgb.cols, 3, data::EncodePngRgb(rgb)};
 }

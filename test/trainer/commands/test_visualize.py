@@ -71,3 +71,24 @@ def test_not_json_names_the_file(scene):
     run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
     assert run.returncode != 0
     assert "det.json" in run.stderr and "not JSON" in run.stderr
+
+
+@pytest.mark.parametrize("form", ["server", "coco"])
+def test_keypoints_are_drawn_where_they_score(scene, form):
+    """Keypoints (issue 52) as dots at their pixels, the server's [[x, y, s], ...] or a COCO
+    result's flat list; one scoring below 0.05 is left out."""
+    tmp, image, mask = scene
+    points = [[10, 10, 0.9], [80, 50, 0.6], [50, 8, 0.01]]
+    if form == "server":
+        answer = {"height": 64, "width": 96,
+                  "detections": [{"box": [5, 5, 90, 60], "label": "p", "category_id": 1, "score": 0.9,
+                                  "keypoints": points}]}
+    else:
+        answer = [{"image_id": 1, "category_id": 1, "bbox": [5, 5, 85, 55], "score": 0.9,
+                   "keypoints": [v for p in points for v in p]}]
+    (tmp / "det.json").write_text(json.dumps(answer))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
+    assert run.returncode == 0, run.stderr
+    out = np.asarray(Image.open(tmp / "out.png").convert("RGB"))
+    assert np.any(out[10, 10] != image[10, 10]) and np.any(out[50, 80] != image[50, 80])
+    np.testing.assert_array_equal(out[7:10, 48:53], image[7:10, 48:53])  # the low-scoring one
