@@ -47,6 +47,7 @@ VARIANTS = {
     "mask_rcnn_R_50_DC5": ("COCO-InstanceSegmentation/mask_rcnn_R_50_DC5_3x.yaml", True),
     "mask_rcnn_R_101_C4": ("COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml", True),
     "keypoint_rcnn_R_50_FPN": ("COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", False),
+    "cascade_mask_rcnn_R_50_FPN": ("Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", True),
 }
 
 # The .pkl copy is the zoo's format; one variant carries it so the repository stays small
@@ -317,6 +318,20 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
         channels = module.weight.shape[_output_channel_dim(module)]
         return torch.from_numpy(rng.normal(0.0, 0.3, channels).astype(np.float32)), 1.0
 
+    stage_predictors = model.roi_heads.box_predictor
+    if isinstance(stage_predictors, nn.ModuleList):
+        # Cascade R-CNN averages its stages' scores: independent random stages disagree on
+        # every class and no detection scores above 1/3. Later stages start as perturbed
+        # copies of stage 0 (then calibrated on their own inputs, so no two stages are equal:
+        # a loader that swapped them would be caught).
+        generator = torch.Generator().manual_seed(seed + 11)
+        with torch.no_grad():
+            for stage in range(1, len(stage_predictors)):
+                for part in (model.roi_heads.box_head, stage_predictors):
+                    for source, target in zip(part[0].parameters(), part[stage].parameters()):
+                        noise = torch.randn(source.shape, generator=generator) * source.std().clamp(min=1e-6)
+                        target.copy_(source + 0.3 * noise)
+
     handles_by_name = {}
     for name, module in model.named_modules():
         hook = None
@@ -379,6 +394,57 @@ def capture_box_predictions(model, cfg, images):
     return captured
 
 
+def capture_cascade_predictions(model, cfg, images):
+    """Cascade R-CNN's counterpart of capture_box_predictions: per image, every stage's class
+    logits and the last stage's boxes, as CascadeROIHeads hands them to fast_rcnn_inference.
+    A background shift changes only the scores (each stage's boxes come from its deltas), so
+    the detections for any shift follow from these."""
+    import torch
+    from detectron2.modeling.roi_heads import cascade_rcnn
+
+    captured, stage_logits = [], []
+    hooks = [p.register_forward_hook(lambda module, inputs, output: stage_logits.append(output[0].detach().clone()))
+             for p in model.roi_heads.box_predictor]
+    original = cascade_rcnn.fast_rcnn_inference
+
+    def recording(boxes, scores, image_shapes, *rest):
+        captured.append((list(stage_logits), boxes[0].detach().clone(), image_shapes[0]))
+        stage_logits.clear()
+        return original(boxes, scores, image_shapes, *rest)
+
+    cascade_rcnn.fast_rcnn_inference = recording
+    try:
+        with torch.no_grad():
+            for _, rgb in images:
+                model([model_inputs(rgb, cfg)])
+    finally:
+        cascade_rcnn.fast_rcnn_inference = original
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+def _scores_and_boxes(predictor, item, shift):
+    """One captured image at a background shift: (softmax scores R x (K+1), unclipped boxes
+    R x (K or 1) x 4, (height, width)), for a standard predictor's capture or a cascade's (the
+    stages' scores averaged as CascadeROIHeads does, the last stage's boxes)."""
+    import torch.nn.functional as F
+
+    first, second, third = item
+    if isinstance(first, list):  # cascade: (stage logits, boxes, image size)
+        total = 0
+        for logits in first:
+            shifted = logits.clone()
+            shifted[:, -1] += shift
+            total = total + F.softmax(shifted, dim=-1)
+        return total * (1.0 / len(first)), second.view(len(second), -1, 4), third
+    logits, deltas = first
+    shifted = logits.clone()
+    shifted[:, -1] += shift
+    boxes = predictor.predict_boxes((shifted, deltas), second)[0]
+    return F.softmax(shifted, dim=-1), boxes.view(len(boxes), -1, 4), second[0].image_size
+
+
 def _threshold_fragility(predictor, captured, shift):
     """How close this shift puts Detectron2's decisions to its thresholds, for the golden data
     to be robust to float differences of another implementation: the smallest distance of
@@ -388,18 +454,13 @@ def _threshold_fragility(predictor, captured, shift):
     within 2e-6 (softmax saturates at 1.0 in float32, and which of two (nearly) equal scores
     NMS keeps is down to float noise and sort order)."""
     import torch
-    import torch.nn.functional as F
     from torchvision.ops import box_iou
 
     margin, near_pairs, ties = float("inf"), 0, 0
-    for (logits, deltas), proposals in captured:
-        shifted = logits.clone()
-        shifted[:, -1] += shift
-        scores = F.softmax(shifted, dim=-1)[:, :-1]
+    for item in captured:
+        scores, boxes, (height, width) = _scores_and_boxes(predictor, item, shift)
+        scores = scores[:, :-1]
         margin = min(margin, float((scores - predictor.test_score_thresh).abs().min()))
-        boxes = predictor.predict_boxes((shifted, deltas), proposals)[0]
-        height, width = proposals[0].image_size
-        boxes = boxes.view(len(boxes), -1, 4)
         boxes = torch.stack([boxes[..., 0].clamp(0, width), boxes[..., 1].clamp(0, height),
                              boxes[..., 2].clamp(0, width), boxes[..., 3].clamp(0, height)], dim=-1)
         for k in range(scores.shape[1]):
@@ -425,16 +486,29 @@ def tune_background_logit(model, cfg, images, target):
     when no shift qualifies (detections too unevenly spread over the images)."""
     import torch
 
-    captured = capture_box_predictions(model, cfg, images)
-    predictor = model.roi_heads.box_predictor
+    from detectron2.modeling.roi_heads.fast_rcnn import fast_rcnn_inference
+
+    predictors = model.roi_heads.box_predictor
+    cascade = isinstance(predictors, torch.nn.ModuleList)
+    # Cascade R-CNN: the same shift on every stage's background logit (its scores are the
+    # stages' mean); the thresholds are the last stage's (all stages share them).
+    captured = (capture_cascade_predictions if cascade else capture_box_predictions)(model, cfg, images)
+    predictor = predictors[-1] if cascade else predictors
 
     def counts(shift):
         result = []
         with torch.no_grad():
-            for (logits, deltas), proposals in captured:
-                shifted = logits.clone()
-                shifted[:, -1] += shift
-                instances, _ = predictor.inference((shifted, deltas), proposals)
+            for item in captured:
+                if cascade:
+                    scores, boxes, size = _scores_and_boxes(predictor, item, shift)
+                    instances, _ = fast_rcnn_inference([boxes.view(len(boxes), -1)], [scores], [size],
+                                                       predictor.test_score_thresh, predictor.test_nms_thresh,
+                                                       predictor.test_topk_per_image)
+                else:
+                    (logits, deltas), proposals = item
+                    shifted = logits.clone()
+                    shifted[:, -1] += shift
+                    instances, _ = predictor.inference((shifted, deltas), proposals)
                 result.append(len(instances[0]))
         return result
 
@@ -462,7 +536,8 @@ def tune_background_logit(model, cfg, images, target):
         return None
     _, shift, found, margin, near_pairs = best
     with torch.no_grad():
-        predictor.cls_score.bias[-1] += shift
+        for stage_predictor in (predictors if cascade else [predictors]):
+            stage_predictor.cls_score.bias[-1] += shift
     return shift, found, margin, near_pairs
 
 

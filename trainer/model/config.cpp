@@ -172,6 +172,7 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.RPN.MIN_SIZE", source, c.rpn_min_size);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_TYPE", source, c.rpn_bbox_reg_loss_type);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", source, c.rpn_bbox_reg_loss_weight);
+  Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
   Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
   Read(root, "MODEL.ROI_HEADS.SCORE_THRESH_TEST", source, c.box_score_thresh);
   Read(root, "MODEL.ROI_HEADS.NMS_THRESH_TEST", source, c.box_nms_thresh);
@@ -193,6 +194,20 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_BOX_HEAD.FC_DIM", source, c.box_fc_dim);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO", source, c.box_pooler_sampling_ratio);
+  Read(root, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG", source, c.cls_agnostic_bbox_reg);
+  Read(root, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS", source, c.cascade_ious);
+  {
+    std::vector<std::vector<double>> weights;
+    Read(root, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", source, weights);
+    if (!weights.empty()) {
+      c.cascade_bbox_reg_weights.clear();
+      for (const auto& w : weights) {
+        Require(w.size() == 4, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS",
+                "needs four weights (wx, wy, ww, wh) per stage, e.g. [[10, 10, 5, 5], [20, 20, 10, 10]]");
+        c.cascade_bbox_reg_weights.push_back({w[0], w[1], w[2], w[3]});
+      }
+    }
+  }
   Read(root, "MODEL.MASK_ON", source, c.mask_on);
   Read(root, "MODEL.CHANNELS_LAST", source, c.channels_last);
   Read(root, "MODEL.ROI_MASK_HEAD.NAME", source, c.mask_head);
@@ -289,8 +304,26 @@ void ModelConfig::Validate(const std::string& source) const {
           "selects the torchvision or the detectron2 convention, got \"" + convention + "\"");
   Require(input_format == "RGB" || input_format == "BGR", source, "INPUT.FORMAT",
           "must be RGB or BGR, got \"" + input_format + "\"");
-  Require(roi_heads_name == "StandardROIHeads" || roi_heads_name == "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
-          "must be StandardROIHeads or Res5ROIHeads, got \"" + roi_heads_name + "\"");
+  Require(roi_heads_name == "StandardROIHeads" || roi_heads_name == "Res5ROIHeads" || cascade(), source,
+          "MODEL.ROI_HEADS.NAME",
+          "must be StandardROIHeads, CascadeROIHeads or Res5ROIHeads, got \"" + roi_heads_name + "\"");
+  if (cascade()) {
+    Require(!cascade_ious.empty() && cascade_ious.size() == cascade_bbox_reg_weights.size(), source,
+            "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
+            "needs one IoU per stage, as many as ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS has rows");
+    for (double iou : cascade_ious)
+      Require(iou > 0.0 && iou <= 1.0, source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS", "must be in (0, 1]");
+    for (const auto& w : cascade_bbox_reg_weights)
+      for (double v : w)
+        Require(v > 0, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
+    Require(box_fg_iou_thresh == cascade_ious.front(), source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
+            "must start with MODEL.ROI_HEADS.IOU_THRESHOLDS' foreground IoU (stage 0 trains on the "
+            "standard sampler's proposals)");
+    Require(cls_agnostic_bbox_reg, source, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG",
+            "must be true with CascadeROIHeads (each stage refines one box per proposal, as Detectron2's)");
+    Require(box_head == "two_mlp", source, "MODEL.ROI_BOX_HEAD.NAME",
+            "must be FastRCNNConvFCHead (two_mlp) with CascadeROIHeads, got \"" + box_head + "\"");
+  }
   if (keypoint_on) {
     Require(num_keypoints >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS", "must be >= 1");
     Require(!keypoint_conv_dims.empty(), source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS",
@@ -303,7 +336,11 @@ void ModelConfig::Validate(const std::string& source) const {
     Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.KEYPOINT_ON",
             "needs StandardROIHeads (an FPN model): the zoo has no C4 keypoint model");
   }
-  if (!detectron2()) return;
+  if (!detectron2()) {
+    Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
+            "Res5ROIHeads needs MODEL.BACKBONE.NAME build_resnet_backbone (Detectron2's C4 layout)");
+    return;
+  }
   Require(resnet_depth == 50 || resnet_depth == 101 || resnet_depth == 152, source, "MODEL.RESNETS.DEPTH",
           "must be 50, 101 or 152 (bottleneck ResNets), got " + std::to_string(resnet_depth));
   Require(resnet_num_groups >= 1 && resnet_width_per_group >= 1 && resnet_stem_out_channels >= 1 &&
@@ -379,7 +416,16 @@ std::string ModelConfig::ToYaml() const {
     << ", POOLER_RESOLUTION: " << box_pooler_resolution << ", POOLER_SAMPLING_RATIO: " << box_pooler_sampling_ratio
     << ", POOLER_TYPE: " << pooler(box_pooler_aligned)
     << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
-    << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight << "}\n"
+    << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight
+    << ", CLS_AGNOSTIC_BBOX_REG: " << (cls_agnostic_bbox_reg ? "true" : "false") << "}\n"
+    << "  ROI_BOX_CASCADE_HEAD: {IOUS: " << Flow(cascade_ious) << ", BBOX_REG_WEIGHTS: ["
+    << [&] {
+         std::string rows;
+         for (size_t i = 0; i < cascade_bbox_reg_weights.size(); ++i)
+           rows += (i ? ", " : "") + arr(cascade_bbox_reg_weights[i]);
+         return rows;
+       }()
+    << "]}\n"
     << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
     << "  CHANNELS_LAST: " << (channels_last ? "true" : "false") << "\n"
     << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim

@@ -38,8 +38,23 @@ MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
   auto roi = register_module("roi_heads", std::make_shared<torch::nn::Module>("RoiHeads"));
   box_head_ = roi->register_module("box_head", BoxHeadRegistry().Create(config_.box_head, config_));
   box_predictor_ = roi->register_module(
-      "box_predictor", std::make_shared<FastRcnnPredictor>(box_head_->RepresentationSize(),
-                                                           config_.num_classes + 1));
+      "box_predictor",
+      std::make_shared<FastRcnnPredictor>(box_head_->RepresentationSize(), config_.num_classes + 1,
+                                          config_.cls_agnostic_bbox_reg));
+  if (config_.cascade()) {
+    // Cascade R-CNN: stage 0 is the head above; stage s > 0 at roi_heads.cascade.{s}.
+    auto cascade = roi->register_module("cascade", std::make_shared<torch::nn::Module>("Cascade"));
+    for (size_t s = 1; s < config_.cascade_ious.size(); ++s) {
+      auto stage = cascade->register_module(std::to_string(s),
+                                            std::make_shared<torch::nn::Module>("CascadeStage"));
+      cascade_box_heads_.push_back(
+          stage->register_module("box_head", BoxHeadRegistry().Create(config_.box_head, config_)));
+      cascade_box_predictors_.push_back(stage->register_module(
+          "box_predictor",
+          std::make_shared<FastRcnnPredictor>(cascade_box_heads_.back()->RepresentationSize(),
+                                              config_.num_classes + 1, true)));
+    }
+  }
   if (config_.mask_on) {
     if (config_.mask_head == "res5") {
       // Res5ROIHeads: the mask predictor reads the box head's res5 trunk, whose parameters

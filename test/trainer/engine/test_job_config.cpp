@@ -364,7 +364,11 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
        .depth = 101,
        .mask = false,
        .max_iter = 270000,
-       .keypoint = true}};
+       .keypoint = true},
+      {.name = "Misc/cascade_mask_rcnn_R_50_FPN_1x.yaml", .roi_heads = "CascadeROIHeads"},
+      {.name = "Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml",
+       .roi_heads = "CascadeROIHeads",
+       .max_iter = 270000}};
   REQUIRE(SupportedModelZooNames().size() == expected.size());
   for (const auto& e : expected) {
     for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
@@ -385,6 +389,13 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.config.GetString("MODEL.RPN.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.weights == t.root / "ml/input/data/weights/R-50.pkl");
+      // Cascade R-CNN: Detectron2's class-agnostic stages and its 2000 training proposals.
+      const bool cascade = e.roi_heads == "CascadeROIHeads";
+      CHECK(job.config.GetBool("MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG") == cascade);
+      if (cascade)
+        CHECK(job.config.GetInt("MODEL.RPN.POST_NMS_TOPK_TRAIN") == 2000);
+      CHECK(job.config.GetFloatList("MODEL.ROI_BOX_CASCADE_HEAD.IOUS") ==
+            std::vector<double>{0.5, 0.6, 0.7});
     }
   }
   CHECK_FALSE(ModelZooConfig("my_config.yaml").has_value());
@@ -414,15 +425,16 @@ TEST_CASE("a zoo config's detectron2:// weights without a weights channel name t
 TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",
           "[job][model-zoo]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", "Cascade"},
+      {"Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", "deformable convolutions"},
+      {"Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", "shipped Misc/ names are the Cascade"},
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
       {"COCO-Detection/retinanet_R_50_FPN_1x.yaml", "RetinaNet"},
       {"COCO-Detection/rpn_R_50_FPN_1x.yaml", "proposal-only"},
       {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
       {"Cityscapes/mask_rcnn_R_50_FPN.yaml", "Cityscapes"},
-      {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"},
-      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "no shipped equivalent"}};
+      {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "GroupNorm"},
+      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "GroupNorm"}};
   JobTree t;
   for (const auto& [name, reason] : cases) {
     INFO(name);

@@ -34,7 +34,7 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.RESNETS.RES2_OUT_CHANNELS"] = int64_t{256};
   v["MODEL.RESNETS.OUT_FEATURES"] = StringList{"res2", "res3", "res4", "res5"};
   v["MODEL.RESNETS.NORM"] = S("FrozenBN");
-  v["MODEL.ROI_HEADS.NAME"] = S("StandardROIHeads");  // or Res5ROIHeads (C4)
+  v["MODEL.ROI_HEADS.NAME"] = S("StandardROIHeads");  // or Res5ROIHeads (C4), CascadeROIHeads
   v["MODEL.ANCHOR_GENERATOR.OFFSET"] = 0.0;
   v["MODEL.PROPOSAL_GENERATOR.MIN_SIZE"] = 0.0;
   v["MODEL.ROI_BOX_HEAD.POOLER_TYPE"] = S("ROIAlignV2");
@@ -72,6 +72,11 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS"] = FloatList{10.0, 10.0, 5.0, 5.0};
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");  // smooth_l1 | giou
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT"] = 1.0;
+  v["MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG"] = false;  // true: one box for all classes
+  // CascadeROIHeads (MODEL.ROI_HEADS.NAME): each stage's matcher IoU and box-coder weights.
+  v["MODEL.ROI_BOX_CASCADE_HEAD.IOUS"] = FloatList{0.5, 0.6, 0.7};
+  v["MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS"] =
+      FloatListList{{10.0, 10.0, 5.0, 5.0}, {20.0, 20.0, 10.0, 10.0}, {30.0, 30.0, 15.0, 15.0}};
   // Keypoint R-CNN (Detectron2's defaults; trainer/model/config.h).
   v["MODEL.KEYPOINT_ON"] = false;
   v["MODEL.ROI_KEYPOINT_HEAD.NAME"] = S("KRCNNConvDeconvUpsampleHead");

@@ -65,6 +65,10 @@ std::vector<ImageResult> MaskRcnnImpl::SelectAllDetections(
   at::Tensor pred_boxes = kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
                               .reshape({all_props.size(0), box_regression.size(1) / 4, 4});  // also with no proposals
   at::Tensor pred_scores = torch::softmax(class_logits, -1);
+  if (pred_boxes.size(1) == 1 && pred_scores.size(1) > 1) {
+    // Class-agnostic regression: every class's box is the RoI's one box.
+    pred_boxes = pred_boxes.expand({pred_boxes.size(0), pred_scores.size(1), 4});
+  }
   auto boxes_split = pred_boxes.split_with_sizes(per_image, 0);
   auto scores_split = pred_scores.split_with_sizes(per_image, 0);
   for (size_t i = 0; i < proposals.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/box_stage_ops.h"
 #include "trainer/model/mask_rcnn.h"
+#include "trainer/model/roi_heads/cascade_roi_heads.h"
 #include "trainer/model/roi_heads/keypoint_roi_heads.h"
 
 namespace mrcnn::model {
@@ -74,46 +75,70 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
   const std::vector<at::Tensor>& regression_targets = samples.regression_targets;
   const std::vector<at::Tensor>& matched_boxes = samples.matched_boxes;
 
-  Phase("roi_maps");
-  at::Tensor pooled = kernels::MultiLevelRoiAlign(
-      maps, ToRois(proposals), scales, config_.box_pooler_resolution, config_.box_pooler_resolution,
-      config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
-  Phase("box_pool");
-  auto [class_logits_raw, box_regression_raw] = box_predictor_->Forward(box_head_->Forward(pooled));
-  Phase("box_head");
-  at::Tensor class_logits = class_logits_raw.to(torch::kFloat);
-  at::Tensor box_regression = box_regression_raw.to(torch::kFloat);
-  const int64_t num_classes = class_logits.size(-1);
-
   std::vector<at::Tensor> mask_boxes;
   std::vector<at::Tensor> mask_matched;
   at::Tensor mask_valid;
+  if (config_.cascade()) {
+    const CascadeRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
+      return kernels::MultiLevelRoiAlign(
+          maps, ToRois(boxes), scales, config_.box_pooler_resolution, config_.box_pooler_resolution,
+          config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
+    };
+    if (training) {
+      losses = CascadeRoiHeads::Losses(
+          *this, pool, {proposals, samples.labels, samples.matched_boxes, samples.valid}, *targets,
+          image_sizes);
+    } else {
+      TORCH_CHECK(detections != nullptr,
+                  "MaskRcnn: RoiHeads in eval mode needs a detections output");
+      *detections = CascadeRoiHeads::Detect(*this, pool, proposals, image_sizes);
+    }
+  } else {
+    Phase("roi_maps");
+    at::Tensor pooled =
+        kernels::MultiLevelRoiAlign(maps, ToRois(proposals), scales, config_.box_pooler_resolution,
+                                    config_.box_pooler_resolution,
+                                    config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
+    Phase("box_pool");
+    auto [class_logits_raw, box_regression_raw] =
+        box_predictor_->Forward(box_head_->Forward(pooled));
+    Phase("box_head");
+    at::Tensor class_logits = class_logits_raw.to(torch::kFloat);
+    at::Tensor box_regression = box_regression_raw.to(torch::kFloat);
+    if (training) {
+      // Padding rows (SampleRoiTargets) add nothing; the means are over the sampled rows.
+      const at::Tensor all_labels = torch::cat(labels);
+      const at::Tensor valid = torch::cat(samples.valid);
+      const at::Tensor num_sampled = valid.sum().to(torch::kFloat);
+      const at::Tensor ce = F::cross_entropy(class_logits, all_labels,
+                                             F::CrossEntropyFuncOptions().reduction(torch::kNone));
+      losses["loss_classifier"] =
+          at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_sampled;
+      const at::Tensor positive = valid.logical_and(all_labels.gt(0));
+      const at::Tensor row = torch::arange(all_labels.size(0), all_labels.options());
+      // Class-agnostic regression (one box per RoI) reads column 0 for every label.
+      const int64_t reg_classes = box_regression.size(1) / 4;
+      at::Tensor reg = box_regression.reshape({box_regression.size(0), reg_classes, 4});
+      const at::Tensor reg_column = reg_classes == 1 ? torch::zeros_like(all_labels) : all_labels;
+      losses["loss_box_reg"] =
+          BoxRegressionLossSumWhere(box_loss_, reg.index({row, reg_column}),
+                                    torch::cat(regression_targets), torch::cat(proposals),
+                                    torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
+          config_.bbox_reg_loss_weight / num_sampled;
+    } else {
+      TORCH_CHECK(detections != nullptr,
+                  "MaskRcnn: RoiHeads in eval mode needs a detections output");
+      *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
+    }
+  }
   if (training) {
-    // Padding rows (SampleRoiTargets) add nothing; the means are over the sampled rows.
-    const at::Tensor all_labels = torch::cat(labels);
-    const at::Tensor valid = torch::cat(samples.valid);
-    const at::Tensor num_sampled = valid.sum().to(torch::kFloat);
-    const at::Tensor ce = F::cross_entropy(class_logits, all_labels,
-                                           F::CrossEntropyFuncOptions().reduction(torch::kNone));
-    losses["loss_classifier"] =
-        at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_sampled;
-    const at::Tensor positive = valid.logical_and(all_labels.gt(0));
-    const at::Tensor row = torch::arange(all_labels.size(0), all_labels.options());
-    at::Tensor reg = box_regression.reshape({box_regression.size(0), num_classes, 4});
-    losses["loss_box_reg"] =
-        BoxRegressionLossSumWhere(box_loss_, reg.index({row, all_labels}),
-                                  torch::cat(regression_targets), torch::cat(proposals),
-                                  torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
-        config_.bbox_reg_loss_weight / num_sampled;
     // Fixed rows on CUDA (no host sync), the exact positives on a CPU (set_fixed_mask_rows).
     MaskRows rows = SelectMaskRows(samples, proposals, *targets,
-                                   fixed_mask_rows_.value_or(all_labels.is_cuda()));
+                                   fixed_mask_rows_.value_or(proposals.front().is_cuda()));
     mask_boxes = std::move(rows.boxes);
     mask_matched = std::move(rows.matched);
     mask_valid = std::move(rows.valid);
   } else {
-    TORCH_CHECK(detections != nullptr, "MaskRcnn: RoiHeads in eval mode needs a detections output");
-    *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
     for (const ImageResult& r : *detections)
       mask_boxes.push_back(r.boxes);
   }

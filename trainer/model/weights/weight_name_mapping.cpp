@@ -47,6 +47,18 @@ constexpr PrefixRule kModules[] = {
      ClassLayout::kClassifier},
     {"roi_heads.box_predictor.bbox_pred.", "roi_heads.box_predictor.bbox_pred.", Part::kLayer,
      ClassLayout::kBoxDeltas},
+    // Cascade R-CNN's stages (box_head.{k}, box_predictor.{k}): stage 0 where the standard
+    // head's parts are, stage k > 0 under roi_heads.cascade.{k}.
+    {"roi_heads.box_head.0.fc{i}.", "roi_heads.box_head.fc{i+5}.", Part::kLayer},
+    {"roi_heads.box_head.{k}.fc{i}.", "roi_heads.cascade.{k}.box_head.fc{i+5}.", Part::kLayer},
+    {"roi_heads.box_predictor.0.cls_score.", "roi_heads.box_predictor.cls_score.", Part::kLayer,
+     ClassLayout::kClassifier},
+    {"roi_heads.box_predictor.0.bbox_pred.", "roi_heads.box_predictor.bbox_pred.", Part::kLayer,
+     ClassLayout::kBoxDeltas},
+    {"roi_heads.box_predictor.{k}.cls_score.", "roi_heads.cascade.{k}.box_predictor.cls_score.",
+     Part::kLayer, ClassLayout::kClassifier},
+    {"roi_heads.box_predictor.{k}.bbox_pred.", "roi_heads.cascade.{k}.box_predictor.bbox_pred.",
+     Part::kLayer, ClassLayout::kBoxDeltas},
     {"roi_heads.mask_head.mask_fcn{i}.", "roi_heads.mask_head.{i-1}.0.", Part::kLayer},
     {"roi_heads.mask_head.deconv.", "roi_heads.mask_predictor.conv5_mask.", Part::kLayer},
     {"roi_heads.mask_head.predictor.", "roi_heads.mask_predictor.mask_fcn_logits.", Part::kLayer,
@@ -245,6 +257,10 @@ void RelayoutClassLayer(ClassLayout layout, RawTensor& tensor, std::optional<int
       MoveRow(tensor, rows - 1, 0);
       return;
     case ClassLayout::kBoxDeltas:
+      // A class-agnostic model (MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG) takes the 4 rows as
+      // they are.
+      if (rows == 4 && model_rows && *model_rows == 4)
+        return;
       // 4 rows are one class's deltas or class-agnostic ones: the model's size tells which
       // way to grow them (with one class both give the same boxes: background is unused).
       if (rows == 4 && model_rows && *model_rows > 8 && *model_rows % 4 == 0) {

@@ -197,6 +197,28 @@ TEST_CASE("class-dependent layers are re-laid out to background first", "[relayo
                   std::invalid_argument);
 }
 
+TEST_CASE("Cascade R-CNN's stages: stage 0 as the standard head, the others under cascade",
+          "[mapping][cascade]") {
+  CHECK(Ours("roi_heads.box_head.0.fc1.weight") == "roi_heads.box_head.fc6.weight");
+  CHECK(Ours("roi_heads.box_head.0.fc2.bias") == "roi_heads.box_head.fc7.bias");
+  CHECK(Ours("roi_heads.box_head.2.fc1.weight") == "roi_heads.cascade.2.box_head.fc6.weight");
+  CHECK(Ours("roi_heads.box_predictor.0.cls_score.weight") ==
+        "roi_heads.box_predictor.cls_score.weight");
+  CHECK(Ours("roi_heads.box_predictor.1.bbox_pred.bias") ==
+        "roi_heads.cascade.1.box_predictor.bbox_pred.bias");
+  CHECK(MapDetectron2Name("roi_heads.box_predictor.2.cls_score.weight")->layout ==
+        ClassLayout::kClassifier);
+  CHECK(MapDetectron2Name("roi_heads.box_predictor.2.bbox_pred.weight")->layout ==
+        ClassLayout::kBoxDeltas);
+  // The standard head's names are unchanged.
+  CHECK(Ours("roi_heads.box_head.fc1.weight") == "roi_heads.box_head.fc6.weight");
+  // A class-agnostic model keeps the 4 rows as they are.
+  RawTensor agnostic = Rows({4, 2});
+  RelayoutClassLayer(ClassLayout::kBoxDeltas, agnostic, 4);
+  CHECK(agnostic.shape == std::vector<int64_t>{4, 2});
+  CHECK(RowValues(agnostic) == std::vector<double>{1, 2, 3, 4});
+}
+
 TEST_CASE("row operations move weights and biases alike", "[relayout]") {
   RawTensor t = Rows({4, 2});
   MoveRow(t, 0, 3);

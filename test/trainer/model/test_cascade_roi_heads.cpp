@@ -1,0 +1,150 @@
+// Cascade R-CNN's ROI heads (roi_heads/cascade_roi_heads.cpp): the stages' modules and names,
+// the per-stage losses, the config keys' round trip and checks, and inference held to the
+// standard class-agnostic head on weights where every stage is the same and refines nothing.
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+
+#include "test/trainer/model/small_model_config.h"
+#include "trainer/model/mask_rcnn.h"
+
+using namespace mrcnn::model;
+
+namespace {
+
+ModelConfig CascadeConfig() {
+  ModelConfig c = mrcnn::test::SmallModelConfig();
+  c.roi_heads_name = "CascadeROIHeads";
+  c.cls_agnostic_bbox_reg = true;
+  c.min_size_train = {128};
+  c.max_size_train = 128;
+  c.min_size_test = 128;
+  c.max_size_test = 128;
+  return c;
+}
+
+ImageTarget OneBox() {
+  ImageTarget t;
+  t.boxes = torch::tensor({{20.0f, 30.0f, 90.0f, 100.0f}, {60.0f, 10.0f, 120.0f, 50.0f}});
+  t.labels = torch::tensor({1, 3}, torch::kLong);
+  t.masks = torch::zeros({2, 128, 128}, torch::kByte);
+  t.masks.index_put_({0, torch::indexing::Slice(30, 100), torch::indexing::Slice(20, 90)}, 1);
+  t.masks.index_put_({1, torch::indexing::Slice(10, 50), torch::indexing::Slice(60, 120)}, 1);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("cascade config keys round-trip and are checked", "[cascade]") {
+  ModelConfig c = CascadeConfig();
+  c.cascade_ious = {0.5, 0.65};
+  c.cascade_bbox_reg_weights = {{10, 10, 5, 5}, {25, 25, 12.5, 12.5}};
+  const ModelConfig back = ModelConfig::FromYaml(YAML::Load(c.ToYaml()), "round trip");
+  CHECK(back.cascade());
+  CHECK(back.cls_agnostic_bbox_reg);
+  CHECK(back.cascade_ious == c.cascade_ious);
+  CHECK((back.cascade_bbox_reg_weights == c.cascade_bbox_reg_weights));
+
+  ModelConfig class_specific = CascadeConfig();
+  class_specific.cls_agnostic_bbox_reg = false;
+  CHECK_THROWS_WITH(class_specific.Validate("x.yaml"),
+                    Catch::Contains("MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG"));
+  ModelConfig uneven = CascadeConfig();
+  uneven.cascade_ious = {0.5, 0.6};
+  CHECK_THROWS_WITH(uneven.Validate("x.yaml"), Catch::Contains("MODEL.ROI_BOX_CASCADE_HEAD.IOUS"));
+  ModelConfig first_iou = CascadeConfig();
+  first_iou.cascade_ious = {0.6, 0.6, 0.7};
+  CHECK_THROWS_WITH(first_iou.Validate("x.yaml"),
+                    Catch::Contains("MODEL.ROI_HEADS.IOU_THRESHOLDS"));
+  const YAML::Node bad_weights = YAML::Load(
+      "MODEL: {ROI_HEADS: {NAME: CascadeROIHeads}, ROI_BOX_HEAD: {CLS_AGNOSTIC_BBOX_REG: true},"
+      " ROI_BOX_CASCADE_HEAD: {BBOX_REG_WEIGHTS: [[10, 10, 5]]}}");
+  CHECK_THROWS_WITH(ModelConfig::FromYaml(bad_weights, "w.yaml"), Catch::Contains("four weights"));
+}
+
+TEST_CASE("a cascade model has three class-agnostic stages and trains each", "[cascade]") {
+  torch::manual_seed(0);
+  MaskRcnn model(CascadeConfig());
+  const auto params = model->named_parameters();
+  for (const std::string prefix : {"roi_heads.", "roi_heads.cascade.1.", "roi_heads.cascade.2."}) {
+    INFO(prefix);
+    REQUIRE(params.contains(prefix + "box_head.fc6.weight"));
+    REQUIRE(params.contains(prefix + "box_predictor.bbox_pred.weight"));
+    CHECK(params[prefix + "box_predictor.bbox_pred.weight"].size(0) == 4);
+    CHECK(params[prefix + "box_predictor.cls_score.weight"].size(0) == 4);  // 3 classes + bg
+  }
+  CHECK_FALSE(params.contains("roi_heads.cascade.3.box_head.fc6.weight"));
+
+  model->train();
+  auto out = model->forward({torch::rand({3, 128, 128})}, std::vector<ImageTarget>{OneBox()});
+  INFO("losses " << out.losses);
+  CHECK_FALSE(out.losses.contains("loss_classifier"));
+  CHECK_FALSE(out.losses.contains("loss_box_reg"));
+  at::Tensor total = torch::zeros({});
+  for (int s = 0; s < 3; ++s) {
+    for (const std::string name : {"loss_cls_stage", "loss_box_reg_stage"}) {
+      const std::string key = name + std::to_string(s);
+      REQUIRE(out.losses.contains(key));
+      CHECK(std::isfinite(out.losses[key].item<float>()));
+    }
+    // 4 classes at random initialisation: cross-entropy near log(4).
+    CHECK(out.losses["loss_cls_stage" + std::to_string(s)].item<float>() > 0.5f);
+  }
+  REQUIRE(out.losses.contains("loss_mask"));
+  for (const auto& [name, loss] : out.losses)
+    total = total + loss;
+  total.backward();
+  for (const std::string prefix : {"roi_heads.", "roi_heads.cascade.1.", "roi_heads.cascade.2."}) {
+    INFO(prefix);
+    const at::Tensor grad = params[prefix + "box_predictor.cls_score.weight"].grad();
+    REQUIRE(grad.defined());
+    CHECK(grad.abs().sum().item<float>() > 0.0f);
+  }
+}
+
+TEST_CASE("cascade inference with equal, non-refining stages is the standard agnostic head's",
+          "[cascade]") {
+  torch::manual_seed(1);
+  MaskRcnn cascade(CascadeConfig());
+  ModelConfig standard_config = CascadeConfig();
+  standard_config.roi_heads_name = "StandardROIHeads";
+  MaskRcnn standard(standard_config);
+  {
+    torch::NoGradGuard no_grad;
+    auto cascade_params = cascade->named_parameters();
+    // Every stage refines nothing (zero deltas) and scores as stage 0: the mean of three
+    // equal scores and the last stage's boxes are then stage 0's scores and the proposals.
+    for (const auto& p : cascade_params) {
+      const std::string& name = p.key();
+      if (name.find("bbox_pred") != std::string::npos)
+        p.value().zero_();
+    }
+    for (const std::string stage : {"roi_heads.cascade.1.", "roi_heads.cascade.2."}) {
+      for (const std::string part :
+           {"box_head.fc6.weight", "box_head.fc6.bias", "box_head.fc7.weight", "box_head.fc7.bias",
+            "box_predictor.cls_score.weight", "box_predictor.cls_score.bias"}) {
+        cascade_params[stage + part].copy_(cascade_params["roi_heads." + part]);
+      }
+    }
+    for (const auto& p : standard->named_parameters())
+      p.value().copy_(cascade_params[p.key()]);
+    for (const auto& b : standard->named_buffers())
+      b.value().copy_(cascade->named_buffers()[b.key()]);
+  }
+  cascade->eval();
+  standard->eval();
+  for (auto* net : {&cascade, &standard})
+    (*net)->detection_settings().score_thresh = 0.2;  // random heads score near 1/4
+  torch::NoGradGuard no_grad;
+  const at::Tensor image = torch::rand({3, 96, 160});
+  const auto ours = cascade->forward({image}).detections;
+  const auto reference = standard->forward({image}).detections;
+  REQUIRE(ours.size() == 1);
+  REQUIRE(reference[0].boxes.size(0) > 0);
+  REQUIRE(ours[0].boxes.sizes() == reference[0].boxes.sizes());
+  CHECK(torch::allclose(ours[0].boxes, reference[0].boxes, 1e-4, 1e-3));
+  CHECK(torch::allclose(ours[0].scores, reference[0].scores, 1e-5, 1e-6));
+  CHECK(ours[0].labels.equal(reference[0].labels));
+  CHECK(ours[0].masks.sizes() == reference[0].masks.sizes());
+}
