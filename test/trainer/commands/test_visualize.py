@@ -92,3 +92,63 @@ def test_keypoints_are_drawn_where_they_score(scene, form):
     out = np.asarray(Image.open(tmp / "out.png").convert("RGB"))
     assert np.any(out[10, 10] != image[10, 10]) and np.any(out[50, 80] != image[50, 80])
     np.testing.assert_array_equal(out[7:10, 48:53], image[7:10, 48:53])  # the low-scoring one
+
+
+def _keypoint_scene(tmp, skeleton, points=((10, 50, 0.9), (80, 50, 0.9), (45, 8, 0.01))):
+    """A server answer with three keypoints (the third scoring under 0.05) and --annotations
+    whose category names them and joins them by `skeleton`."""
+    (tmp / "det.json").write_text(json.dumps({
+        "height": 64, "width": 96,
+        "detections": [{"box": [5, 5, 90, 60], "label": "p", "category_id": 1, "score": 0.9,
+                        "keypoints": [list(p) for p in points]}]}))
+    (tmp / "ann.json").write_text(json.dumps({
+        "images": [], "annotations": [],
+        "categories": [{"id": 1, "name": "p", "keypoints": ["a", "b", "c"], "skeleton": skeleton}]}))
+
+
+def test_the_skeleton_from_annotations_joins_drawn_keypoints(scene):
+    """--annotations gives the category's skeleton: a line joins two drawn keypoints, none
+    reaches the one scoring under 0.05, and without --annotations no line is drawn."""
+    tmp, image, _ = scene
+    _keypoint_scene(tmp, [[1, 2], [2, 3]])
+    args = ["--image", tmp / "in.png", "--detections", tmp / "det.json"]
+    run = _run(*args, "--output", tmp / "joined.png", "--annotations", tmp / "ann.json")
+    assert run.returncode == 0, run.stderr
+    joined = np.asarray(Image.open(tmp / "joined.png").convert("RGB"))
+    assert np.any(joined[50, 45] != image[50, 45]), "the line from keypoint 1 to 2"
+    assert np.any(joined[50, 25] != image[50, 25])
+    np.testing.assert_array_equal(joined[28:31, 61:64], image[28:31, 61:64])  # 2 -> 3: 3 not drawn
+    run = _run(*args, "--output", tmp / "dots.png")
+    assert run.returncode == 0, run.stderr
+    dots = np.asarray(Image.open(tmp / "dots.png").convert("RGB"))
+    np.testing.assert_array_equal(dots[50, 20:70], image[50, 20:70])
+    assert np.any(dots[50, 10] != image[50, 10])
+
+
+def test_a_skeleton_naming_a_missing_keypoint_is_an_error(scene):
+    tmp, _, _ = scene
+    _keypoint_scene(tmp, [[1, 4]])
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png",
+               "--annotations", tmp / "ann.json")
+    assert run.returncode != 0
+    assert "ann.json" in run.stderr and '"skeleton" pair [1, 4]' in run.stderr
+
+
+def test_keypoints_that_are_not_the_categorys_are_an_error(scene):
+    tmp, _, _ = scene
+    _keypoint_scene(tmp, [[1, 2]], points=((10, 50, 0.9), (80, 50, 0.9)))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png",
+               "--annotations", tmp / "ann.json")
+    assert run.returncode != 0
+    assert "det.json" in run.stderr and "has 2 keypoints" in run.stderr and "names 3" in run.stderr
+
+
+@pytest.mark.parametrize("keypoints", [[10, 10, 0.9, 20], [[10, 10]], [[10, "x", 0.5]], {"x": 1}])
+def test_malformed_keypoints_name_the_file(scene, keypoints):
+    tmp, _, _ = scene
+    (tmp / "det.json").write_text(json.dumps({
+        "height": 64, "width": 96,
+        "detections": [{"box": [5, 5, 90, 60], "label": "p", "score": 0.9, "keypoints": keypoints}]}))
+    run = _run("--image", tmp / "in.png", "--detections", tmp / "det.json", "--output", tmp / "out.png")
+    assert run.returncode != 0
+    assert "det.json" in run.stderr and '"keypoints" must be' in run.stderr
