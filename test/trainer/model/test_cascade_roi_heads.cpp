@@ -8,6 +8,7 @@
 
 #include "test/trainer/model/small_model_config.h"
 #include "trainer/model/mask_rcnn.h"
+#include "trainer/model/roi_heads/cascade_roi_heads.h"
 
 using namespace mrcnn::model;
 
@@ -147,4 +148,53 @@ TEST_CASE("cascade inference with equal, non-refining stages is the standard agn
   CHECK(torch::allclose(ours[0].scores, reference[0].scores, 1e-5, 1e-6));
   CHECK(ours[0].labels.equal(reference[0].labels));
   CHECK(ours[0].masks.sizes() == reference[0].masks.sizes());
+}
+
+TEST_CASE("each cascade stage sends 1 / stages of its gradient into the pooled features",
+          "[cascade]") {
+  // Stage 0's loss on the same samples and weights, in a three-stage and a one-stage cascade:
+  // the forward values agree and the gradient into the pooled features is a third.
+  torch::manual_seed(2);
+  MaskRcnn three(CascadeConfig());
+  ModelConfig single_config = CascadeConfig();
+  single_config.cascade_ious = {0.5};
+  single_config.cascade_bbox_reg_weights = {{10, 10, 5, 5}};
+  MaskRcnn single(single_config);
+  {
+    torch::NoGradGuard no_grad;
+    auto from = three->named_parameters();
+    for (const auto& p : single->named_parameters())
+      p.value().copy_(from[p.key()]);
+  }
+  three->train();
+  single->train();
+  const std::vector<at::Tensor> proposals = {torch::tensor({{10.0f, 20.0f, 80.0f, 90.0f},
+                                                            {22.0f, 28.0f, 88.0f, 104.0f},
+                                                            {0.0f, 0.0f, 40.0f, 40.0f},
+                                                            {60.0f, 12.0f, 118.0f, 52.0f}})};
+  const std::vector<at::Tensor> labels = {torch::tensor({1, 1, 0, 3}, torch::kLong)};
+  const ImageTarget target = OneBox();
+  const std::vector<at::Tensor> matched = {
+      target.boxes.index_select(0, torch::tensor({0, 0, 0, 1}, torch::kLong))};
+  const std::vector<at::Tensor> valid = {torch::tensor({true, true, true, true})};
+  const CascadeRoiHeads::Stage0Samples samples{proposals, labels, matched, valid};
+  const at::Tensor features = torch::randn({4, 32, 7, 7});
+  auto stage0_gradient = [&](MaskRcnn& net) {
+    std::vector<at::Tensor> pooled;
+    const CascadeRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
+      REQUIRE(boxes.size() == 1);
+      REQUIRE(boxes[0].size(0) == 4);  // every stage scores every sampled row
+      pooled.push_back(features.clone().requires_grad_(true));
+      return pooled.back();
+    };
+    auto losses = CascadeRoiHeads::Losses(*net, pool, samples, {target}, {{128, 128}});
+    const at::Tensor loss = losses["loss_cls_stage0"] + losses["loss_box_reg_stage0"];
+    loss.backward();
+    return std::make_pair(loss.detach(), pooled.front().grad());
+  };
+  const auto [loss3, grad3] = stage0_gradient(three);
+  const auto [loss1, grad1] = stage0_gradient(single);
+  CHECK(loss3.item<float>() == loss1.item<float>());
+  REQUIRE(grad1.abs().sum().item<float>() > 0.0f);
+  CHECK(torch::allclose(grad3 * 3.0, grad1, 1e-5, 1e-7));
 }
