@@ -198,3 +198,54 @@ TEST_CASE("each cascade stage sends 1 / stages of its gradient into the pooled f
   REQUIRE(grad1.abs().sum().item<float>() > 0.0f);
   CHECK(torch::allclose(grad3 * 3.0, grad1, 1e-5, 1e-7));
 }
+
+TEST_CASE("later cascade stages re-match every box at their IoU and drop the empty ones",
+          "[cascade]") {
+  // Every predictor regresses nothing (zero deltas: each stage's boxes are its proposals,
+  // clipped) and scores background at logit 1, the classes at 0. The ground truth is one box;
+  // the proposals: one at IoU 55/85 = 0.647 (foreground at 0.5 and 0.6, background at 0.7),
+  // one far from it, and one outside the 128 x 128 image (empty once clipped: stages 1 and 2
+  // leave it out).
+  torch::manual_seed(3);
+  MaskRcnn net(CascadeConfig());
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : net->named_parameters()) {
+      const std::string& name = p.key();
+      if (name.find("bbox_pred") != std::string::npos ||
+          name.find("cls_score.weight") != std::string::npos)
+        p.value().zero_();
+      if (name.find("cls_score.bias") != std::string::npos)
+        p.value().copy_(torch::tensor({1.0f, 0.0f, 0.0f, 0.0f}));
+    }
+  }
+  net->train();
+  ImageTarget target;
+  target.boxes = torch::tensor({{20.0f, 30.0f, 90.0f, 100.0f}});
+  target.labels = torch::tensor({2}, torch::kLong);
+  const std::vector<at::Tensor> proposals = {torch::tensor({{35.0f, 30.0f, 105.0f, 100.0f},
+                                                            {0.0f, 0.0f, 30.0f, 30.0f},
+                                                            {130.0f, 10.0f, 150.0f, 40.0f}})};
+  const std::vector<at::Tensor> labels = {torch::tensor({2, 0, 0}, torch::kLong)};
+  const std::vector<at::Tensor> matched = {target.boxes.expand({3, 4}).contiguous()};
+  const std::vector<at::Tensor> valid = {torch::tensor({true, true, true})};
+  const CascadeRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
+    return torch::randn({boxes[0].size(0), 32, 7, 7});
+  };
+  auto losses = CascadeRoiHeads::Losses(*net, pool, {proposals, labels, matched, valid}, {target},
+                                        {{128, 128}});
+  const double foreground = std::log(std::exp(1.0) + 3.0);  // -log softmax of a class
+  const double background = foreground - 1.0;
+  CHECK(losses["loss_cls_stage0"].item<double>() ==
+        Approx((foreground + 2 * background) / 3).epsilon(1e-5));
+  CHECK(losses["loss_cls_stage1"].item<double>() ==
+        Approx((foreground + background) / 2).epsilon(1e-5));
+  CHECK(losses["loss_cls_stage2"].item<double>() == Approx(background).epsilon(1e-5));
+  // The positive's target: dx = wx * (55 - 70) / 70, the rest 0; smooth L1 with beta 1/9.
+  auto smooth_l1 = [](double x) { return std::abs(x) - 0.5 / 9.0; };
+  CHECK(losses["loss_box_reg_stage0"].item<double>() ==
+        Approx(smooth_l1(10.0 * 15.0 / 70.0) / 3).epsilon(1e-5));
+  CHECK(losses["loss_box_reg_stage1"].item<double>() ==
+        Approx(smooth_l1(20.0 * 15.0 / 70.0) / 2).epsilon(1e-5));
+  CHECK(losses["loss_box_reg_stage2"].item<double>() == 0.0);
+}
