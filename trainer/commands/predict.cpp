@@ -14,7 +14,7 @@
 
 #include "trainer/commands/command_registry.h"
 #include "trainer/data/image_decode.h"
-#include "trainer/data/mask_rle.h"
+#include "trainer/model/inference/coco_results.h"
 #include "trainer/model/inference/inference.h"
 
 namespace mrcnn::trainer {
@@ -123,30 +123,8 @@ int Run(const PredictArgs& args) {
         }
         image_id = it->second;
       }
-      for (const auto& d : out[k].detections) {
-        nlohmann::json r;
-        r["image_id"] = image_id;
-        r["category_id"] = d.category_id;
-        r["bbox"] = {d.box[0], d.box[1], d.box[2] - d.box[0], d.box[3] - d.box[1]};
-        r["score"] = d.score;
-        if (!d.mask_rle.counts.empty()) {
-          r["segmentation"] = {{"size", {out[k].height, out[k].width}},
-                               {"counts", data::RleCountsToString(d.mask_rle)}};
-        } else if (!d.mask.empty()) {
-          const data::Rle rle =
-              data::EncodeMaskRegion(d.mask.data(), d.mask_region, out[k].height, out[k].width);
-          r["segmentation"] = {{"size", {out[k].height, out[k].width}},
-                               {"counts", data::RleCountsToString(rle)}};
-        }
-        if (!d.keypoints.empty()) {
-          // COCO's keypoint results: x, y, score per keypoint, flat (Detectron2's writer).
-          nlohmann::json points = nlohmann::json::array();
-          for (const auto& p : d.keypoints)
-            points.insert(points.end(), {p[0], p[1], p[2]});
-          r["keypoints"] = std::move(points);
-        }
-        results.push_back(std::move(r));
-      }
+      for (const auto& d : out[k].detections)
+        results.push_back(model::CocoResult(d, image_id, out[k].height, out[k].width));
     }
     std::fprintf(stderr, "predict: %zu/%zu images\n", end, args.images.size());
   }
