@@ -334,8 +334,8 @@ WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelS
         "cls_score: background class moved from Detectron2's last row to our first");
   if (relaid.contains(ClassLayout::kBoxDeltas))
     out.notes.push_back(
-        "bbox_pred: background rows added in front (zeros), or class-agnostic rows repeated per "
-        "class");
+        "bbox_pred: background rows added in front (zeros), class-agnostic rows repeated per "
+        "class, or kept as they are for a class-agnostic model");
   if (relaid.contains(ClassLayout::kMaskLogits))
     out.notes.push_back(
         "mask predictor: background channel added in front (zeros), or a class-agnostic channel "
