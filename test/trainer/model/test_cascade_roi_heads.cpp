@@ -249,3 +249,35 @@ TEST_CASE("later cascade stages re-match every box at their IoU and drop the emp
         Approx(smooth_l1(20.0 * 15.0 / 70.0) / 2).epsilon(1e-5));
   CHECK(losses["loss_box_reg_stage2"].item<double>() == 0.0);
 }
+
+TEST_CASE("cascade heads take images without ground truth and without proposals", "[cascade]") {
+  torch::manual_seed(4);
+  MaskRcnn net(CascadeConfig());
+  net->train();
+  ImageTarget empty;
+  empty.boxes = torch::zeros({0, 4});
+  empty.labels = torch::zeros({0}, torch::kLong);
+  empty.masks = torch::zeros({0, 128, 128}, torch::kByte);
+  auto out = net->forward({torch::rand({3, 128, 128}), torch::rand({3, 128, 128})},
+                          std::vector<ImageTarget>{empty, OneBox()});
+  for (const auto& [name, loss] : out.losses) {
+    INFO(name);
+    CHECK(std::isfinite(loss.item<float>()));
+  }
+  CHECK(out.losses.contains("loss_box_reg_stage2"));
+
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const CascadeRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
+    int64_t rows = 0;
+    for (const auto& b : boxes)
+      rows += b.size(0);
+    return torch::zeros({rows, 32, 7, 7});
+  };
+  const auto detections = CascadeRoiHeads::Detect(
+      *net, pool, {torch::zeros({0, 4}), torch::tensor({{10.0f, 10.0f, 50.0f, 60.0f}})},
+      {{128, 128}, {128, 128}});
+  REQUIRE(detections.size() == 2);
+  CHECK(detections[0].boxes.size(0) == 0);
+  CHECK(detections[0].boxes.size(1) == 4);
+}
