@@ -72,3 +72,19 @@ def test_without_the_flag_the_dataset_is_unchanged(tmp_path):
     for image in sorted((tmp_path / "p" / "train").iterdir()):
         same = tmp_path / "k" / "train" / image.name
         assert hashlib.sha256(image.read_bytes()).digest() == hashlib.sha256(same.read_bytes()).digest()
+
+
+def test_keypoints_follow_the_seed(tmp_path):
+    """Deterministic like the rest of the dataset: the same seed gives the same keypoints
+    file byte for byte, another seed other keypoints."""
+    make(tmp_path / "a", "--keypoints")
+    make(tmp_path / "b", "--keypoints")
+    files = [tmp_path / run / "annotations" / "instances_train.json" for run in ("a", "b")]
+    assert files[0].read_bytes() == files[1].read_bytes()
+    other = tmp_path / "c"
+    done = subprocess.run([str(TRAINER), "make-shapes", "--output", str(other), "--train", "30", "--val", "5",
+                           "--size", "128", "--seed", "5", "--keypoints"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    points = [json.loads(f.read_text())["annotations"][0]["keypoints"]
+              for f in (files[0], other / "annotations" / "instances_train.json")]
+    assert points[0] != points[1]
