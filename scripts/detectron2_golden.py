@@ -22,7 +22,8 @@ Per variant directory (<output>/<variant>/):
   model_final.pkl   (some variants) {"model": {name: numpy array}, "__author__": "Detectron2 Model Zoo"}
   config.yaml       cfg.dump(): the full Detectron2 config, as a training job leaves it
   expected.json     {image file name: {height, width, boxes, scores, classes[, masks]}}
-  intermediates.json  per image: the first 50 RPN proposals and their objectness logits
+  intermediates.json  per image: the first 50 RPN proposals and their objectness logits ({} for
+                    RetinaNet, which has none)
   info.json         how the variant was made (config, overrides, seed, calibration, counts)
 Images are shared by all variants: <output>/images/*.png (RGB).
 
@@ -48,6 +49,7 @@ VARIANTS = {
     "mask_rcnn_R_101_C4": ("COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml", True),
     "keypoint_rcnn_R_50_FPN": ("COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", False),
     "cascade_mask_rcnn_R_50_FPN": ("Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", True),
+    "retinanet_R_50_FPN": ("COCO-Detection/retinanet_R_50_FPN_3x.yaml", False),
 }
 
 # The .pkl copy is the zoo's format; one variant carries it so the repository stays small
@@ -97,6 +99,9 @@ def narrow_overrides(variant):
     if "keypoint" in variant:
         # The zoo's eight 512-channel convs, at 32 channels (17 keypoints stay).
         overrides["MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS"] = (32,) * 8
+    if "retinanet" in variant:
+        # RetinaNet's head reads its own class count; its subnets are FPN.OUT_CHANNELS wide.
+        overrides["MODEL.RETINANET.NUM_CLASSES"] = NUM_CLASSES_SMALL
     if "DC5" in variant:
         # DC5's box head flattens 128 channels x 7 x 7 into fc1: at FC_DIM 64 that one layer
         # alone would be 1.6 MB.
@@ -251,12 +256,18 @@ def _linear_output(module, x):
 
 
 def _rescale_affine(module, x, target_mean, target_std):
-    """Makes each output channel of `module` on input `x` have the given mean and std, by
-    an exact affine change of its weight and bias (y' = a*(y - m) + t)."""
+    """Makes each output channel of `module` on input `x` (or on a list of inputs together,
+    e.g. a shared head's pyramid levels) have the given mean and std, by an exact affine
+    change of its weight and bias (y' = a*(y - m) + t)."""
     import torch
 
-    y = _linear_output(module, x)
-    dims = [d for d in range(y.dim()) if d != 1]
+    if isinstance(x, list):
+        outputs = [_linear_output(module, item) for item in x]
+        y = torch.cat([o.transpose(0, 1).reshape(o.shape[1], -1) for o in outputs], dim=1)
+        dims = [1]
+    else:
+        y = _linear_output(module, x)
+        dims = [d for d in range(y.dim()) if d != 1]
     mean = y.mean(dim=dims)
     std = y.std(dim=dims, unbiased=False).clamp(min=1e-6)
     target_mean = torch.as_tensor(target_mean, dtype=y.dtype).expand_as(mean)
@@ -281,6 +292,9 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
       weights with mean 0 / var 1 statistics blow activations up through 50+ layers until the
       RPN keeps no proposals), and a random affine (weight, bias) so a loader that ignored
       them would be caught;
+    - RetinaNet's head is calibrated on all pyramid levels together (retinanet_head_hook):
+      class logits std 2 (their common offset is tuned afterwards, tune_retinanet_logit_shift),
+      deltas std 0.2 (0.2 anchor widths at box weights 1);
     - every head layer (FPN, RPN, box head, mask head) gets per-channel output mean/std
       targets: RPN objectness logits std 2 (a spread of proposal scores), RPN deltas std 0.25,
       box classifier logits std 2.5 (4 for 80 classes; confident classes), box deltas std 1 (i.e. 0.1 box
@@ -318,7 +332,7 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
         channels = module.weight.shape[_output_channel_dim(module)]
         return torch.from_numpy(rng.normal(0.0, 0.3, channels).astype(np.float32)), 1.0
 
-    stage_predictors = model.roi_heads.box_predictor
+    stage_predictors = model.roi_heads.box_predictor if hasattr(model, "roi_heads") else None
     if isinstance(stage_predictors, nn.ModuleList):
         # Cascade R-CNN averages its stages' scores: independent random stages disagree on
         # every class and no detection scores above 1/3. Later stages start as perturbed
@@ -332,14 +346,32 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
                         noise = torch.randn(source.shape, generator=generator) * source.std().clamp(min=1e-6)
                         target.copy_(source + 0.3 * noise)
 
+    def retinanet_head_hook(module, inputs):
+        # RetinaNet's head is shared by P3-P7, whose statistics differ by orders of
+        # magnitude: each layer is calibrated on all levels at once (a per-layer hook would
+        # see P3 alone and leave P6/P7 saturated).
+        for subnet, last, target in ((module.cls_subnet, module.cls_score, (0.0, 2.0)),
+                                     (module.bbox_subnet, module.bbox_pred, (0.0, 0.2))):
+            levels = list(inputs[0])
+            for layer in list(subnet) + [last]:
+                if isinstance(layer, nn.Conv2d):
+                    _rescale_affine(layer, levels, *(target if layer is last else hidden_target(layer)))
+                levels = [layer(level) for level in levels]
+        calibrated.append("head")
+        handles_by_name.pop("head").remove()
+
     handles_by_name = {}
     for name, module in model.named_modules():
         hook = None
-        if isinstance(module, FrozenBatchNorm2d):
+        if name == "head" and cfg.MODEL.META_ARCHITECTURE == "RetinaNet":
+            hook = retinanet_head_hook
+        elif name.startswith("head.") and cfg.MODEL.META_ARCHITECTURE == "RetinaNet":
+            continue  # calibrated by retinanet_head_hook
+        elif isinstance(module, FrozenBatchNorm2d):
             hook = bn_hook(name)
         elif isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)) and getattr(module, "norm", None) is None:
             leaf = name.rsplit(".", 1)[-1]
-            if name.startswith("backbone.") and "fpn_" not in name:
+            if name.startswith("backbone.") and "fpn_" not in name and "top_block" not in name:
                 continue  # backbone convs are followed by a calibrated FrozenBN
             if leaf == "objectness_logits":
                 hook = affine_hook(name, 0.0, 2.0)
@@ -430,19 +462,20 @@ def _scores_and_boxes(predictor, item, shift):
     stages' scores averaged as CascadeROIHeads does, the last stage's boxes)."""
     import torch.nn.functional as F
 
-    first, second, third = item
-    if isinstance(first, list):  # cascade: (stage logits, boxes, image size)
+    # A cascade capture holds three items, a standard one two ([logits, deltas], proposals).
+    if len(item) == 3:  # cascade: (stage logits, boxes, image size)
+        first, second, third = item
         total = 0
         for logits in first:
             shifted = logits.clone()
             shifted[:, -1] += shift
             total = total + F.softmax(shifted, dim=-1)
         return total * (1.0 / len(first)), second.view(len(second), -1, 4), third
-    logits, deltas = first
+    (logits, deltas), proposals = item
     shifted = logits.clone()
     shifted[:, -1] += shift
-    boxes = predictor.predict_boxes((shifted, deltas), second)[0]
-    return F.softmax(shifted, dim=-1), boxes.view(len(boxes), -1, 4), second[0].image_size
+    boxes = predictor.predict_boxes((shifted, deltas), proposals)[0]
+    return F.softmax(shifted, dim=-1), boxes.view(len(boxes), -1, 4), proposals[0].image_size
 
 
 def _threshold_fragility(predictor, captured, shift):
@@ -541,6 +574,102 @@ def tune_background_logit(model, cfg, images, target):
     return shift, found, margin, near_pairs
 
 
+def capture_retinanet_predictions(model, cfg, images):
+    """RetinaNet's counterpart of capture_box_predictions: per image, the dense head's
+    outputs (class logits and deltas per level), the anchors and the image size, so the
+    detections for any common shift of the class logits follow from Detectron2's own
+    inference_single_image without re-running the network."""
+    import torch
+
+    captured, seen = [], {}
+    hooks = [model.head.register_forward_hook(lambda module, inputs, output: seen.update(head=output)),
+             model.anchor_generator.register_forward_hook(lambda module, inputs, output: seen.update(anchors=output))]
+    try:
+        with torch.no_grad():
+            for _, rgb in images:
+                model([model_inputs(rgb, cfg)])
+                logits, deltas = model._transpose_dense_predictions(list(seen["head"]), [model.num_classes, 4])
+                captured.append(([x[0].detach().clone() for x in logits], [x[0].detach().clone() for x in deltas],
+                                 seen["anchors"], tuple(rgb.shape[:2])))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+def _retinanet_fragility(model, captured, shift):
+    """_threshold_fragility for RetinaNet at a class-logit shift: the smallest distance of
+    any sigmoid score to SCORE_THRESH_TEST; the number of same-class pairs of candidate boxes
+    (above the threshold, within each level's TOPK_CANDIDATES_TEST) whose IoU is within 2e-5
+    of NMS_THRESH_TEST, or that overlap enough to suppress one another with scores within
+    2e-6; and, where a level has more candidates than TOPK_CANDIDATES_TEST, whether the scores
+    at the cut are within 2e-6 (which candidates survive would be float noise)."""
+    import torch
+    from torchvision.ops import box_iou
+
+    margin, fragile = float("inf"), 0
+    for logits, deltas, anchors, size in captured:
+        scores = [torch.sigmoid(x + shift) for x in logits]
+        margin = min(margin, min(float((x - model.test_score_thresh).abs().min()) for x in scores))
+        for level_scores in scores:
+            above = level_scores[level_scores > model.test_score_thresh]
+            if len(above) > model.test_topk_candidates:
+                ranked = above.sort(descending=True).values
+                cut = model.test_topk_candidates
+                fragile += int(float(ranked[cut - 1] - ranked[cut]) < 2e-6)
+        pred = model._decode_multi_level_predictions(anchors, scores, deltas, model.test_score_thresh,
+                                                     model.test_topk_candidates, size)
+        boxes, classes, cand_scores = pred.pred_boxes.tensor, pred.pred_classes, pred.scores
+        for k in classes.unique().tolist():
+            same = classes == k
+            iou = box_iou(boxes[same], boxes[same])
+            near = (iou - model.test_nms_thresh).abs() < 2e-5
+            close = (cand_scores[same][:, None] - cand_scores[same][None, :]).abs() < 2e-6
+            overlapping = iou > model.test_nms_thresh - 2e-5
+            fragile += int(near.triu(diagonal=1).sum()) + int((close & overlapping).triu(diagonal=1).sum())
+    return margin, fragile
+
+
+def tune_retinanet_logit_shift(model, cfg, images, target):
+    """tune_background_logit for RetinaNet: one shift added to every class logit's bias (the
+    sigmoid scores rise with it), chosen as there among the shifts giving 0.7-1.4 times
+    `target` detections on average and 10-60 on every image. Same return value."""
+    import torch
+
+    captured = capture_retinanet_predictions(model, cfg, images)
+
+    def counts(shift):
+        with torch.no_grad():
+            return [len(model.inference_single_image(anchors, [torch.sigmoid(x + shift) for x in logits], deltas, size))
+                    for logits, deltas, anchors, size in captured]
+
+    low, high = -30.0, 30.0
+    for _ in range(40):
+        middle = (low + high) / 2
+        if np.mean(counts(middle)) < target:
+            low = middle
+        else:
+            high = middle
+    best = None
+    for shift in (low + high) / 2 + np.linspace(-1.0, 1.0, 41):
+        found = counts(shift)
+        if not (0.7 * target <= np.mean(found) <= 1.4 * target and min(found) >= 10 and max(found) <= 60):
+            continue
+        with torch.no_grad():
+            margin, fragile = _retinanet_fragility(model, captured, float(shift))
+        key = (-fragile, margin)
+        if best is None or key > best[0]:
+            best = (key, float(shift), found, margin, fragile)
+    if best is None:
+        tried = {round(float(x), 2): counts(x) for x in (low + high) / 2 + np.linspace(-1.0, 1.0, 7)}
+        print(f"no class-logit shift gives 10-60 detections on every image: {tried}", flush=True)
+        return None
+    _, shift, found, margin, fragile = best
+    with torch.no_grad():
+        model.head.cls_score.bias += shift
+    return shift, found, margin, fragile
+
+
 # ------------------------------------------------------------------------ checkpoints
 
 
@@ -599,8 +728,10 @@ def run_default_predictor(cfg, weights, images, keep_proposals=0, require_identi
     cfg.MODEL.WEIGHTS = weights
     predictor = DefaultPredictor(cfg)
     proposals_seen = []
-    hook = predictor.model.proposal_generator.register_forward_hook(
-        lambda module, inputs, output: proposals_seen.append(output[0][0]))
+    # One-stage models (RetinaNet) have no proposals to record.
+    generator = getattr(predictor.model, "proposal_generator", None)
+    hook = generator.register_forward_hook(
+        lambda module, inputs, output: proposals_seen.append(output[0][0])) if generator is not None else None
     results, proposals = {}, {}
     try:
         for name, rgb in images:
@@ -612,7 +743,7 @@ def run_default_predictor(cfg, weights, images, keep_proposals=0, require_identi
                                    f"sizes must have short side {cfg.INPUT.MIN_SIZE_TEST}")
             instances = predictor(bgr)["instances"].to("cpu")
             results[name] = instances_to_json(instances, rgb.shape[0], rgb.shape[1])
-            if keep_proposals:
+            if keep_proposals and hook is not None:
                 found = proposals_seen[-1]
                 proposals[name] = {
                     "num_proposals": len(found),
@@ -620,7 +751,8 @@ def run_default_predictor(cfg, weights, images, keep_proposals=0, require_identi
                     "objectness_logits": found.objectness_logits[:keep_proposals].tolist(),
                 }
     finally:
-        hook.remove()
+        if hook is not None:
+            hook.remove()
     return results, proposals
 
 
@@ -710,10 +842,14 @@ def make_variant(args, variant, images, image_dir_rel):
         # are calibrated on all images in one batch (padded to a common size, as Detectron2
         # batches them). --calibration-images N overrides (the full-size R50-FPN data was made
         # with 1, before this default, and is kept as it was).
-        count = args.calibration_images or (len(images) if args.full_size else 1)
+        # RetinaNet's dense head, calibrated on one image, gave the others 0-5 detections at any
+        # class-logit shift for seeds 1-5: it too is calibrated on all images.
+        all_images = args.full_size or cfg.MODEL.META_ARCHITECTURE == "RetinaNet"
+        count = args.calibration_images or (len(images) if all_images else 1)
         calibration_images = [rgb for _, rgb in images[:count]]
         calibrated = calibrate(model, cfg, calibration_images, seed, has_mask)
-        tuned = tune_background_logit(model, cfg, images, TARGET_DETECTIONS_PER_IMAGE)
+        tune = tune_retinanet_logit_shift if cfg.MODEL.META_ARCHITECTURE == "RetinaNet" else tune_background_logit
+        tuned = tune(model, cfg, images, TARGET_DETECTIONS_PER_IMAGE)
         if tuned is None:
             print(f"[{variant}] seed {seed}: rejected", flush=True)
             continue
@@ -759,7 +895,8 @@ def make_variant(args, variant, images, image_dir_rel):
         "seed": seed,
         "calibration_images": len(calibration_images),
         "image_seed": args.image_seed,
-        "num_classes": cfg.MODEL.ROI_HEADS.NUM_CLASSES,
+        "num_classes": (cfg.MODEL.RETINANET.NUM_CLASSES if cfg.MODEL.META_ARCHITECTURE == "RetinaNet"
+                        else cfg.MODEL.ROI_HEADS.NUM_CLASSES),
         "mask_on": bool(cfg.MODEL.MASK_ON),
         "input_format": cfg.INPUT.FORMAT,
         "parameters": parameters,
