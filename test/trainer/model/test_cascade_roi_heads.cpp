@@ -281,3 +281,41 @@ TEST_CASE("cascade heads take images without ground truth and without proposals"
   CHECK(detections[0].boxes.size(0) == 0);
   CHECK(detections[0].boxes.size(1) == 4);
 }
+
+TEST_CASE("a standard head with class-agnostic regression trains as one whose classes share a box",
+          "[cascade]") {
+  // MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG on StandardROIHeads: the one box per RoI is what a
+  // class-specific predictor gives when every class's rows are that box's.
+  ModelConfig agnostic_config = CascadeConfig();
+  agnostic_config.roi_heads_name = "StandardROIHeads";
+  ModelConfig specific_config = agnostic_config;
+  specific_config.cls_agnostic_bbox_reg = false;
+  torch::manual_seed(5);
+  MaskRcnn agnostic(agnostic_config);
+  MaskRcnn specific(specific_config);
+  {
+    torch::NoGradGuard no_grad;
+    auto from = agnostic->named_parameters();
+    for (const auto& p : specific->named_parameters()) {
+      const at::Tensor& source = from[p.key()];
+      std::vector<int64_t> repeats(static_cast<size_t>(source.dim()), 1);
+      repeats[0] = p.value().size(0) / source.size(0);  // 4 classes' rows of the one box
+      p.value().copy_(source.repeat(repeats));
+    }
+  }
+  const at::Tensor image = torch::rand({3, 128, 128});
+  std::map<std::string, at::Tensor> losses[2];
+  int i = 0;
+  for (MaskRcnn* net : {&agnostic, &specific}) {
+    (*net)->train();
+    torch::manual_seed(6);  // the same samples for both
+    losses[i++] = (*net)->forward({image}, std::vector<ImageTarget>{OneBox()}).losses;
+  }
+  CHECK(agnostic->named_parameters()["roi_heads.box_predictor.bbox_pred.weight"].size(0) == 4);
+  CHECK(specific->named_parameters()["roi_heads.box_predictor.bbox_pred.weight"].size(0) == 16);
+  for (const char* name : {"loss_classifier", "loss_box_reg"}) {
+    INFO(name);
+    CHECK(losses[0][name].item<float>() == Approx(losses[1][name].item<float>()).epsilon(1e-5));
+  }
+  CHECK(losses[0]["loss_box_reg"].item<float>() > 0.0f);
+}
