@@ -290,6 +290,7 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
     int64_t max_iter = 90000;
     std::string box_loss = "smooth_l1";
     bool keypoint = false;
+    std::string meta_architecture = "GeneralizedRCNN";
   };
   const std::vector<Expected> expected = {
       {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"},
@@ -350,6 +351,21 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
        .depth = 101,
        .mask = false,
        .max_iter = 270000},
+      {.name = "COCO-Detection/retinanet_R_50_FPN_1x.yaml",
+       .backbone = "build_retinanet_resnet_fpn_backbone",
+       .mask = false,
+       .meta_architecture = "RetinaNet"},
+      {.name = "COCO-Detection/retinanet_R_50_FPN_3x.yaml",
+       .backbone = "build_retinanet_resnet_fpn_backbone",
+       .mask = false,
+       .max_iter = 270000,
+       .meta_architecture = "RetinaNet"},
+      {.name = "COCO-Detection/retinanet_R_101_FPN_3x.yaml",
+       .backbone = "build_retinanet_resnet_fpn_backbone",
+       .depth = 101,
+       .mask = false,
+       .max_iter = 270000,
+       .meta_architecture = "RetinaNet"},
       {.name = "COCO-Keypoints/keypoint_rcnn_R_50_FPN_1x.yaml", .mask = false, .keypoint = true},
       {.name = "COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml",
        .mask = false,
@@ -380,12 +396,22 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetInt("MODEL.RESNETS.DEPTH") == e.depth);
       CHECK(job.config.GetBool("MODEL.MASK_ON") == e.mask);
       CHECK(job.config.GetBool("MODEL.KEYPOINT_ON") == e.keypoint);
-      CHECK(job.config.GetInt("MODEL.ROI_HEADS.NUM_CLASSES") == (e.keypoint ? 1 : 80));
+      const bool retinanet = e.meta_architecture == "RetinaNet";
+      CHECK(job.config.GetString("MODEL.META_ARCHITECTURE") == e.meta_architecture);
+      // RetinaNet: its own class count, the FPN over res3-res5, three sizes per level.
+      CHECK(job.config.GetInt(retinanet ? "MODEL.RETINANET.NUM_CLASSES" : "MODEL.ROI_HEADS.NUM_CLASSES") ==
+            (e.keypoint ? 1 : 80));
+      if (retinanet) {
+        CHECK(job.config.GetStringList("MODEL.FPN.IN_FEATURES") == StringList{"res3", "res4", "res5"});
+        CHECK(job.config.GetStringList("MODEL.RESNETS.OUT_FEATURES") == StringList{"res3", "res4", "res5"});
+        CHECK(job.config.GetFloat("MODEL.RETINANET.SMOOTH_L1_LOSS_BETA") == 0.0);
+        CHECK(job.config.GetFloatList("MODEL.RETINANET.IOU_THRESHOLDS") == std::vector<double>{0.4, 0.5});
+      }
       CHECK(job.config.GetString("MODEL.ROI_HEADS.NAME") == e.roi_heads);
       CHECK(job.config.GetString("INPUT.FORMAT") == "BGR");
       CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
       CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == 16);
-      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == 0.02);
+      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == (retinanet ? 0.01 : 0.02));
       CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.config.GetString("MODEL.RPN.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.weights == t.root / "ml/input/data/weights/R-50.pkl");
@@ -428,7 +454,7 @@ TEST_CASE("model-zoo names we cannot honour are refused with the reason and the 
       {"Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", "deformable convolutions"},
       {"Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", "shipped Misc/ names are the Cascade"},
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
-      {"COCO-Detection/retinanet_R_50_FPN_1x.yaml", "RetinaNet"},
+      {"COCO-Detection/retinanet_R_50_FPN_1x.py", "LazyConfig"},
       {"COCO-Detection/rpn_R_50_FPN_1x.yaml", "proposal-only"},
       {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},

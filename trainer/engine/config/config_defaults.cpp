@@ -88,6 +88,25 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_KEYPOINT_HEAD.MIN_KEYPOINTS_PER_IMAGE"] = int64_t{1};
   v["MODEL.ROI_KEYPOINT_HEAD.NORMALIZE_LOSS_BY_VISIBLE_KEYPOINTS"] = true;
   v["MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT"] = 1.0;
+  // RetinaNet (MODEL.META_ARCHITECTURE RetinaNet with MODEL.BACKBONE.NAME
+  // build_retinanet_resnet_fpn_backbone; Detectron2's defaults, trainer/model/config.h).
+  v["MODEL.META_ARCHITECTURE"] = S("GeneralizedRCNN");  // or RetinaNet
+  v["MODEL.FPN.IN_FEATURES"] = StringList{"res2", "res3", "res4", "res5"};  // RetinaNet: res3-res5
+  v["MODEL.RETINANET.NUM_CLASSES"] = int64_t{80};
+  v["MODEL.RETINANET.IN_FEATURES"] = StringList{"p3", "p4", "p5", "p6", "p7"};
+  v["MODEL.RETINANET.NUM_CONVS"] = int64_t{4};
+  v["MODEL.RETINANET.IOU_THRESHOLDS"] = FloatList{0.4, 0.5};
+  v["MODEL.RETINANET.IOU_LABELS"] = IntList{0, -1, 1};
+  v["MODEL.RETINANET.PRIOR_PROB"] = 0.01;
+  v["MODEL.RETINANET.SCORE_THRESH_TEST"] = 0.05;
+  v["MODEL.RETINANET.TOPK_CANDIDATES_TEST"] = int64_t{1000};
+  v["MODEL.RETINANET.NMS_THRESH_TEST"] = 0.5;
+  v["MODEL.RETINANET.BBOX_REG_WEIGHTS"] = FloatList{1.0, 1.0, 1.0, 1.0};
+  v["MODEL.RETINANET.FOCAL_LOSS_GAMMA"] = 2.0;
+  v["MODEL.RETINANET.FOCAL_LOSS_ALPHA"] = 0.25;
+  v["MODEL.RETINANET.SMOOTH_L1_LOSS_BETA"] = 0.1;
+  v["MODEL.RETINANET.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");
+  v["MODEL.RETINANET.NORM"] = S("");
   v["MODEL.ROI_MASK_HEAD.NAME"] = S("four_conv");
   v["MODEL.ROI_MASK_HEAD.CONV_DIM"] = int64_t{256};
   v["MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION"] = int64_t{14};

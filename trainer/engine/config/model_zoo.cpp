@@ -47,6 +47,9 @@ constexpr std::string_view kShipped[] = {
     "COCO-Detection/faster_rcnn_R_50_DC5_1x.yaml",
     "COCO-Detection/faster_rcnn_R_50_DC5_3x.yaml",
     "COCO-Detection/faster_rcnn_R_101_DC5_3x.yaml",
+    "COCO-Detection/retinanet_R_50_FPN_1x.yaml",
+    "COCO-Detection/retinanet_R_50_FPN_3x.yaml",
+    "COCO-Detection/retinanet_R_101_FPN_3x.yaml",
     "COCO-Keypoints/keypoint_rcnn_R_50_FPN_1x.yaml",
     "COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml",
     "COCO-Keypoints/keypoint_rcnn_R_101_FPN_3x.yaml",
@@ -61,8 +64,6 @@ bool Contains(std::string_view s, std::string_view part) {
 
 // Why a model-zoo config is out of reach, most specific reason first.
 std::string WhyUnsupported(std::string_view name) {
-  if (Contains(name, "retinanet"))
-    return "RetinaNet is not implemented yet";
   if (name.starts_with("Misc/") && !name.ends_with(".py")) {
     // Of Misc/, only the R-50-FPN Cascade Mask R-CNN (1x, 3x) is shipped.
     if (Contains(name, "panoptic") || Contains(name, "semantic"))

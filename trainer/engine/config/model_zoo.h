@@ -19,7 +19,7 @@ const std::vector<std::string>& SupportedModelZooNames();
 // honour; nullopt when `name` is not a Detectron2 model-zoo name at all (then it is an
 // ordinary file name). An optional "detectron2://" or "configs/" prefix is ignored. Throws
 // common::ConfigError for hyperparameters.json's "config-file" when `name` is a model-zoo
-// name we cannot honour (keypoint, RetinaNet, Cascade, panoptic, LVIS, Cityscapes, Pascal
+// name we cannot honour (other Misc/ heads, panoptic, LVIS, Cityscapes, Pascal
 // VOC, RPN-only models, RegNets, GN variants), saying why and listing the supported names.
 std::optional<std::string> ModelZooConfig(std::string_view name);
 
