@@ -2,7 +2,9 @@
 (test/data/detectron2/keypoint_rcnn_R_50_FPN, written by Detectron2 itself) served by
 `server --predictor model` answers every detection's "keypoints" ([x, y, score] per keypoint,
 docs/contract.md) equal to what `trainer predict` writes for the same images, and a box-only
-model answers neither keypoints nor masks."""
+model answers neither keypoints nor masks. A JSON Lines body (batch transform) answers each
+record's keypoints as the single image's answer has them."""
+import base64
 import json
 import os
 import pathlib
@@ -27,7 +29,9 @@ def ping(url):
         return False
 
 
-def served(model_dir: pathlib.Path, workdir: pathlib.Path):
+def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None):
+    """Each image's detections answered to a request of its own; with `records` (a list), also
+    each image's answer line to one JSON Lines request of all of them, appended to it."""
     port_file = workdir / f"port-{model_dir.name}"
     server = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
                                "--port-file", str(port_file), "--model-dir", str(model_dir), "--predictor", "model",
@@ -48,6 +52,13 @@ def served(model_dir: pathlib.Path, workdir: pathlib.Path):
                                              headers={"Content-Type": "image/png"})
             with urllib.request.urlopen(request, timeout=300) as reply:
                 answers.append(json.loads(reply.read())["detections"])
+        if records is not None:
+            body = "\n".join(json.dumps({"image": base64.b64encode(path.read_bytes()).decode(), "id": path.name})
+                             for path in IMAGES)
+            request = urllib.request.Request(url + "/invocations", data=body.encode(),
+                                             headers={"Content-Type": "application/jsonlines"})
+            with urllib.request.urlopen(request, timeout=300) as reply:
+                records.extend(json.loads(line) for line in reply.read().decode().split("\n"))
         return answers
     finally:
         server.send_signal(signal.SIGTERM)
@@ -65,7 +76,10 @@ def predicted(model_dir: pathlib.Path, workdir: pathlib.Path):
 
 def test_a_keypoint_model_answers_the_keypoints_trainer_predict_writes(tmp_path):
     model = GOLDEN / "keypoint_rcnn_R_50_FPN"
-    got_images, want_images = served(model, tmp_path), predicted(model, tmp_path)
+    records = []
+    got_images, want_images = served(model, tmp_path, records), predicted(model, tmp_path)
+    assert [r["id"] for r in records] == [path.name for path in IMAGES]
+    assert [r["detections"] for r in records] == got_images  # batch transform: the same answers
     for got_image, want_image in zip(got_images, want_images):
         assert len(got_image) == len(want_image) > 0
         for got, want in zip(got_image, want_image):
