@@ -68,8 +68,15 @@ std::string Flow(const std::vector<T>& values) {
 // Detectron2 config dump that are not read here are listed in trainer/model/README.md.
 void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   c.convention = "detectron2";
-  c.neck = c.backbone == "build_resnet_fpn_backbone" ? "fpn" : "none";
+  const bool retinanet_backbone = c.backbone == "build_retinanet_resnet_fpn_backbone";
+  c.neck = c.backbone == "build_resnet_fpn_backbone" || retinanet_backbone ? "fpn" : "none";
   c.backbone = "detectron2_resnet";
+  if (retinanet_backbone) {
+    // LastLevelP6P7 on res5 over an FPN of MODEL.FPN.IN_FEATURES (res3-res5).
+    c.fpn_top_block = "p6p7";
+    c.resnet_out_features = {"res3", "res4", "res5"};
+    c.fpn_in_features = c.resnet_out_features;
+  }
   Read(root, "MODEL.RESNETS.DEPTH", source, c.resnet_depth);
   Read(root, "MODEL.RESNETS.NUM_GROUPS", source, c.resnet_num_groups);
   Read(root, "MODEL.RESNETS.WIDTH_PER_GROUP", source, c.resnet_width_per_group);
@@ -78,6 +85,11 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
   Read(root, "MODEL.RESNETS.STEM_OUT_CHANNELS", source, c.resnet_stem_out_channels);
   Read(root, "MODEL.RESNETS.RES2_OUT_CHANNELS", source, c.resnet_res2_out_channels);
   Read(root, "MODEL.RESNETS.OUT_FEATURES", source, c.resnet_out_features);
+  if (retinanet_backbone) {
+    Read(root, "MODEL.FPN.IN_FEATURES", source, c.fpn_in_features);
+    Require(c.fpn_in_features == c.resnet_out_features, source, "MODEL.FPN.IN_FEATURES",
+            "must equal MODEL.RESNETS.OUT_FEATURES (the FPN reads every stage the body returns)");
+  }
   Read(root, "MODEL.RESNETS.NORM", source, c.norm);
   // FREEZE_AT 2 (stem and res2 frozen) is torchvision's 3 trainable layers.
   if (!Lookup(root, "MODEL.BACKBONE.TRAINABLE_LAYERS").IsDefined()) {
@@ -103,6 +115,15 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
   // a C4 or DC5 input would change the features near its right and bottom edges.
   c.size_divisibility = c.neck == "fpn" ? 32 : 1;
   if (c.rpn_head == "StandardRPNHead") c.rpn_head = "standard";
+  if (c.retinanet()) {
+    // No RPN and no ROI heads: Detectron2's dump still carries their defaults
+    // (ROI_HEADS.NAME Res5ROIHeads among them), which do not apply.
+    c.roi_heads_name = "StandardROIHeads";
+    c.box_head = "two_mlp";
+    c.mask_head = "four_conv";
+    c.mask_on = false;
+    return;
+  }
   if (c.roi_heads_name == "Res5ROIHeads") {
     c.box_head = "res5";
     c.mask_head = "res5";
@@ -129,6 +150,14 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
 }  // namespace
 
 std::vector<int64_t> ModelConfig::FeatureStrides() const {
+  if (neck == "fpn" && fpn_top_block == "p6p7") {
+    // The body's stages from the first FPN input, then P6 and P7.
+    std::vector<int64_t> strides;
+    for (const std::string& stage : fpn_in_features) strides.push_back(int64_t{1} << (stage.back() - '0'));
+    strides.push_back(strides.back() * 2);
+    strides.push_back(strides.back() * 2);
+    return strides;
+  }
   if (neck == "fpn") return {4, 8, 16, 32, 64};
   // C4: res4 (stride 16); DC5: res5 dilated instead of strided (16).
   const std::string& last = resnet_out_features.back();
@@ -174,6 +203,34 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", source, c.rpn_bbox_reg_loss_weight);
   Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
   Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
+  Read(root, "MODEL.META_ARCHITECTURE", source, c.meta_architecture);
+  if (c.retinanet()) {
+    // A one-stage detector: its classes, thresholds and test limits are its own keys.
+    Read(root, "MODEL.RETINANET.NUM_CLASSES", source, c.num_classes);
+    Read(root, "MODEL.RETINANET.NUM_CONVS", source, c.retinanet_num_convs);
+    ReadArray(root, "MODEL.RETINANET.IOU_THRESHOLDS", source, c.retinanet_iou_thresholds);
+    std::vector<int> labels;
+    Read(root, "MODEL.RETINANET.IOU_LABELS", source, labels);
+    Require(labels.empty() || labels == std::vector<int>{0, -1, 1}, source, "MODEL.RETINANET.IOU_LABELS",
+            "must be [0, -1, 1] (background, ignored, foreground: the zoo's)");
+    Read(root, "MODEL.RETINANET.PRIOR_PROB", source, c.retinanet_prior_prob);
+    Read(root, "MODEL.RETINANET.SCORE_THRESH_TEST", source, c.retinanet_score_thresh_test);
+    Read(root, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", source, c.retinanet_topk_candidates_test);
+    Read(root, "MODEL.RETINANET.NMS_THRESH_TEST", source, c.retinanet_nms_thresh_test);
+    ReadArray(root, "MODEL.RETINANET.BBOX_REG_WEIGHTS", source, c.retinanet_bbox_reg_weights);
+    Read(root, "MODEL.RETINANET.FOCAL_LOSS_GAMMA", source, c.retinanet_focal_loss_gamma);
+    Read(root, "MODEL.RETINANET.FOCAL_LOSS_ALPHA", source, c.retinanet_focal_loss_alpha);
+    Read(root, "MODEL.RETINANET.SMOOTH_L1_LOSS_BETA", source, c.retinanet_smooth_l1_beta);
+    Read(root, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE", source, c.retinanet_bbox_reg_loss_type);
+    std::string norm;
+    Read(root, "MODEL.RETINANET.NORM", source, norm);
+    Require(norm.empty(), source, "MODEL.RETINANET.NORM",
+            "must be \"\" (the zoo's head has no norm; BN/GN heads are not implemented), got \"" + norm + "\"");
+    std::vector<std::string> in_features;
+    Read(root, "MODEL.RETINANET.IN_FEATURES", source, in_features);
+    Require(in_features.empty() || in_features == std::vector<std::string>{"p3", "p4", "p5", "p6", "p7"}, source,
+            "MODEL.RETINANET.IN_FEATURES", "must be [p3, p4, p5, p6, p7] (every FPN level, the zoo's)");
+  }
   Read(root, "MODEL.ROI_HEADS.SCORE_THRESH_TEST", source, c.box_score_thresh);
   Read(root, "MODEL.ROI_HEADS.NMS_THRESH_TEST", source, c.box_nms_thresh);
   Read(root, "TEST.DETECTIONS_PER_IMAGE", source, c.detections_per_image);
@@ -250,7 +307,8 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "INPUT.SIZE_DIVISIBILITY", source, c.size_divisibility);
   // Our own model dirs write the convention's backbone name back (ToYaml), so both a
   // Detectron2 config and its round trip through ToYaml land here.
-  if (c.backbone == "build_resnet_fpn_backbone" || c.backbone == "build_resnet_backbone") {
+  if (c.backbone == "build_resnet_fpn_backbone" || c.backbone == "build_resnet_backbone" ||
+      c.backbone == "build_retinanet_resnet_fpn_backbone") {
     ReadDetectron2(root, source, c);
   } else if (c.backbone == "detectron2_resnet") {
     throw std::runtime_error(source + ": key MODEL.BACKBONE.NAME: detectron2_resnet is internal; write "
@@ -336,6 +394,27 @@ void ModelConfig::Validate(const std::string& source) const {
     Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.KEYPOINT_ON",
             "needs StandardROIHeads (an FPN model): the zoo has no C4 keypoint model");
   }
+  Require(meta_architecture == "GeneralizedRCNN" || meta_architecture == "RetinaNet", source,
+          "MODEL.META_ARCHITECTURE",
+          "must be GeneralizedRCNN (the R-CNNs) or RetinaNet, got \"" + meta_architecture + "\"");
+  Require(fpn_top_block == "maxpool" || fpn_top_block == "p6p7", source, "MODEL.BACKBONE.NAME",
+          "FPN top block must be maxpool or p6p7");
+  if (retinanet()) {
+    Require(detectron2() && fpn_top_block == "p6p7", source, "MODEL.BACKBONE.NAME",
+            "must be build_retinanet_resnet_fpn_backbone with META_ARCHITECTURE RetinaNet");
+    Require(!mask_on && !keypoint_on, source, "MODEL.MASK_ON",
+            "must be false with RetinaNet (box-only), and so must MODEL.KEYPOINT_ON");
+    Require(retinanet_iou_thresholds[0] <= retinanet_iou_thresholds[1], source, "MODEL.RETINANET.IOU_THRESHOLDS",
+            "needs [background below, foreground at or above], the first <= the second");
+    Require(retinanet_prior_prob > 0 && retinanet_prior_prob < 1, source, "MODEL.RETINANET.PRIOR_PROB",
+            "must be in (0, 1)");
+    Require(retinanet_num_convs >= 0, source, "MODEL.RETINANET.NUM_CONVS", "must be >= 0");
+    Require(retinanet_topk_candidates_test >= 1, source, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", "must be >= 1");
+    Require(retinanet_bbox_reg_loss_type == "smooth_l1", source, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE",
+            "must be smooth_l1 (the zoo's; giou/diou/ciou are not implemented for RetinaNet)");
+    Require(anchor_sizes.size() == 5, source, "MODEL.ANCHOR_GENERATOR.SIZES",
+            "needs one entry per level P3-P7 (5) for RetinaNet");
+  }
   if (!detectron2()) {
     Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
             "Res5ROIHeads needs MODEL.BACKBONE.NAME build_resnet_backbone (Detectron2's C4 layout)");
@@ -349,7 +428,11 @@ void ModelConfig::Validate(const std::string& source) const {
   Require(resnet_res5_dilation == 1 || resnet_res5_dilation == 2, source, "MODEL.RESNETS.RES5_DILATION",
           "must be 1 or 2");
   static const std::vector<std::string> kStages = {"res2", "res3", "res4", "res5"};
-  if (neck == "fpn") {
+  if (neck == "fpn" && fpn_top_block == "p6p7") {
+    Require(resnet_out_features == std::vector<std::string>{"res3", "res4", "res5"}, source,
+            "MODEL.RESNETS.OUT_FEATURES", "must be [res3, res4, res5] with build_retinanet_resnet_fpn_backbone");
+    Require(resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
+  } else if (neck == "fpn") {
     Require(resnet_out_features == kStages, source, "MODEL.RESNETS.OUT_FEATURES",
             "must be [res2, res3, res4, res5] with build_resnet_fpn_backbone");
     Require(resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
@@ -380,7 +463,10 @@ std::string ModelConfig::ToYaml() const {
   };
   auto arr = [](const auto& a) { return Flow(std::vector<double>(a.begin(), a.end())); };
   const std::string backbone_name =
-      detectron2() ? (neck == "fpn" ? "build_resnet_fpn_backbone" : "build_resnet_backbone") : backbone;
+      !detectron2()                ? backbone
+      : fpn_top_block == "p6p7"    ? "build_retinanet_resnet_fpn_backbone"
+      : neck == "fpn"              ? "build_resnet_fpn_backbone"
+                                   : "build_resnet_backbone";
   auto strings = [](const std::vector<std::string>& v) {
     std::string text = "[";
     for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
@@ -388,6 +474,15 @@ std::string ModelConfig::ToYaml() const {
   };
   auto pooler = [](bool aligned) { return aligned ? "ROIAlignV2" : "ROIAlign"; };
   o << "MODEL:\n"
+    << "  META_ARCHITECTURE: " << meta_architecture << "\n"
+    << "  RETINANET: {NUM_CLASSES: " << num_classes << ", NUM_CONVS: " << retinanet_num_convs
+    << ", IOU_THRESHOLDS: " << arr(retinanet_iou_thresholds) << ", PRIOR_PROB: " << retinanet_prior_prob
+    << ", SCORE_THRESH_TEST: " << retinanet_score_thresh_test
+    << ", TOPK_CANDIDATES_TEST: " << retinanet_topk_candidates_test
+    << ", NMS_THRESH_TEST: " << retinanet_nms_thresh_test << ", BBOX_REG_WEIGHTS: " << arr(retinanet_bbox_reg_weights)
+    << ", FOCAL_LOSS_GAMMA: " << retinanet_focal_loss_gamma << ", FOCAL_LOSS_ALPHA: " << retinanet_focal_loss_alpha
+    << ", SMOOTH_L1_LOSS_BETA: " << retinanet_smooth_l1_beta
+    << ", BBOX_REG_LOSS_TYPE: " << retinanet_bbox_reg_loss_type << "}\n"
     << "  RESNETS: {DEPTH: " << resnet_depth << ", NUM_GROUPS: " << resnet_num_groups
     << ", WIDTH_PER_GROUP: " << resnet_width_per_group << ", STRIDE_IN_1X1: " << (resnet_stride_in_1x1 ? "true" : "false")
     << ", RES5_DILATION: " << resnet_res5_dilation << ", STEM_OUT_CHANNELS: " << resnet_stem_out_channels
@@ -397,7 +492,7 @@ std::string ModelConfig::ToYaml() const {
     << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
-    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << "}\n"
+    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << strings(fpn_in_features) << "}\n"
     << "  ANCHOR_GENERATOR: {SIZES: " << nested(anchor_sizes) << ", ASPECT_RATIOS: " << nested(anchor_aspect_ratios)
     << ", OFFSET: " << anchor_offset << "}\n"
     << "  RPN: {HEAD_NAME: " << rpn_head << ", PRE_NMS_TOPK_TRAIN: " << rpn_pre_nms_top_n_train

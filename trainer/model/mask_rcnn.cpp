@@ -18,6 +18,10 @@ namespace mrcnn::model {
 // roi_heads/keypoint_head.cpp: roi_heads.keypoint_head and roi_heads.keypoint_predictor.
 std::shared_ptr<KeypointHead> RegisterKeypointHead(torch::nn::Module& roi_heads,
                                                    const ModelConfig& config);
+// retinanet/: the dense head (module "head") and its outputs on a FeatureStageOutput.
+std::shared_ptr<RetinaNetHead> RegisterRetinaNetHead(torch::nn::Module& model,
+                                                     const ModelConfig& config);
+void RetinaNetHeadOutputs(MaskRcnnImpl& net, FeatureStageOutput& stage);
 
 MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
   config_.Validate("model config");
@@ -31,6 +35,13 @@ MaskRcnnImpl::MaskRcnnImpl(const ModelConfig& config) : config_(config) {
   body_ = backbone->register_module("body", BackboneRegistry().Create(config_.backbone, config_));
   neck_ = backbone->register_module("fpn", NeckRegistry().Create(config_.neck, config_));
   FreezeBackboneLayers(*body_, config_.trainable_layers);
+  if (config_.retinanet()) {
+    // One stage: the dense head in place of the RPN, no ROI heads.
+    settings_.score_thresh = config_.retinanet_score_thresh_test;
+    settings_.masks = false;
+    retinanet_head_ = RegisterRetinaNetHead(*this, config_);
+    return;
+  }
 
   auto rpn = register_module("rpn", std::make_shared<torch::nn::Module>("Rpn"));
   rpn_head_ = rpn->register_module("head", RpnHeadRegistry().Create(config_.rpn_head, config_));
@@ -175,15 +186,21 @@ std::vector<at::Tensor> MaskRcnnImpl::Features(const at::Tensor& batch) {
 FeatureStageOutput MaskRcnnImpl::FeatureStage(const at::Tensor& batch) {
   FeatureStageOutput out;
   out.features = Features(batch);
-  std::tie(out.rpn_logits, out.rpn_deltas) = rpn_head_->Forward(out.features);
+  if (config_.retinanet())
+    RetinaNetHeadOutputs(*this, out);
+  else
+    std::tie(out.rpn_logits, out.rpn_deltas) = rpn_head_->Forward(out.features);
   return out;
 }
 
 std::vector<at::Tensor> MaskRcnnImpl::FeatureStageParameters() const {
   std::vector<at::Tensor> out;
+  // RetinaNet's dense head is its "head" child (its type is the retinanet room's).
+  const torch::nn::Module* dense_head =
+      config_.retinanet() ? named_children()["head"].get()
+                          : static_cast<const torch::nn::Module*>(rpn_head_.get());
   for (const auto* module : {static_cast<const torch::nn::Module*>(body_.get()),
-                             static_cast<const torch::nn::Module*>(neck_.get()),
-                             static_cast<const torch::nn::Module*>(rpn_head_.get())}) {
+                             static_cast<const torch::nn::Module*>(neck_.get()), dense_head}) {
     for (const at::Tensor& p : module->parameters())
       if (p.requires_grad())
         out.push_back(p);

@@ -7,6 +7,8 @@ include:
     backbone/   the top, backbone/
     rpn/        the top, rpn/, backbone/fast_conv.h
     roi_heads/  the top, roi_heads/, backbone/fast_conv.h
+    retinanet/  the top, retinanet/, backbone/fast_conv.h, rpn/detectron2_anchors.h (RetinaNet's
+                dense head and stage in place of the RPN and ROI heads, on Detectron2's anchors)
     inference/  anything of trainer/model (the inference API over the model)
     tiles/      anything of trainer/model (tiled inference, part of that API)
     weights/    weights/ only (Detectron2 and Caffe2 checkpoints read and mapped to our
@@ -29,6 +31,7 @@ ROOMS = {
     "backbone": {"trainer/model/backbone/"},
     "rpn": {"trainer/model/rpn/", FAST_CONV},
     "roi_heads": {"trainer/model/roi_heads/", FAST_CONV},
+    "retinanet": {"trainer/model/retinanet/", FAST_CONV, "trainer/model/rpn/detectron2_anchors.h"},
     "inference": {"trainer/model/"},
     "tiles": {"trainer/model/"},
     "weights": {"trainer/model/weights/"},

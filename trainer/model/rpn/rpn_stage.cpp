@@ -129,16 +129,26 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   }
 }
 
+// retinanet/retinanet_stage.cpp: RetinaNet's head outputs and its losses or detections.
+void RetinaNetHeadOutputs(MaskRcnnImpl& net, FeatureStageOutput& stage);
+RpnOutput RetinaNetOutputs(MaskRcnnImpl& net, const ImageBatch& batch,
+                           const FeatureStageOutput& stage, const std::vector<ImageTarget>* targets);
+
 RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
                             const std::vector<ImageTarget>* targets) {
   FeatureStageOutput stage;
   stage.features = features;
-  std::tie(stage.rpn_logits, stage.rpn_deltas) = rpn_head_->Forward(features);
+  if (config_.retinanet())
+    RetinaNetHeadOutputs(*this, stage);
+  else
+    std::tie(stage.rpn_logits, stage.rpn_deltas) = rpn_head_->Forward(features);
   return Rpn(batch, stage, targets);
 }
 
 RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& stage,
                             const std::vector<ImageTarget>* targets) {
+  if (config_.retinanet())
+    return RetinaNetOutputs(*this, batch, stage, targets);
   const std::vector<at::Tensor>& features = stage.features;
   const std::vector<at::Tensor>& logits = stage.rpn_logits;
   const std::vector<at::Tensor>& deltas = stage.rpn_deltas;

@@ -39,6 +39,12 @@ constexpr PrefixRule kModules[] = {
     {"roi_heads.res5.{b}.", "roi_heads.box_head.layer4.{b}.", Part::kBlock},
     {"backbone.fpn_lateral{l}.", "backbone.fpn.inner_blocks.{l-2}.0.", Part::kLayer},
     {"backbone.fpn_output{l}.", "backbone.fpn.layer_blocks.{l-2}.0.", Part::kLayer},
+    // RetinaNet: LastLevelP6P7 and the dense head (its names are Detectron2's own).
+    {"backbone.top_block.p{l}.", "backbone.fpn.extra_blocks.p{l}.", Part::kLayer},
+    {"head.cls_subnet.{i}.", "head.cls_subnet.{i}.", Part::kLayer},
+    {"head.bbox_subnet.{i}.", "head.bbox_subnet.{i}.", Part::kLayer},
+    {"head.cls_score.", "head.cls_score.", Part::kLayer},
+    {"head.bbox_pred.", "head.bbox_pred.", Part::kLayer},
     {"proposal_generator.rpn_head.conv.", "rpn.head.conv.0.0.", Part::kLayer},
     {"proposal_generator.rpn_head.objectness_logits.", "rpn.head.cls_logits.", Part::kLayer},
     {"proposal_generator.rpn_head.anchor_deltas.", "rpn.head.bbox_pred.", Part::kLayer},
@@ -227,7 +233,7 @@ std::optional<NameMapping> MapDetectron2Name(std::string_view name) {
 }
 
 std::string WithModelPrefix(const std::string& name, bool backbone_has_res5) {
-  for (const std::string_view full : {"backbone.", "proposal_generator.", "roi_heads."}) {
+  for (const std::string_view full : {"backbone.", "proposal_generator.", "roi_heads.", "head."}) {
     if (name.starts_with(full))
       return name;
   }
