@@ -6,7 +6,7 @@ dump) by `trainer predict`, and its detections are matched one to one against wh
 Detectron2's DefaultPredictor returned (scripts/detectron2_compare.py): boxes within 0.5 px
 and scores within 2e-3 for at least 95 % of Detectron2's detections, the same classes, a
 mean mask IoU of at least 0.97, and for Keypoint R-CNN (issue 52) at least 95 % of the
-matched detections' keypoints within 1 px. Run with the CPU fast path off (direct convolutions) and on
+matched detections' keypoints within 1 px; RetinaNet (issue 52) is one of them. Run with the CPU fast path off (direct convolutions) and on
 (Winograd), since both are what serving runs."""
 import json
 import os
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from detectron2_compare import compare_predictions  # noqa: E402
 
 VARIANTS = ["mask_rcnn_R_50_FPN", "faster_rcnn_R_50_FPN", "mask_rcnn_X_101_32x8d_FPN", "mask_rcnn_R_50_DC5",
-            "mask_rcnn_R_101_C4", "keypoint_rcnn_R_50_FPN", "cascade_mask_rcnn_R_50_FPN"]
+            "mask_rcnn_R_101_C4", "keypoint_rcnn_R_50_FPN", "cascade_mask_rcnn_R_50_FPN", "retinanet_R_50_FPN"]
 
 
 def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precision="fp32") -> dict:

@@ -1,0 +1,152 @@
+"""RetinaNet by its zoo name through every entry point (issue 52): `entrypoint train` with
+config-file COCO-Detection/retinanet_R_50_FPN_3x.yaml fine-tunes the golden RetinaNet
+(test/data/detectron2/retinanet_R_50_FPN, written by Detectron2 itself) from the weights
+channel for a few iterations on the shapes data, at that variant's narrow widths; every
+Detectron2 tensor loads but the class layer (5 classes there, 3 here); the metrics carry
+Detectron2's loss names loss_cls and loss_box_reg (no RPN, box-head or mask losses) and a
+bbox-only evaluation; then `trainer predict` on the model it wrote detects, and `server`
+answers /invocations with the same detections."""
+import json
+import math
+import pathlib
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from engine_test_job import BUILD, TRAINER, entrypoint_env, log_path, make_shapes, start_entrypoint
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+GOLDEN = REPO / "test" / "data" / "detectron2" / "retinanet_R_50_FPN"
+
+# A low threshold, so that a model fine-tuned for four iterations (its class layer new, at
+# PRIOR_PROB 0.01) has detections to compare.
+SCORE_THRESHOLD = 0.001
+
+
+def narrow_opts() -> list:
+    """The golden variant's narrow widths as opts (its classes are 5; the shapes have 3)."""
+    overrides = json.loads((GOLDEN / "info.json").read_text())["overrides"]
+    return [f"{k} {v}" for k, v in overrides.items() if k.startswith(("MODEL.RESNETS.", "MODEL.FPN."))]
+
+
+SMALL_RUN = ["MODEL.RETINANET.NUM_CLASSES 3", "MODEL.DEVICE cpu", "SOLVER.IMS_PER_BATCH 2", "SOLVER.BASE_LR 0.0005",
+             "SOLVER.WARMUP_ITERS 2", "SOLVER.CHECKPOINT_PERIOD 100", "SOLVER.LOG_PERIOD 1",
+             "INPUT.MIN_SIZE_TRAIN [64] INPUT.MAX_SIZE_TRAIN 64 INPUT.MIN_SIZE_TEST 64 INPUT.MAX_SIZE_TEST 64",
+             "DATALOADER.NUM_WORKERS 1", "TENSORBOARD.EVAL_IMAGES 0", "SEED 5"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The job tree of one finished `entrypoint train` run and its log."""
+    root = tmp_path_factory.mktemp("retinanet_job")
+    shapes = make_shapes(root / "shapes", train=8, val=4, seed=11)
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "data" / "weights").mkdir(parents=True)
+    for channel in ("train", "val"):
+        (root / "input" / "data" / channel).symlink_to(shapes)
+    (root / "input" / "data" / "weights" / "model_final.pth").write_bytes((GOLDEN / "model_final.pth").read_bytes())
+    opts = " ".join(["SOLVER.MAX_ITER 4", *narrow_opts(), *SMALL_RUN])
+    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
+        "config-file": "COCO-Detection/retinanet_R_50_FPN_3x.yaml", "opts": opts}))
+    proc = start_entrypoint(root, "--master-port", "29573", env=entrypoint_env())
+    try:
+        code = proc.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("training did not finish:\n" + log_path(root).read_text()[-3000:])
+    out = log_path(root).read_text()
+    assert code == 0, out[-4000:]
+    return root, shapes, out
+
+
+def test_retinanet_trains_by_its_zoo_name_with_detectron2_loss_names(trained):
+    root, _, out = trained
+    assert "[train] iter: 4/4" in out, out[-2000:]
+    # Detectron2's checkpoint loads into the 3-class model: all of it but the class layer.
+    loaded = [line for line in out.splitlines() if line.startswith("[weights] loaded")]
+    assert len(loaded) == 1 and "model_final.pth" in loaded[0], out[-3000:]
+    assert "2 skipped for their shape, 0 keys of the file unmatched, 0 dropped on purpose" in loaded[0], loaded
+    skipped = sorted(line.split()[2] for line in out.splitlines() if line.startswith("[weights] skipped"))
+    assert skipped == ["head.cls_score.bias:", "head.cls_score.weight:"], skipped
+    records = [json.loads(line) for line in (root / "output" / "data" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "total_loss" in r]
+    assert len(steps) == 4, records[-3:]
+    for r in steps:
+        assert math.isfinite(r["loss_cls"]) and r["loss_cls"] > 0, r
+        assert math.isfinite(r["loss_box_reg"]) and r["loss_box_reg"] >= 0, r
+        for name in ("loss_objectness", "loss_rpn_box_reg", "loss_classifier", "loss_box_reg_stage0", "loss_mask"):
+            assert name not in r, r
+    evaluations = [r for r in records if "total_loss" not in r]
+    assert evaluations, records[-3:]
+    text = json.dumps(evaluations)
+    assert "bbox" in text and "segm" not in text, text[:2000]
+    config = (root / "model" / "config.yaml").read_text()
+    assert 'META_ARCHITECTURE: "RetinaNet"' in config and "build_retinanet_resnet_fpn_backbone" in config, config
+    assert "MASK_ON: false" in config
+
+
+def predicted(model: pathlib.Path, images: list, out: pathlib.Path) -> list:
+    run = subprocess.run([str(TRAINER), "predict", "--model-dir", str(model), "--images", *map(str, images),
+                          "--output", str(out), "--score-threshold", str(SCORE_THRESHOLD), "--threads", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(out.read_text())
+    return [[r for r in results if r["image_id"] == i] for i in range(1, len(images) + 1)]
+
+
+def ping(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/ping", timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def served(model: pathlib.Path, images: list, workdir: pathlib.Path) -> list:
+    port_file = workdir / "port"
+    server = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
+                               "--port-file", str(port_file), "--model-dir", str(model), "--predictor", "model",
+                               "--max-batch", "1", "--num-threads", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 300
+        url = None
+        while url is None or not ping(url):
+            assert server.poll() is None, server.stderr.read().decode()[-3000:]
+            assert time.time() < deadline, "server never became ready"
+            if url is None and port_file.exists():
+                url = f"http://127.0.0.1:{int(port_file.read_text())}"
+            time.sleep(0.1)
+        answers = []
+        for path in images:
+            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(), headers={
+                "Content-Type": "image/png",
+                "X-Amzn-SageMaker-Custom-Attributes": f"score_threshold={SCORE_THRESHOLD}"})
+            with urllib.request.urlopen(request, timeout=300) as reply:
+                answers.append(json.loads(reply.read())["detections"])
+        return answers
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+
+
+def test_the_retinanet_it_wrote_predicts_and_serves_the_same_detections(trained, tmp_path):
+    root, shapes, _ = trained
+    model = root / "model"
+    images = sorted((shapes / "val").glob("*.png"))[:2]
+    expected = predicted(model, images, tmp_path / "pred.json")
+    answers = served(model, images, tmp_path)
+    assert len(answers) == len(expected)
+    for got_image, want_image in zip(answers, expected):
+        assert len(got_image) == len(want_image) > 0
+        for got, want in zip(got_image, want_image):
+            assert want["category_id"] in (1, 2, 3)
+            assert "segmentation" not in want and "mask" not in got  # boxes only
+            assert got["category_id"] == want["category_id"]
+            assert got["score"] == pytest.approx(want["score"], abs=1e-6)
+            x, y, w, h = want["bbox"]
+            assert w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= 64 + 1e-3 and y + h <= 64 + 1e-3
+            assert got["box"] == pytest.approx([x, y, x + w, y + h], abs=1e-3)
