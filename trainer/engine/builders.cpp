@@ -441,7 +441,8 @@ TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, cons
                                  std::to_string(mc.min_keypoints_per_image) + " labelled keypoints"
                            : std::string()));
   if (ds.NumClasses() != mc.num_classes) {
-    throw common::ConfigError("config", "MODEL.ROI_HEADS.NUM_CLASSES",
+    throw common::ConfigError("config",
+                              mc.retinanet() ? "MODEL.RETINANET.NUM_CLASSES" : "MODEL.ROI_HEADS.NUM_CLASSES",
                               "is " + std::to_string(mc.num_classes) + " but " + file.string() +
                                   " has " + std::to_string(ds.NumClasses()) +
                                   " categories: set it to the dataset's category count");

@@ -150,3 +150,20 @@ def test_the_retinanet_it_wrote_predicts_and_serves_the_same_detections(trained,
             x, y, w, h = want["bbox"]
             assert w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= 64 + 1e-3 and y + h <= 64 + 1e-3
             assert got["box"] == pytest.approx([x, y, x + w, y + h], abs=1e-3)
+
+
+def test_a_class_count_that_is_not_the_datasets_names_the_retinanet_key(tmp_path):
+    """RetinaNet's classes are MODEL.RETINANET.NUM_CLASSES (ROI_HEADS.NUM_CLASSES is not
+    read): the job's refusal of the zoo's 80 on a 3-class dataset names that key."""
+    shapes = make_shapes(tmp_path / "shapes", train=2, val=1, seed=3)
+    root = tmp_path / "job"
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "data").mkdir(parents=True)
+    (root / "input" / "data" / "train").symlink_to(shapes)
+    opts = " ".join(['MODEL.WEIGHTS ""', "SOLVER.MAX_ITER 1", *narrow_opts(), *SMALL_RUN[1:]])
+    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
+        "config-file": "COCO-Detection/retinanet_R_50_FPN_1x.yaml", "opts": opts}))
+    proc = start_entrypoint(root, "--master-port", "29574", env=entrypoint_env())
+    assert proc.wait(timeout=120) != 0
+    failure = (root / "output" / "failure").read_text()
+    assert "MODEL.RETINANET.NUM_CLASSES" in failure and "3 categories" in failure, failure
