@@ -217,9 +217,42 @@ model::TileOptions EvaluationTiles(const TrainConfig& config) {
   return tiles;
 }
 
+namespace {
+
+// TEST.KEYPOINT_OKS_SIGMAS, one per keypoint; empty: COCO's 17 (pycocotools' default), which
+// only fits 17-keypoint models.
+std::vector<double> KeypointOksSigmas(const TrainConfig& config, const model::ModelConfig& mc) {
+  const std::vector<double>& sigmas = config.GetFloatList("TEST.KEYPOINT_OKS_SIGMAS");
+  const size_t wanted = static_cast<size_t>(mc.num_keypoints);
+  if (sigmas.empty() && wanted != eval::CocoPersonOksSigmas().size()) {
+    throw common::ConfigError("config", "TEST.KEYPOINT_OKS_SIGMAS",
+                              "is empty (COCO's 17 person sigmas) but the model has " +
+                                  std::to_string(wanted) +
+                                  " keypoints: give one OKS sigma per keypoint, e.g. [" +
+                                  std::string(wanted > 1 ? "0.05, ..., 0.05" : "0.05") + "]");
+  }
+  if (!sigmas.empty() && sigmas.size() != wanted) {
+    throw common::ConfigError("config", "TEST.KEYPOINT_OKS_SIGMAS",
+                              "has " + std::to_string(sigmas.size()) + " sigmas for " +
+                                  std::to_string(wanted) +
+                                  " keypoints: give one per keypoint (or none for COCO's 17)");
+  }
+  for (double s : sigmas) {
+    if (!(s > 0))
+      throw common::ConfigError("config", "TEST.KEYPOINT_OKS_SIGMAS",
+                                "has " + std::to_string(s) + ": every sigma must be > 0");
+  }
+  return sigmas;
+}
+
+}  // namespace
+
 EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
                                  const model::ModelConfig& mc, const TrainConfig& config,
                                  const c10::Device& device, int64_t iteration) {
+  // Checked before any inference, so a wrong count fails the first evaluation at once.
+  const std::vector<double> oks_sigmas =
+      mc.keypoint_on ? KeypointOksSigmas(config, mc) : std::vector<double>{};
   auto ground_truth =
       data::CocoDataset::Load(source.layout.annotation_file, eval::GroundTruthLoadOptions());
   data::CocoLoadOptions view;
@@ -285,15 +318,8 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   if (mc.mask_on)
     metrics("segm", eval::EvaluateCoco(ground_truth, masks, eval::IouType::kSegm));
   if (mc.keypoint_on) {
-    const std::vector<double>& sigmas = config.GetFloatList("TEST.KEYPOINT_OKS_SIGMAS");
-    if (!sigmas.empty() && sigmas.size() != static_cast<size_t>(mc.num_keypoints)) {
-      throw common::ConfigError("config", "TEST.KEYPOINT_OKS_SIGMAS",
-                                "has " + std::to_string(sigmas.size()) + " sigmas for " +
-                                    std::to_string(mc.num_keypoints) +
-                                    " keypoints: give one per keypoint (or none for COCO's 17)");
-    }
     metrics("keypoints", eval::EvaluateCoco(ground_truth, keypoints, eval::IouType::kKeypoints,
-                                            eval::CocoEvalParams::ForKeypoints(sigmas)));
+                                            eval::CocoEvalParams::ForKeypoints(oks_sigmas)));
   }
   return out;
 }
