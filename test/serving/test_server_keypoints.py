@@ -29,7 +29,7 @@ def ping(url):
         return False
 
 
-def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None):
+def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None, attributes=None):
     """Each image's detections answered to a request of its own; with `records` (a list), also
     each image's answer line to one JSON Lines request of all of them, appended to it."""
     port_file = workdir / f"port-{model_dir.name}"
@@ -48,8 +48,10 @@ def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None):
             time.sleep(0.1)
         answers = []
         for path in IMAGES:
-            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(),
-                                             headers={"Content-Type": "image/png"})
+            headers = {"Content-Type": "image/png"}
+            if attributes:
+                headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes
+            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(), headers=headers)
             with urllib.request.urlopen(request, timeout=300) as reply:
                 answers.append(json.loads(reply.read())["detections"])
         if records is not None:
@@ -65,10 +67,10 @@ def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None):
         assert server.wait(timeout=60) == 0
 
 
-def predicted(model_dir: pathlib.Path, workdir: pathlib.Path):
+def predicted(model_dir: pathlib.Path, workdir: pathlib.Path, *flags):
     out = workdir / f"predict-{model_dir.name}.json"
     subprocess.run([str(BUILD / "bin" / "trainer"), "predict", "--model-dir", str(model_dir), "--images",
-                    *map(str, IMAGES), "--output", str(out), "--threads", "1", "--precision", "fp32"],
+                    *map(str, IMAGES), "--output", str(out), "--threads", "1", "--precision", "fp32", *flags],
                    check=True, stdout=subprocess.DEVNULL)
     results = json.loads(out.read_text())
     return [[r for r in results if r["image_id"] == i] for i in range(1, len(IMAGES) + 1)]
@@ -95,3 +97,20 @@ def test_a_box_only_model_answers_neither_keypoints_nor_masks(tmp_path):
     with a 500, the encoder taking the missing masks for a predictor bug)."""
     for image in served(GOLDEN / "faster_rcnn_R_50_FPN", tmp_path):
         assert image and all("keypoints" not in d and "mask" not in d for d in image)
+
+
+def test_tiled_requests_carry_each_kept_detections_keypoints(tmp_path):
+    """Tiles (issue 52): each detection the merge keeps brings the keypoints of the tile it came
+    from, moved into the image (they once failed every tiled request with a 500): the server's
+    tiled answer equals trainer predict's with the same tiles, every point in or at its box."""
+    model = GOLDEN / "keypoint_rcnn_R_50_FPN"
+    got_images = served(model, tmp_path, attributes="tile_size=224,tile_overlap=0.2")
+    want_images = predicted(model, tmp_path, "--tile-size", "224", "--tile-overlap", "0.2")
+    for got_image, want_image in zip(got_images, want_images):
+        assert len(got_image) == len(want_image) > 0
+        for got, want in zip(got_image, want_image):
+            flat = [v for p in got["keypoints"] for v in p]
+            assert len(flat) == 3 * 17 and flat == pytest.approx(want["keypoints"], abs=1e-3)
+            x1, y1, x2, y2 = got["box"]
+            for x, y, _ in got["keypoints"]:
+                assert x1 - 1 <= x <= x2 and y1 - 1 <= y <= y2

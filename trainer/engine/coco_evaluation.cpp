@@ -126,7 +126,8 @@ void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& sourc
                             const data::CocoDataset& images, const data::CocoDataset& gt,
                             const model::PredictOptions& options, const c10::Device& device,
                             std::vector<eval::Detection>& boxes,
-                            std::vector<eval::Detection>& masks) {
+                            std::vector<eval::Detection>& masks,
+                            std::vector<eval::Detection>& keypoints) {
   const model::BatchForward forward = [&net](const std::vector<at::Tensor>& tiles) {
     return net.forward(tiles).detections;
   };
@@ -148,6 +149,12 @@ void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& sourc
         dm.segmentation =
             data::EncodeMaskRegion(t.mask.bits.data(), t.mask.region, rgb.rows, rgb.cols);
         masks.push_back(std::move(dm));
+      }
+      if (!t.keypoints.empty()) {
+        eval::Detection dk = d;
+        for (const auto& p : t.keypoints)  // COCO's pixel indices
+          dk.keypoints.insert(dk.keypoints.end(), {p[0] - 0.5, p[1] - 0.5, p[2]});
+        keypoints.push_back(std::move(dk));
       }
     }
   }
@@ -274,11 +281,6 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
   EvaluationOutput out;
   const auto images_to_draw =
       static_cast<size_t>(std::max<int64_t>(0, config.GetInt("TENSORBOARD.EVAL_IMAGES")));
-  if (tiles.size > 0 && mc.keypoint_on) {
-    throw common::ConfigError("config", "TEST.TILE.SIZE",
-                              "tiles a keypoint model's evaluation, and tiles do not merge "
-                              "keypoints: set it to 0 for Keypoint R-CNN");
-  }
   if (tiles.size > 0) {
     model::PredictOptions options;
     options.score_threshold = static_cast<float>(mc.box_score_thresh);
@@ -286,7 +288,8 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
     options.max_detections_cap = static_cast<int>(config.GetInt("TEST.TILE.MAX_DETECTIONS_CAP"));
     options.masks = mc.mask_on;
     options.tiles = tiles;
-    CollectTiledDetections(net, source, *images, ground_truth, options, device, boxes, masks);
+    CollectTiledDetections(net, source, *images, ground_truth, options, device, boxes, masks,
+                           keypoints);
   } else {
     data::DataLoader loader(images, EvalLoaderOptions(source, mc, config));
     while (auto batch = loader.Next()) {

@@ -232,11 +232,6 @@ std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<Image
       throw std::invalid_argument("Predict: image " + std::to_string(i) + " is empty");
     }
     if (TilingApplies(v.height, v.width, options.tiles.size)) {
-      if (state_->model->config().keypoint_on) {
-        throw std::invalid_argument(
-            "tiled inference does not merge keypoints across tiles: predict this keypoint "
-            "model's images whole (no tile size, or a tile size above the image's sides)");
-      }
       const at::Tensor hwc =
           torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
       State& state = *state_;
@@ -249,6 +244,9 @@ std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<Image
         Detection d = state.Describe(t.label, t.box, t.score);
         d.mask = std::move(t.mask.bits);
         d.mask_region = t.mask.region;
+        // COCO's pixel indices, as the untiled path gives them (detections_transfer.cpp).
+        for (const auto& p : t.keypoints)
+          d.keypoints.push_back({p[0] - 0.5f, p[1] - 0.5f, p[2]});
         results[i].detections.push_back(std::move(d));
       }
     } else {

@@ -23,6 +23,7 @@ float CutMargin(int64_t tile_size) {
 struct Candidates {
   std::vector<TileCandidate> boxes;
   std::vector<at::Tensor> masks;  // R x R probabilities per candidate (undefined without masks)
+  std::vector<std::vector<std::array<float, 3>>> keypoints;  // per candidate, in image pixels
 
   // Adds one model result of a region whose top-left corner is (x, y) in the image; `tile`
   // is the tile it came from, or nullptr for the whole-image pass (nothing is cut there).
@@ -35,6 +36,9 @@ struct Candidates {
     const float* ps = s.data_ptr<float>();
     const int64_t* pl = l.data_ptr<int64_t>();
     const float dx = static_cast<float>(x), dy = static_cast<float>(y);
+    const at::Tensor points = r.keypoints.defined()
+                                  ? r.keypoints.to(torch::kCPU, torch::kFloat).contiguous()
+                                  : at::Tensor();
     for (int64_t k = 0; k < b.size(0); ++k) {
       TileCandidate c;
       c.box = {pb[4 * k] + dx, pb[4 * k + 1] + dy, pb[4 * k + 2] + dx, pb[4 * k + 3] + dy};
@@ -44,6 +48,13 @@ struct Candidates {
           tile != nullptr && ReachesInnerTileEdge(c.box, *tile, image_height, image_width, margin);
       boxes.push_back(c);
       masks.push_back(r.masks.defined() ? r.masks[k][0] : at::Tensor());
+      std::vector<std::array<float, 3>> moved;
+      if (points.defined()) {
+        const float* p = points[k].data_ptr<float>();
+        for (int64_t j = 0; j < points.size(1); ++j, p += 3)
+          moved.push_back({p[0] + dx, p[1] + dy, p[2]});
+      }
+      keypoints.push_back(std::move(moved));
     }
   }
 };
@@ -114,7 +125,7 @@ std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& 
   for (size_t j = 0; j < count; ++j) {
     const TileCandidate& c = candidates.boxes[kept[j]];
     // Boxes are clipped to their tile (or the image), so they lie within the image.
-    TiledDetection d{c.box, c.score, c.label, {}};
+    TiledDetection d{c.box, c.score, c.label, {}, candidates.keypoints[kept[j]]};
     if (s.masks && candidates.masks[kept[j]].defined()) {
       d.mask = net.config().detectron2()
                    ? PasteMaskRegionDetectron2(candidates.masks[kept[j]], c.box, height, width,

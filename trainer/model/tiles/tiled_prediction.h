@@ -25,6 +25,9 @@ struct TiledDetection {
   float score = 0.0f;
   int64_t label = 0;  // 1..K
   RegionMask mask;    // empty without masks
+  // Keypoint R-CNN: x, y (the model's continuous image coordinates) and score per keypoint,
+  // from the tile the detection was kept from; empty for other models.
+  std::vector<std::array<float, 3>> keypoints;
 };
 
 // The model's detections for 3 x H x W float images in [0, 1] on the model's device (the
