@@ -8,7 +8,9 @@ bbox-only evaluation; then `trainer predict` on the model it wrote detects, and 
 answers /invocations with the same detections."""
 import json
 import math
+import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import time
@@ -37,6 +39,16 @@ SMALL_RUN = ["MODEL.RETINANET.NUM_CLASSES 3", "MODEL.DEVICE cpu", "SOLVER.IMS_PE
              "DATALOADER.NUM_WORKERS 1", "TENSORBOARD.EVAL_IMAGES 0", "SEED 5"]
 
 
+def wait_or_kill(proc: subprocess.Popen, timeout: float) -> int:
+    """The job's exit code; a job that overruns is killed (its whole session) and fails the test."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"the job did not finish in {timeout} s")
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """The job tree of one finished `entrypoint train` run and its log."""
@@ -51,12 +63,7 @@ def trained(tmp_path_factory):
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
         "config-file": "COCO-Detection/retinanet_R_50_FPN_3x.yaml", "opts": opts}))
     proc = start_entrypoint(root, "--master-port", "29573", env=entrypoint_env())
-    try:
-        code = proc.wait(timeout=600)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail("training did not finish:\n" + log_path(root).read_text()[-3000:])
+    code = wait_or_kill(proc, 600)
     out = log_path(root).read_text()
     assert code == 0, out[-4000:]
     return root, shapes, out
@@ -164,6 +171,26 @@ def test_a_class_count_that_is_not_the_datasets_names_the_retinanet_key(tmp_path
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
         "config-file": "COCO-Detection/retinanet_R_50_FPN_1x.yaml", "opts": opts}))
     proc = start_entrypoint(root, "--master-port", "29574", env=entrypoint_env())
-    assert proc.wait(timeout=120) != 0
+    assert wait_or_kill(proc, 120) != 0
     failure = (root / "output" / "failure").read_text()
     assert "MODEL.RETINANET.NUM_CLASSES" in failure and "3 categories" in failure, failure
+
+
+def test_the_retinanet_job_resumes_from_its_checkpoint(trained, tmp_path):
+    """Checkpoints hold the whole one-stage model: the finished job (a copy, so the other
+    tests' model stays as trained) run again with resume and more iterations continues from
+    iteration 4 and logs RetinaNet's losses for the rest."""
+    root = tmp_path / "job"
+    shutil.copytree(trained[0], root, symlinks=True)
+    hyperparameters = json.loads((root / "input" / "config" / "hyperparameters.json").read_text())
+    hyperparameters.update({"resume": "True", "opts": hyperparameters["opts"].replace("SOLVER.MAX_ITER 4",
+                                                                                        "SOLVER.MAX_ITER 6")})
+    (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyperparameters))
+    proc = start_entrypoint(root, "--master-port", "29575", env=entrypoint_env())
+    assert wait_or_kill(proc, 600) == 0, log_path(root).read_text()[-4000:]
+    log = log_path(root).read_text()
+    assert f"resumed from {root / 'checkpoints' / 'checkpoint_00000004.safetensors'} at iteration 4" in log, log[-3000:]
+    assert "[train] iter: 5/6" in log and "[train] iter: 6/6" in log, log[-3000:]
+    assert "[train] iter: 1/6" not in log
+    steps = [json.loads(line) for line in (root / "output" / "data" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in steps if "loss_cls" in r][-2:] == [5, 6], steps[-3:]
