@@ -62,7 +62,7 @@ def trained(tmp_path_factory):
     opts = " ".join(["SOLVER.MAX_ITER 4", *narrow_opts(), *SMALL_RUN])
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
         "config-file": "COCO-Detection/retinanet_R_50_FPN_3x.yaml", "opts": opts}))
-    proc = start_entrypoint(root, "--master-port", "29573", env=entrypoint_env())
+    proc = start_entrypoint(root, "--master-port", "29596", env=entrypoint_env())
     code = wait_or_kill(proc, 600)
     out = log_path(root).read_text()
     assert code == 0, out[-4000:]
@@ -170,7 +170,7 @@ def test_a_class_count_that_is_not_the_datasets_names_the_retinanet_key(tmp_path
     opts = " ".join(['MODEL.WEIGHTS ""', "SOLVER.MAX_ITER 1", *narrow_opts(), *SMALL_RUN[1:]])
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps({
         "config-file": "COCO-Detection/retinanet_R_50_FPN_1x.yaml", "opts": opts}))
-    proc = start_entrypoint(root, "--master-port", "29574", env=entrypoint_env())
+    proc = start_entrypoint(root, "--master-port", "29597", env=entrypoint_env())
     assert wait_or_kill(proc, 120) != 0
     failure = (root / "output" / "failure").read_text()
     assert "MODEL.RETINANET.NUM_CLASSES" in failure and "3 categories" in failure, failure
@@ -186,7 +186,7 @@ def test_the_retinanet_job_resumes_from_its_checkpoint(trained, tmp_path):
     hyperparameters.update({"resume": "True", "opts": hyperparameters["opts"].replace("SOLVER.MAX_ITER 4",
                                                                                         "SOLVER.MAX_ITER 6")})
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyperparameters))
-    proc = start_entrypoint(root, "--master-port", "29575", env=entrypoint_env())
+    proc = start_entrypoint(root, "--master-port", "29598", env=entrypoint_env())
     assert wait_or_kill(proc, 600) == 0, log_path(root).read_text()[-4000:]
     log = log_path(root).read_text()
     assert f"resumed from {root / 'checkpoints' / 'checkpoint_00000004.safetensors'} at iteration 4" in log, log[-3000:]
