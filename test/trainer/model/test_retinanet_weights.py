@@ -65,3 +65,20 @@ def test_a_model_dir_with_the_zoo_pkl_predicts_as_the_pth(pkl_model_dir, tmp_pat
     from_pth = predict(VARIANT, tmp_path / "pth.json")
     assert len(from_pth) >= 30
     assert from_pkl == from_pth
+
+
+def test_import_weights_writes_a_model_dir_that_predicts_as_detectron2s(tmp_path):
+    """`trainer import-weights` (what scripts/convert_weights.py runs for Detectron2
+    checkpoints) turns the checkpoint and Detectron2's config dump into our model dir; its
+    config.yaml (ModelConfig::ToYaml) keeps everything RetinaNet needs, so the imported model
+    predicts exactly what the Detectron2 model dir does."""
+    out = tmp_path / "imported"
+    run = subprocess.run([str(TRAINER), "import-weights", "--checkpoint", str(VARIANT / "model_final.pth"),
+                          "--config", str(VARIANT / "config.yaml"), "--output", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    config = (out / "config.yaml").read_text()
+    assert "META_ARCHITECTURE: RetinaNet" in config and "build_retinanet_resnet_fpn_backbone" in config, config
+    imported = predict(out, tmp_path / "imported.json")
+    assert len(imported) >= 30
+    assert imported == predict(VARIANT, tmp_path / "pth.json")
