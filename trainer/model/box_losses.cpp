@@ -21,10 +21,12 @@ const char* BoxRegLossName(BoxRegLoss loss) {
   return loss == BoxRegLoss::kGiou ? "giou" : "smooth_l1";
 }
 
-at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target) {
+at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target, double beta) {
   namespace F = torch::nn::functional;
-  return F::smooth_l1_loss(input, target,
-                           F::SmoothL1LossFuncOptions().reduction(torch::kSum).beta(1.0 / 9));
+  // torch's smooth_l1_loss is L1 at beta 0 exactly; fvcore's below 1e-5.
+  return F::smooth_l1_loss(
+      input, target,
+      F::SmoothL1LossFuncOptions().reduction(torch::kSum).beta(beta < 1e-5 ? 0.0 : beta));
 }
 
 namespace {

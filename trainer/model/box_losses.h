@@ -16,8 +16,10 @@ enum class BoxRegLoss { kSmoothL1, kGiou };
 BoxRegLoss ParseBoxRegLoss(const std::string& name, const std::string& key);
 const char* BoxRegLossName(BoxRegLoss loss);
 
-// Sum of smooth L1 (beta 1/9) over all elements: torchvision's RPN and ROI box loss.
-at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target);
+// Sum of smooth L1 over all elements: beta 1/9 is torchvision's RPN and ROI box loss;
+// RetinaNet passes MODEL.RETINANET.SMOOTH_L1_LOSS_BETA, where below 1e-5 means L1 (fvcore's
+// smooth_l1_loss rule).
+at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target, double beta = 1.0 / 9);
 
 // Sum over rows of 1 - GIoU(pred, target) for N×4 (x1, y1, x2, y2) boxes:
 // torchvision.ops.generalized_box_iou_loss(..., reduction="sum", eps=1e-7).

@@ -22,6 +22,11 @@ at::Tensor KeepNonSmall(const at::Tensor& boxes, double min_size, bool strictly)
   return torch::where(ws.ge(min_size).logical_and(hs.ge(min_size)))[0];
 }
 
+at::Tensor PermuteToNHwaK(const at::Tensor& x, int64_t c) {
+  const int64_t n = x.size(0), h = x.size(2), w = x.size(3);
+  return x.view({n, -1, c, h, w}).permute({0, 3, 4, 1, 2}).reshape({n, -1, c});
+}
+
 Assignment Assign(const at::Tensor& gt_boxes, const at::Tensor& gt_labels,
                   const at::Tensor& predictions, double high, double low, bool allow_low_quality) {
   const auto n = predictions.size(0);

@@ -7,6 +7,10 @@
 
 namespace mrcnn::model {
 
+// A dense head's per-level output N x (A*C) x H x W laid out N x (H*W*A) x C (torchvision's
+// permute_and_flatten, Detectron2's permute_to_N_HWA_K): the RPN's and RetinaNet's.
+at::Tensor PermuteToNHwaK(const at::Tensor& x, int64_t c);
+
 // Boxes (... x 4, x1 y1 x2 y2) clamped to a height x width image (torchvision clip_boxes_to_image).
 at::Tensor ClipBoxes(const at::Tensor& boxes, int64_t height, int64_t width);
 

@@ -4,30 +4,13 @@
 #include <torch/torch.h>
 
 #include "kernels/ops.h"
+#include "trainer/model/box_losses.h"
 #include "trainer/model/box_stage_ops.h"
 #include "trainer/model/retinanet/retinanet_head.h"
 #include "trainer/model/rpn/detectron2_anchors.h"
 
 namespace mrcnn::model {
-namespace {
-
 namespace F = torch::nn::functional;
-
-// N x (A*C) x H x W -> N x (H*W*A) x C: Detectron2's permute_to_N_HWA_K.
-at::Tensor PermuteToNHwaK(const at::Tensor& x, int64_t c) {
-  const int64_t n = x.size(0), h = x.size(2), w = x.size(3);
-  return x.view({n, -1, c, h, w}).permute({0, 3, 4, 1, 2}).reshape({n, -1, c});
-}
-
-// fvcore's smooth_l1_loss, summed (beta < 1e-5: L1).
-at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target, double beta) {
-  const at::Tensor n = (input - target).abs();
-  if (beta < 1e-5)
-    return n.sum();
-  return at::where(n < beta, 0.5 * n * n / beta, n - 0.5 * beta).sum();
-}
-
-}  // namespace
 
 at::Tensor SigmoidFocalLossSum(const at::Tensor& logits, const at::Tensor& targets, double alpha,
                                double gamma) {

@@ -78,27 +78,25 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
   std::vector<at::Tensor> mask_boxes;
   std::vector<at::Tensor> mask_matched;
   at::Tensor mask_valid;
+  TORCH_CHECK(training || detections != nullptr,
+              "MaskRcnn: RoiHeads in eval mode needs a detections output");
+  // The box pooler over the maps, for the standard head's proposals and each cascade stage's.
+  const CascadeRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
+    return kernels::MultiLevelRoiAlign(
+        maps, ToRois(boxes), scales, config_.box_pooler_resolution, config_.box_pooler_resolution,
+        config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
+  };
   if (config_.cascade()) {
-    const CascadeRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
-      return kernels::MultiLevelRoiAlign(
-          maps, ToRois(boxes), scales, config_.box_pooler_resolution, config_.box_pooler_resolution,
-          config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
-    };
     if (training) {
       losses = CascadeRoiHeads::Losses(
           *this, pool, {proposals, samples.labels, samples.matched_boxes, samples.valid}, *targets,
           image_sizes);
     } else {
-      TORCH_CHECK(detections != nullptr,
-                  "MaskRcnn: RoiHeads in eval mode needs a detections output");
       *detections = CascadeRoiHeads::Detect(*this, pool, proposals, image_sizes);
     }
   } else {
     Phase("roi_maps");
-    at::Tensor pooled =
-        kernels::MultiLevelRoiAlign(maps, ToRois(proposals), scales, config_.box_pooler_resolution,
-                                    config_.box_pooler_resolution,
-                                    config_.box_pooler_sampling_ratio, config_.box_pooler_aligned);
+    at::Tensor pooled = pool(proposals);
     Phase("box_pool");
     auto [class_logits_raw, box_regression_raw] =
         box_predictor_->Forward(box_head_->Forward(pooled));
@@ -126,8 +124,6 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
                                     torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
           config_.bbox_reg_loss_weight / num_sampled;
     } else {
-      TORCH_CHECK(detections != nullptr,
-                  "MaskRcnn: RoiHeads in eval mode needs a detections output");
       *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
     }
   }

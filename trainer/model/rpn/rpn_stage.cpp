@@ -11,18 +11,7 @@
 #include "trainer/model/rpn/detectron2_anchors.h"
 
 namespace mrcnn::model {
-namespace {
-
 namespace F = torch::nn::functional;
-
-// (N, A*C, H, W) -> (N, H*W*A, C), torchvision's permute_and_flatten.
-at::Tensor PermuteAndFlatten(const at::Tensor& x, int64_t c) {
-  const int64_t n = x.size(0), h = x.size(2), w = x.size(3);
-  const int64_t a = x.size(1) / c;
-  return x.view({n, a, c, h, w}).permute({0, 3, 4, 1, 2}).reshape({n, -1, c});
-}
-
-}  // namespace
 
 // torchvision's RPN filter_proposals: per image, the top pre-NMS-N anchors of each level by
 // objectness, clipped, small and low-scoring boxes dropped, NMS per level, the best post-NMS-N.
@@ -162,8 +151,8 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
     sizes.push_back({fh, fw});
     strides.push_back({image_h / fh, image_w / fw});
     per_level.push_back(logits[l].size(1) * fh * fw);
-    flat_logits.push_back(PermuteAndFlatten(logits[l].to(torch::kFloat), 1));
-    flat_deltas.push_back(PermuteAndFlatten(deltas[l].to(torch::kFloat), 4));
+    flat_logits.push_back(PermuteToNHwaK(logits[l].to(torch::kFloat), 1));
+    flat_deltas.push_back(PermuteToNHwaK(deltas[l].to(torch::kFloat), 4));
   }
   std::vector<std::vector<double>> ratios = config_.anchor_aspect_ratios;
   if (ratios.size() == 1)
