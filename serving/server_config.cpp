@@ -142,9 +142,10 @@ void AddModelOptions(CLI::App& app, ServerConfig& config) {
       ->check(CLI::IsMember({"auto", "model", "statistics"}));
   app.add_option("--device", config.device, "cpu, cuda or cuda:N (MRCNN_SERVING_DEVICE)");
   app.add_option("--precision", config.precision,
-                 "auto, fp32, bf16, or fp16 on CUDA (MRCNN_SERVING_PRECISION); auto is bf16 on a "
-                 "CPU with AVX512_BF16, AMX or (arm64) BF16, else fp32")
-      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
+                 "auto, fp32, fp32-fast (CPU), bf16, or fp16 on CUDA (MRCNN_SERVING_PRECISION); "
+                 "auto is bf16 on a CPU with AVX512_BF16, AMX or (arm64) BF16, fp32-fast on "
+                 "other CPUs, fp32 on CUDA")
+      ->check(CLI::IsMember({"auto", "fp32", "fp32-fast", "fp16", "bf16"}));
   app.add_option("--num-threads", config.num_threads,
                  "torch intra-op threads per worker (0 = on a CPU, the busy workers share the "
                  "cores: a lone request uses them all)")

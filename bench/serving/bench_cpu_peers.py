@@ -117,7 +117,7 @@ class Ours:
 def precision_from_log(log):
     for line in pathlib.Path(log).read_text(errors="replace").splitlines():
         if "precision" in line:
-            for word in ("bf16", "fp32", "fp16"):
+            for word in ("bf16", "fp32-fast", "fp32", "fp16"):
                 if f"precision {word}" in line or f"precision={word}" in line:
                     return word
     return None
@@ -242,6 +242,7 @@ def main():
     makers = {
         "ours": lambda: Ours(model_dir, "auto", workdir),
         "ours-fp32": lambda: Ours(model_dir, "fp32", workdir),
+        "ours-fp32-fast": lambda: Ours(model_dir, "fp32-fast", workdir),
         "ours-bf16": lambda: Ours(model_dir, "bf16", workdir),
         "torchvision": lambda: Torchvision(model),
         "onnxruntime": lambda: OnnxRuntime(model, rgb, workdir),

@@ -166,8 +166,9 @@ const CommandRegistration kPredict{
           ->check(CLI::Range(1, 1000000));
       sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
       sub.add_option("--precision", args->precision,
-                     "auto (bf16 on a CPU with AVX512_BF16, AMX or (arm64) BF16, else fp32), fp32, "
-                     "bf16, or fp16 on CUDA")
+                     "auto (bf16 on a CPU with AVX512_BF16, AMX or (arm64) BF16, fp32-fast on "
+                     "other CPUs, fp32 on CUDA), fp32 (torchvision's numbers), fp32-fast (CPU "
+                     "Winograd, ~1e-5 relative error), bf16, or fp16 on CUDA")
           ->capture_default_str();
       sub.add_option("--batch-size", args->batch_size, "Images per forward pass")
           ->capture_default_str();

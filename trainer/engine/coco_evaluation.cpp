@@ -165,7 +165,8 @@ void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& sourc
 class EvaluationPrecisionScope {
  public:
   EvaluationPrecisionScope(const std::string& precision, bool cuda)
-      : cpu_bf16_(!cuda && precision == "bf16"), autocast_(cuda && precision != "fp32") {
+      : cpu_mode_(model::CpuDenseModeOf(cuda ? "fp32" : precision)),
+        autocast_(cuda && precision != "fp32") {
     if (autocast_) {
       at::autocast::set_autocast_enabled(at::kCUDA, true);
       at::autocast::set_autocast_dtype(at::kCUDA, precision == "fp16" ? at::kHalf : at::kBFloat16);
@@ -181,7 +182,7 @@ class EvaluationPrecisionScope {
   EvaluationPrecisionScope& operator=(const EvaluationPrecisionScope&) = delete;
 
  private:
-  model::CpuBf16Scope cpu_bf16_;
+  model::CpuPrecisionScope cpu_mode_;
   bool autocast_;
 };
 
@@ -194,7 +195,7 @@ std::string EvaluationPrecision(const TrainConfig& config, bool cuda) {
   } catch (const std::exception&) {
     throw common::ConfigError(
         "config", "TEST.PRECISION",
-        "must be auto, fp32, bf16, or fp16 on a CUDA device (evaluation runs on " +
+        "must be auto, fp32, fp32-fast (CPU), bf16, or fp16 on a CUDA device (evaluation runs on " +
             std::string(cuda ? "CUDA" : "CPU") + "), got '" + asked + "'");
   }
 }

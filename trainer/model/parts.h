@@ -130,7 +130,7 @@ class MaskRcnnPredictor : public torch::nn::Module {
   // without gradients the deconvolution runs as one GEMM per RoI whose output feeds the
   // label's 1×1 logits directly, skipping the interleaved 2R×2R feature map and the
   // logits of the other classes; elsewhere it is Forward(x) indexed by labels. Under a
-  // CpuBf16Scope the same GEMMs run in bf16 and the logits come back bf16.
+  // bf16 CpuPrecisionScope the same GEMMs run in bf16 and the logits come back bf16.
   at::Tensor LabelLogits(const at::Tensor& x, const at::Tensor& labels);
 
  private:

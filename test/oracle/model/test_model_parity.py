@@ -3,10 +3,10 @@
 Weights go through scripts/convert_weights.py (the real conversion path); the C++ side
 runs through build/tests/model_parity_probe, which dumps every stage to safetensors.
 
-Parity runs with MRCNN_CPU_WINOGRAD=0 (oneDNN's direct 3×3 convolutions, torchvision's
-algorithm): the Winograd fast path rounds differently (~1e-5 relative), which random
-weights amplify into ~0.05 px proposal differences. test_winograd_inference_close_to_direct
-bounds that difference on its own.
+Parity runs at precision fp32, which is torchvision's algorithm (the probe's default mode;
+MRCNN_CPU_WINOGRAD=0 makes sure no fast path runs). The fast path of precision fp32-fast
+rounds differently (Winograd's ~1e-5 relative), which random weights amplify into ~0.05 px
+proposal differences; test_winograd_inference_close_to_direct bounds that on its own.
 """
 import json
 import os
@@ -190,10 +190,10 @@ def test_inference_matches_torchvision(probe, tmp_path, num_classes, shapes, min
 
 
 def test_winograd_inference_close_to_direct(probe, tmp_path):
-    """The CPU inference fast path (Winograd F(6x6)/F(4x4)/F(2x2) for every 3x3 stride-1
-    convolution, RoIs laid out as a grid on one canvas, FrozenBN folded into the convolutions,
-    deconvolution as GEMM, label-only mask logits, fused paste+threshold) against the direct
-    path on the same model and images: the same detections up to float rounding."""
+    """The CPU inference fast path of precision fp32-fast (Winograd F(6x6)/F(4x4)/F(2x2) for
+    every 3x3 stride-1 convolution, RoIs laid out as a grid on one canvas, FrozenBN folded into
+    the convolutions, deconvolution as GEMM, label-only mask logits) against precision fp32
+    (the direct path) on the same model and images: the same detections up to its rounding."""
     torch.manual_seed(0)
     tv = torchvision.models.detection.maskrcnn_resnet50_fpn(
         weights=None, weights_backbone=None, num_classes=5, min_size=320, max_size=560, box_score_thresh=0.0)
@@ -204,7 +204,11 @@ def test_winograd_inference_close_to_direct(probe, tmp_path):
     images = make_images(2, [(240, 320), (400, 260), (150, 500)])
     inputs = {f"image.{i}": img for i, img in enumerate(images)}
     direct = run_probe(probe, model_dir, inputs, tmp_path, "eval")
-    fast = run_probe(probe, model_dir, inputs, tmp_path, "eval", winograd=True)
+    # Without MRCNN_CPU_WINOGRAD=0 too: precision fp32 alone must keep the fast path off.
+    default_fp32 = run_probe(probe, model_dir, inputs, tmp_path, "eval", winograd=True)
+    for name, value in direct.items():
+        assert torch.equal(default_fp32[name], value), f"{name}: precision fp32 ran something else than the direct path"
+    fast = run_probe(probe, model_dir, inputs, tmp_path, "eval", winograd=True, extra=("--cpu-mode", "fp32-fast"))
     for level in range(5):
         err = rel_err(fast[f"feature.{level}"], direct[f"feature.{level}"])
         assert 0 < err <= 1e-4, f"FPN level {level}: relative error {err} (0 means the fast path did not run)"

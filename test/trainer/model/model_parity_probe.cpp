@@ -3,7 +3,9 @@
 // so pytest can compare each stage with torchvision without Python bindings.
 //
 //   model_parity_probe --model-dir DIR --input IN.safetensors --output OUT.safetensors
-//                      [--mode eval|train] [--threads N]
+//                      [--mode eval|train] [--threads N] [--cpu-mode fp32|fp32-fast|bf16]
+// --cpu-mode: the CPU inference fast path's mode in eval (fast_conv.h CpuDenseMode; fp32 by
+// default, as without a scope; MRCNN_CPU_WINOGRAD=0 turns the fast path off).
 // Input: image.<i> (3 x H x W float in [0, 1]); train mode also target.<i>.boxes,
 // target.<i>.labels, target.<i>.masks.
 // Output (eval): batch, image_size.<i>, feature.<l>, proposals.<i>, proposal_scores.<i>,
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <string>
 
+#include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/config.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/safetensors.h"
@@ -82,6 +85,7 @@ int Run(int argc, char** argv) {
   } else {
     model->eval();
     c10::InferenceMode guard;
+    const CpuPrecisionScope cpu_mode(CpuDenseModeOf(Arg(argc, argv, "--cpu-mode", "fp32")));
     ImageBatch batch = model->Transform(images, nullptr);
     out["batch"] = batch.tensors;
     std::vector<at::Tensor> features = model->Features(batch.tensors);

@@ -35,7 +35,7 @@ ModelConfig TinyReducedPrecisionConfig() {
 
 }  // namespace
 
-TEST_CASE("FastConv in a CpuBf16Scope runs in bf16 within bf16 rounding of float32", "[bf16]") {
+TEST_CASE("FastConv in bf16 mode runs in bf16 within bf16 rounding of float32", "[bf16]") {
   torch::manual_seed(3);
   torch::NoGradGuard no_grad;
   auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 3).padding(1).bias(false));
@@ -51,7 +51,7 @@ TEST_CASE("FastConv in a CpuBf16Scope runs in bf16 within bf16 rounding of float
   CHECK(fp32.scalar_type() == at::kFloat);
   CHECK(RelativeError(fp32, reference) < 1e-4);
   {
-    const CpuBf16Scope scope(true);
+    const CpuPrecisionScope scope(CpuDenseMode::kBf16);
     const at::Tensor bf16 = fast.Forward(x, /*relu=*/true);
     CHECK(bf16.scalar_type() == at::kBFloat16);
     CHECK(bf16.is_contiguous(at::MemoryFormat::ChannelsLast));
@@ -59,12 +59,50 @@ TEST_CASE("FastConv in a CpuBf16Scope runs in bf16 within bf16 rounding of float
     CHECK(error > 0.0);   // it did round: not the float32 path
     CHECK(error < 2e-2);  // 8-bit mantissa on inputs and weights, float accumulation
     {
-      const CpuBf16Scope inner(false);
+      const CpuPrecisionScope inner(CpuDenseMode::kFp32);
       CHECK(fast.Forward(x).scalar_type() == at::kFloat);
     }
     CHECK(fast.Forward(x).scalar_type() == at::kBFloat16);  // the outer scope is back
   }
   CHECK(fast.Forward(x).scalar_type() == at::kFloat);
+}
+
+// Issue 54: precision fp32 must give torchvision's numbers, so it runs the modules themselves;
+// fp32-fast's Winograd F(6×6) rounds ~10-30× more than a direct convolution.
+TEST_CASE("FastConv at fp32 is the modules' own result; fp32-fast is Winograd's", "[winograd]") {
+  torch::manual_seed(6);
+  torch::NoGradGuard no_grad;
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(64, 64, 3).padding(1).bias(false));
+  auto norm = std::make_shared<FrozenBatchNorm2d>(64, 1e-5);
+  norm->Buffers()[0].uniform_(0.5, 1.5);
+  norm->Buffers()[1].uniform_(-0.2, 0.2);
+  FastConv fast(conv, norm);
+  // 60×80: 140 tiles of 6×6, so fp32-fast runs F(6×6) (fast_conv.cpp TileFor).
+  const at::Tensor x = torch::randn({1, 64, 60, 80});
+  const at::Tensor modules = torch::relu(norm->forward(conv->forward(x)));
+  CHECK(torch::equal(fast.Forward(x, /*relu=*/true), modules));
+  {
+    const CpuPrecisionScope scope(CpuDenseMode::kFp32);  // as InferenceModel sets it
+    CHECK(torch::equal(fast.Forward(x, /*relu=*/true), modules));
+  }
+  auto [scale, shift] = norm->ScaleShift();
+  const at::Tensor exact =
+      torch::relu(at::conv2d(x.to(at::kDouble), conv->weight.to(at::kDouble), {}, 1, 1) *
+                      scale.to(at::kDouble).reshape({1, -1, 1, 1}) +
+                  shift.to(at::kDouble).reshape({1, -1, 1, 1}));
+  auto error = [&](const at::Tensor& y) {
+    return ((y.to(at::kDouble) - exact).abs().max() / exact.abs().max()).item<double>();
+  };
+  double winograd = 0.0;
+  {
+    const CpuPrecisionScope scope(CpuDenseMode::kFp32Fast);
+    const at::Tensor y = fast.Forward(x, /*relu=*/true);
+    CHECK(y.scalar_type() == at::kFloat);
+    winograd = error(y);
+  }
+  INFO("relative error: modules " << error(modules) << ", fp32-fast " << winograd);
+  CHECK(winograd > 3.0 * error(modules));  // the large tiles did run
+  CHECK(winograd < 1e-4);
 }
 
 // Issue 39: under autocast the modules' path leaves every frozen norm's output float32 (its
@@ -150,7 +188,7 @@ TEST_CASE("bf16 weight copies follow in-place weight updates", "[bf16]") {
   FastConv fast(conv);
   const at::Tensor x = torch::randn({1, 8, 6, 6});
   torch::NoGradGuard no_grad;
-  const CpuBf16Scope scope(true);
+  const CpuPrecisionScope scope(CpuDenseMode::kBf16);
   const at::Tensor before = fast.Forward(x).to(at::kFloat);
   conv->weight.mul_(2.0);  // as an optimizer step does between two evaluations
   conv->bias.mul_(2.0);
@@ -170,7 +208,7 @@ TEST_CASE("the model's dense stages run in bf16 and its detections stay float32"
   model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor image = torch::rand({3, 480, 640});
-  const CpuBf16Scope scope(true);
+  const CpuPrecisionScope scope(CpuDenseMode::kBf16);
   const ImageBatch batch = model->Transform({image}, nullptr);
   const std::vector<at::Tensor> features = model->Features(batch.tensors);
   CHECK(features.front().scalar_type() == at::kBFloat16);  // P2: oneDNN bf16
@@ -190,9 +228,15 @@ TEST_CASE("the model's dense stages run in bf16 and its detections stay float32"
 
 TEST_CASE("precision names resolve per device", "[bf16]") {
   CHECK(ResolvePrecision("auto", /*cuda=*/true) == "fp32");
-  CHECK(ResolvePrecision("auto", false) == (CpuHasFastBf16() ? "bf16" : "fp32"));
+  CHECK(ResolvePrecision("auto", false) == (CpuHasFastBf16() ? "bf16" : "fp32-fast"));
+  CHECK(ResolvePrecision("fp32-fast", false) == "fp32-fast");
+  CHECK_THROWS_WITH(ResolvePrecision("fp32-fast", true), Catch::Contains("CPU"));
+  CHECK(CpuDenseModeOf("fp32") == CpuDenseMode::kFp32);
+  CHECK(CpuDenseModeOf("fp32-fast") == CpuDenseMode::kFp32Fast);
+  CHECK(CpuDenseModeOf("bf16") == CpuDenseMode::kBf16);
+  CHECK(CpuDenseModeOf("fp16") == CpuDenseMode::kFp32);
   CHECK(ResolvePrecision("bf16", false) == "bf16");
   CHECK(ResolvePrecision("fp16", true) == "fp16");
   CHECK_THROWS_WITH(ResolvePrecision("fp16", false), Catch::Contains("CUDA"));
-  CHECK_THROWS_WITH(ResolvePrecision("fp8", false), Catch::Contains("auto, fp32, fp16 or bf16"));
+  CHECK_THROWS_WITH(ResolvePrecision("fp8", false), Catch::Contains("auto, fp32, fp32-fast, fp16 or bf16"));
 }

@@ -57,23 +57,31 @@ std::vector<std::pair<const void*, int64_t>> SourceKey(const std::vector<at::Ten
   return key;
 }
 
-thread_local bool cpu_bf16_active = false;
+thread_local CpuDenseMode cpu_dense_mode = CpuDenseMode::kFp32;
 
 // Output positions (images × height × width) up to which a 3×3 layer runs Winograd in fp32
-// rather than bf16 under a CpuBf16Scope (FastConv::Forward).
+// rather than bf16 in bf16 mode (FastConv::Forward).
 constexpr int64_t kWinogradOverBf16 = 100 * 136;
 
 }  // namespace
 
-CpuBf16Scope::CpuBf16Scope(bool enabled) : previous_(cpu_bf16_active) {
-  cpu_bf16_active = enabled;
+CpuDenseMode CpuDenseModeOf(const std::string& precision) {
+  if (precision == "bf16")
+    return CpuDenseMode::kBf16;
+  if (precision == "fp32-fast")
+    return CpuDenseMode::kFp32Fast;
+  return CpuDenseMode::kFp32;
 }
-CpuBf16Scope::~CpuBf16Scope() {
-  cpu_bf16_active = previous_;
+
+CpuPrecisionScope::CpuPrecisionScope(CpuDenseMode mode) : previous_(cpu_dense_mode) {
+  cpu_dense_mode = mode;
+}
+CpuPrecisionScope::~CpuPrecisionScope() {
+  cpu_dense_mode = previous_;
 }
 
 bool CpuBf16Path(const at::Tensor& x) {
-  return cpu_bf16_active && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
+  return cpu_dense_mode == CpuDenseMode::kBf16 && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
          (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16) &&
          !at::autocast::is_autocast_enabled(at::kCPU);
 }
@@ -109,7 +117,7 @@ bool CpuHasFastBf16() {
 }
 
 bool CpuInferenceFastPath(const at::Tensor& x) {
-  return CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() && x.dim() == 4 &&
+  return cpu_dense_mode != CpuDenseMode::kFp32 && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() && x.dim() == 4 &&
          x.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(at::kCPU);
 }
 
@@ -181,7 +189,7 @@ void FastConv::Refresh() {
 }
 
 at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
-  // Under a CpuBf16Scope a small 3×3 map still runs fp32 Winograd (the input converted back
+  // In bf16 mode a small 3×3 map still runs fp32 Winograd (the input converted back
   // to float): F(6×6) or F(4×4) do 4-5× fewer multiplications, which beats oneDNN's bf16
   // direct convolution (2× the fp32 rate) while the GEMMs have enough tiles, up to about
   // 100×136 positions on the 2-core AVX512_BF16 VM (layer2-4 and P3-P5 at 800×1066; P2, layer1

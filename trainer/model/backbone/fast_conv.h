@@ -12,18 +12,23 @@
 // bf16/fp16 activation it multiplies), and the ReLU runs in place on the convolution's
 // output. Equal to the modules up to float rounding.
 // Otherwise the modules themselves run whenever a gradient may be needed, for any other
-// dtype, or when MRCNN_CPU_WINOGRAD=0; and the CPU inference fast path runs (float32 on CPU,
-// no gradient recorded, see CpuInferenceFastPath):
+// dtype, at precision fp32 (CpuDenseMode::kFp32: torchvision's algorithm, so its numbers up
+// to the CPU's own rounding), or when MRCNN_CPU_WINOGRAD=0; and the CPU inference fast path
+// runs at precisions fp32-fast and bf16 (float32 or bf16 on CPU, no gradient recorded, see
+// CpuInferenceFastPath):
 //  - a FrozenBatchNorm2d is folded into the convolution's weight and bias (one pass over
 //    the output instead of three);
 //  - a 3×3 stride-1 convolution runs the Winograd kernel (kernels/ops.h WinogradConv3x3)
 //    with F(6×6,3×3), F(4×4,3×3) or F(2×2,3×3) tiles chosen by the input's size
 //    (fast_conv.cpp TileFor), with bias and ReLU fused; any other shape runs at::conv2d
-//    with the folded weight and bias.
-// Under a CpuBf16Scope (reduced precision, issue 25) the same path runs every convolution in
-// bfloat16 through oneDNN instead (AVX512_BF16/AMX dot products, twice the fp32 rate or more):
-// the input is converted to bf16 if it is float32, the folded weight and bias are kept as a
-// bf16 copy, and the output is bf16. Winograd is fp32-only and not used then.
+//    with the folded weight and bias. Up to 5.1× fewer multiplications, but the large tiles'
+//    transforms cost about one decimal digit (~1e-5 of a layer's output instead of ~3e-7),
+//    which random-weight models amplify into box differences of 0.01-0.1 px
+//    (bench/model/bench_fp32_fidelity.py); hence not at precision fp32.
+// Under CpuDenseMode::kBf16 (reduced precision, issue 25) the same path runs every convolution
+// in bfloat16 through oneDNN instead (AVX512_BF16/AMX dot products, twice the fp32 rate or
+// more): the input is converted to bf16 if it is float32, the folded weight and bias are kept
+// as a bf16 copy, and the output is bf16; small 3×3 maps run fp32-fast Winograd then.
 // Folded and transformed filters are built by the first inference that needs them and
 // kept until a source tensor changes (its storage or version counter). Results equal the
 // modules' own up to float rounding (~1e-5 of the output's magnitude). A transformed filter
@@ -37,6 +42,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -69,28 +75,40 @@ class FastConv {
   std::vector<std::pair<const void*, int64_t>> built_from_;  // storage and version of Sources()
   at::Tensor weight_, bias_;               // conv's own, or with the frozen norm folded in
   std::array<at::Tensor, 3> transformed_;  // Winograd filters by tile size: 2, 4, 6
-  at::Tensor weight_bf16_, bias_bf16_;     // weight_ and bias_ as bf16 (CpuBf16Scope)
+  at::Tensor weight_bf16_, bias_bf16_;     // weight_ and bias_ as bf16 (CpuPrecisionScope)
   std::vector<std::pair<const void*, int64_t>> norm_built_from_;  // frozen_'s buffers
   at::Tensor norm_scale_, norm_shift_;                            // frozen_->ScaleShift()
 };
 
-// While alive, the CPU inference fast path of this thread runs its dense layers (FastConv,
-// the box head's fully connected layers, the mask predictor's deconvolution) in bfloat16;
-// the rest (proposal and box decoding, NMS, ROIAlign, mask pasting) stays float32. Scopes
-// nest; the previous state comes back on destruction. Set by InferenceModel for
-// precision bf16 on CPU, and by the trainer's evaluation for TEST.PRECISION bf16.
-class CpuBf16Scope {
+// How the CPU inference fast path of this thread runs its dense layers (FastConv, the box
+// head's fully connected layers, the mask predictor's deconvolution):
+//  - kFp32: float32, the fast path off: the modules as torchvision runs them (precision
+//    "fp32");
+//  - kFp32Fast: float32 through the fast path (precision "fp32-fast": Winograd's ~1e-5
+//    relative error per layer, frozen norms folded, RoIs on one canvas, ...);
+//  - kBf16: bfloat16 dense layers; the rest (proposal and box decoding, NMS, ROIAlign, mask
+//    pasting) stays float32 (precision "bf16").
+enum class CpuDenseMode { kFp32, kFp32Fast, kBf16 };
+
+// The mode of a resolved precision name (ResolvePrecision): "fp32-fast" and "bf16" name
+// theirs; anything else (fp32, and CUDA's fp16) is kFp32.
+CpuDenseMode CpuDenseModeOf(const std::string& precision);
+
+// While alive, this thread's CPU inference fast path runs in `mode`. Scopes nest; the previous
+// mode comes back on destruction; without one it is kFp32. Set by InferenceModel for its
+// precision on CPU, and by the trainer's evaluation for TEST.PRECISION.
+class CpuPrecisionScope {
  public:
-  explicit CpuBf16Scope(bool enabled);
-  ~CpuBf16Scope();
-  CpuBf16Scope(const CpuBf16Scope&) = delete;
-  CpuBf16Scope& operator=(const CpuBf16Scope&) = delete;
+  explicit CpuPrecisionScope(CpuDenseMode mode);
+  ~CpuPrecisionScope();
+  CpuPrecisionScope(const CpuPrecisionScope&) = delete;
+  CpuPrecisionScope& operator=(const CpuPrecisionScope&) = delete;
 
  private:
-  bool previous_;
+  CpuDenseMode previous_;
 };
 
-// Whether a dense layer should run in bf16 on x: a CpuBf16Scope is alive on this thread, no
+// Whether a dense layer should run in bf16 on x: a kBf16 CpuPrecisionScope is alive on this thread, no
 // gradient is recorded, x is a float32 or bf16 CPU tensor, CPU autocast is off and
 // MRCNN_CPU_WINOGRAD is not 0 (the switch that turns the whole fast path off).
 bool CpuBf16Path(const at::Tensor& x);
@@ -112,8 +130,9 @@ class Bf16Copies {
 bool CpuHasFastBf16();
 
 // Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem
-// max-pool) applies to x: no gradient recorded, x a float32 N×C×H×W CPU tensor, CPU autocast
-// off, and MRCNN_CPU_WINOGRAD not set to 0 (read once).
+// max-pool, the RoI canvas) applies to x: this thread's mode is not kFp32, no gradient
+// recorded, x a float32 N×C×H×W CPU tensor, CPU autocast off, and MRCNN_CPU_WINOGRAD not set
+// to 0 (read once).
 bool CpuInferenceFastPath(const at::Tensor& x);
 
 }  // namespace mrcnn::model

@@ -23,19 +23,27 @@
 namespace mrcnn::model {
 
 std::string ResolvePrecision(const std::string& requested, bool cuda) {
-  if (requested == "auto")
-    return !cuda && CpuHasFastBf16() ? "bf16" : "fp32";
+  if (requested == "auto") {
+    if (cuda)
+      return "fp32";
+    return CpuHasFastBf16() ? "bf16" : "fp32-fast";
+  }
   if (requested == "fp16" && !cuda)
     throw std::runtime_error(
         "inference option precision: fp16 needs a CUDA device (on CPU use bf16 or auto)");
-  if (requested != "fp32" && requested != "fp16" && requested != "bf16")
+  if (requested == "fp32-fast" && cuda)
+    throw std::runtime_error(
+        "inference option precision: fp32-fast is the CPU's Winograd mode (on CUDA use fp32, "
+        "bf16 or fp16)");
+  if (requested != "fp32" && requested != "fp32-fast" && requested != "fp16" &&
+      requested != "bf16")
     throw std::runtime_error("inference option precision: '" + requested +
-                             "' is not auto, fp32, fp16 or bf16");
+                             "' is not auto, fp32, fp32-fast, fp16 or bf16");
   return requested;
 }
 
 std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Tensor>& images) {
-  const CpuBf16Scope reduced_precision(cpu_bf16);
+  const CpuPrecisionScope cpu_precision(cpu_mode);
   if (autocast_dtype == at::kFloat) {
     return model->forward(images).detections;
   }
@@ -175,7 +183,7 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   state->precision = ResolvePrecision(options.precision, state->device.is_cuda());
   if (state->device.is_cuda() && state->precision != "fp32")
     state->autocast_dtype = state->precision == "fp16" ? at::kHalf : at::kBFloat16;
-  state->cpu_bf16 = !state->device.is_cuda() && state->precision == "bf16";
+  state->cpu_mode = CpuDenseModeOf(state->precision);
   state->model = MaskRcnn(config);
   if (detectron2) {
     // Every tensor of the model must come from the file (serving has no initialisation to

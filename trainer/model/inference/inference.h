@@ -54,9 +54,11 @@ struct ImageDetections {
 
 struct InferenceOptions {
   std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
-  // "fp32"; "bf16" (CUDA: autocast; CPU: the dense layers in bf16, see fast_conv.h
-  // CpuBf16Scope); "fp16" on CUDA only; "auto": bf16 on a CPU with AVX512_BF16 or AMX-BF16,
-  // otherwise fp32.
+  // "fp32" (torchvision's numbers up to float rounding); "fp32-fast" (CPU only: Winograd
+  // F(4×4)/F(6×6) convolutions, ~1e-5 relative error per layer, see fast_conv.h); "bf16"
+  // (CUDA: autocast; CPU: the dense layers in bf16, see fast_conv.h CpuDenseMode); "fp16" on
+  // CUDA only; "auto": bf16 on a CPU with AVX512_BF16, AMX-BF16 or (arm64) BF16, fp32-fast
+  // on other CPUs, fp32 on CUDA.
   std::string precision = "fp32";
   int num_threads = 0;  // 0 keeps torch's default intra-op thread count
 };
@@ -141,7 +143,7 @@ class InferenceModel {
   const std::vector<std::string>& ClassNames() const;
   // Dataset category ids in the same order as ClassNames().
   const std::vector<int64_t>& CategoryIds() const;
-  // The precision the options' one resolved to: fp32, fp16 or bf16.
+  // The precision the options' one resolved to: fp32, fp32-fast, fp16 or bf16.
   const std::string& Precision() const;
   // Whether the model predicts masks (false: box-only, e.g. Faster R-CNN or Keypoint R-CNN)
   // and how many keypoints per detection (0 without a keypoint head).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/inference/inference.h"
 #include "trainer/model/mask_rcnn.h"
 
@@ -15,8 +16,8 @@ struct InferenceModel::State {
   MaskRcnn model{nullptr};
   torch::Device device{torch::kCPU};
   at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast (CUDA fp16/bf16)
-  bool cpu_bf16 = false;                       // CPU dense layers in bf16 (CpuBf16Scope)
-  std::string precision = "fp32";              // resolved: fp32, fp16 or bf16
+  CpuDenseMode cpu_mode = CpuDenseMode::kFp32;  // the CPU fast path's (CpuPrecisionScope)
+  std::string precision = "fp32";               // resolved: fp32, fp32-fast, fp16 or bf16
   std::vector<std::string> names;
   std::vector<int64_t> category_ids;
 
@@ -28,9 +29,10 @@ struct InferenceModel::State {
   Detection Describe(int64_t label, const std::array<float, 4>& box, float score) const;
 };
 
-// The precision a requested one ("auto", "fp32", "fp16", "bf16") resolves to on a CPU or CUDA
-// device: auto is bf16 on a CPU with native bf16 dot products, fp32 elsewhere. Throws
-// std::runtime_error naming the option for an unknown name or fp16 on CPU.
+// The precision a requested one ("auto", "fp32", "fp32-fast", "fp16", "bf16") resolves to on a
+// CPU or CUDA device: auto is bf16 on a CPU with native bf16 dot products, fp32-fast on other
+// CPUs, fp32 on CUDA. Throws std::runtime_error naming the option for an unknown name, fp16
+// on CPU or fp32-fast on CUDA.
 std::string ResolvePrecision(const std::string& requested, bool cuda);
 
 // RGB bytes (H x W x 3, any row stride through `hwc`) as the model's 3 x H x W float input

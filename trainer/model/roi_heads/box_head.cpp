@@ -17,7 +17,7 @@ class TwoMlpHead : public BoxHead {
     fc6_ = register_module("fc6", nn::Linear(in_features, representation));
     fc7_ = register_module("fc7", nn::Linear(representation, representation));
   }
-  // Under a CpuBf16Scope fc6 and fc7 run in bf16 (fc6 alone is 12.8 GMAC for 1000 RoIs of
+  // In bf16 mode (CpuPrecisionScope) fc6 and fc7 run in bf16 (fc6 alone is 12.8 GMAC for 1000 RoIs of
   // ResNet-50-FPN); the result is float32 again for the predictor.
   at::Tensor Forward(const at::Tensor& pooled) override {
     at::Tensor x = pooled.flatten(1);
