@@ -130,7 +130,8 @@ class MaskRcnnPredictor : public torch::nn::Module {
   // without gradients the deconvolution runs as one GEMM per RoI whose output feeds the
   // label's 1×1 logits directly, skipping the interleaved 2R×2R feature map and the
   // logits of the other classes; elsewhere it is Forward(x) indexed by labels. Under a
-  // bf16 CpuPrecisionScope the same GEMMs run in bf16 and the logits come back bf16.
+  // bf16 CpuPrecisionScope the deconvolution is one oneDNN 1×1 convolution (bias and ReLU
+  // fused) in bf16 and the logits come back bf16.
   at::Tensor LabelLogits(const at::Tensor& x, const at::Tensor& labels);
 
  private:

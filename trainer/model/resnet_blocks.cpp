@@ -67,19 +67,18 @@ ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape
   }
 }
 
-at::Tensor ResidualBlock::Forward(const at::Tensor& x) {
+at::Tensor ResidualBlock::Forward(at::Tensor x) {
   // ReLU and the residual add run in place on fresh temporaries, as torchvision's
   // Bottleneck does (inplace=True): none of them is saved for backward, and every
   // avoided allocation is a full activation map.
+  // The last convolution takes the shortcut as its residual (fused in oneDNN in bf16 mode).
   at::Tensor out = conv1_fast_.Forward(x, /*relu=*/true);
-  if (bottleneck_) {
+  if (bottleneck_)
     out = conv2_fast_.Forward(out, /*relu=*/true);
-    out = conv3_fast_.Forward(out);
-  } else {
-    out = conv2_fast_.Forward(out);
-  }
-  at::Tensor identity = downsample_.is_empty() ? x : down_fast_.Forward(x);
-  return out.add_(identity).relu_();
+  FastConv& last = bottleneck_ ? conv3_fast_ : conv2_fast_;
+  if (downsample_.is_empty())
+    return last.ForwardAdd(out, std::move(x), /*relu=*/true);
+  return last.ForwardAdd(out, down_fast_.Forward(x), /*relu=*/true);
 }
 
 int64_t Detectron2StageChannels(const ModelConfig& config, int index) {

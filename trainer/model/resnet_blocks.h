@@ -36,7 +36,9 @@ std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels)
 class ResidualBlock : public torch::nn::Module {
  public:
   ResidualBlock(const ModelConfig& config, const ResidualBlockShape& shape);
-  at::Tensor Forward(const at::Tensor& x);
+  // x by value: moved in (x = block->Forward(std::move(x))), its memory can take the block's
+  // output in bf16 mode (FastConv::ForwardAdd) instead of a copy of it.
+  at::Tensor Forward(at::Tensor x);
 
  private:
   bool bottleneck_;

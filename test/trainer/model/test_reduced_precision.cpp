@@ -1,13 +1,18 @@
-// The CPU reduced-precision path (issue 25): FastConv under a CpuBf16Scope runs in bf16 (maps
-// past the Winograd cut-over) and stays within bf16's rounding of the float32 result, the scope
-// nests and restores, the bf16 weight copies follow in-place weight updates, the model's dense
-// stages really run in bf16 while its outputs stay float32, and precision names resolve per device.
+// The CPU precision modes (issues 25 and 54): FastConv in bf16 mode runs in bf16 (maps past the
+// Winograd cut-over) and stays within bf16's rounding of the float32 result, scopes nest and
+// restore, bf16 weight copies follow in-place weight updates, the model's dense stages really
+// run in bf16 while its outputs stay float32, fp32 is the modules' own result and fp32-fast
+// Winograd's, the fused oneDNN epilogues (ReLU, residual add, the mask deconvolution) equal the
+// unfused results, and precision names resolve per device.
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+
+#include <cmath>
 
 #include <catch2/catch.hpp>
 
 #include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/backbone/onednn_fused_conv.h"
 #include "trainer/model/inference/inference_state.h"
 #include "trainer/model/mask_rcnn.h"
 #include "trainer/model/parts.h"
@@ -103,6 +108,80 @@ TEST_CASE("FastConv at fp32 is the modules' own result; fp32-fast is Winograd's"
   INFO("relative error: modules " << error(modules) << ", fp32-fast " << winograd);
   CHECK(winograd > 3.0 * error(modules));  // the large tiles did run
   CHECK(winograd < 1e-4);
+}
+
+TEST_CASE("the mask predictor's label logits equal its full output's, in every CPU mode", "[bf16]") {
+  torch::manual_seed(7);
+  torch::NoGradGuard no_grad;
+  MaskRcnnPredictor predictor(32, 24, 5);
+  const at::Tensor x = torch::randn({6, 32, 14, 14}).relu_();
+  const at::Tensor labels = torch::tensor({1, 4, 2, 2, 3, 1}, torch::kLong);
+  const at::Tensor reference =
+      predictor.Forward(x).index({torch::arange(6, torch::kLong), labels});  // N×28×28
+  CHECK(reference.sizes() == at::IntArrayRef({6, 28, 28}));
+  CHECK(torch::equal(predictor.LabelLogits(x, labels), reference));  // fp32: Forward itself
+  {
+    const CpuPrecisionScope scope(CpuDenseMode::kFp32Fast);  // the GEMM per RoI
+    CHECK(RelativeError(predictor.LabelLogits(x, labels), reference) < 1e-5);
+  }
+  {
+    const CpuPrecisionScope scope(CpuDenseMode::kBf16);  // oneDNN's 1×1 convolution
+    const at::Tensor bf16 = predictor.LabelLogits(x, labels);
+    CHECK(bf16.scalar_type() == at::kBFloat16);
+    CHECK(bf16.sizes() == reference.sizes());
+    const double error = RelativeError(bf16, reference);
+    CHECK(error > 0.0);
+    CHECK(error < 2e-2);
+    // A pixel layout mistake would move whole rows or columns: each pixel must track its own.
+    const at::Tensor per_pixel = (bf16.to(at::kFloat) - reference).abs();
+    CHECK(per_pixel.max().item<double>() < 0.05 * reference.abs().max().item<double>());
+  }
+}
+
+TEST_CASE("a residual block's output is the same with or without the fused residual add", "[bf16]") {
+  torch::manual_seed(8);
+  torch::NoGradGuard no_grad;
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 1).bias(true));
+  FastConv fast(conv);
+  const at::Tensor x = torch::randn({2, 32, 90, 120});
+  const at::Tensor residual = torch::randn({2, 48, 90, 120});
+  const at::Tensor reference = torch::relu(conv->forward(x) + residual);
+  const CpuPrecisionScope scope(CpuDenseMode::kBf16);
+  const at::Tensor held =
+      residual.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);  // still ours
+  const at::Tensor before = held.clone();
+  const at::Tensor fused = fast.ForwardAdd(x, held, /*relu=*/true);
+  CHECK(torch::equal(held, before));  // a tensor someone else holds is not overwritten
+  CHECK(fused.scalar_type() == at::kBFloat16);
+  CHECK(RelativeError(fused, reference) < 2e-2);
+  CHECK(fused.min().item<float>() >= 0.0f);
+  // A temporary moved in takes the result in its own memory.
+  at::Tensor temporary = held.clone(at::MemoryFormat::ChannelsLast);
+  const void* memory = temporary.data_ptr();
+  const at::Tensor in_place = fast.ForwardAdd(x, std::move(temporary), /*relu=*/true);
+  CHECK(in_place.data_ptr() == memory);
+  CHECK(torch::equal(in_place, fused));
+}
+
+TEST_CASE("ReluBf16InPlace is max(x, 0) and keeps NaN", "[bf16]") {
+  at::Tensor t = torch::tensor({-2.5f, -0.0f, 0.0f, 1.5f, -1e-30f, std::nanf(""), -INFINITY, INFINITY})
+                     .to(at::kBFloat16);
+  ReluBf16InPlace(t);
+  const at::Tensor f = t.to(at::kFloat);
+  CHECK(f[0].item<float>() == 0.0f);
+  CHECK(!std::signbit(f[1].item<float>()));
+  CHECK(f[3].item<float>() == 1.5f);
+  CHECK(f[4].item<float>() == 0.0f);
+  CHECK(std::isnan(f[5].item<float>()));
+  CHECK(f[6].item<float>() == 0.0f);
+  CHECK(std::isinf(f[7].item<float>()));
+  at::Tensor planar = torch::randn({3, 8, 5, 7}).to(at::kBFloat16);
+  const at::Tensor expected = torch::relu(planar.to(at::kFloat));
+  at::Tensor cl = planar.contiguous(at::MemoryFormat::ChannelsLast);
+  ReluBf16InPlace(cl);
+  CHECK(torch::equal(cl.to(at::kFloat), expected));
+  at::Tensor strided = planar.slice(3, 0, 7, 2);
+  CHECK_THROWS_WITH(ReluBf16InPlace(strided), Catch::Contains("dense bf16"));
 }
 
 // Issue 39: under autocast the modules' path leaves every frozen norm's output float32 (its
@@ -212,7 +291,8 @@ TEST_CASE("the model's dense stages run in bf16 and its detections stay float32"
   const ImageBatch batch = model->Transform({image}, nullptr);
   const std::vector<at::Tensor> features = model->Features(batch.tensors);
   CHECK(features.front().scalar_type() == at::kBFloat16);  // P2: oneDNN bf16
-  CHECK(features[3].scalar_type() == at::kFloat);          // P5 (15×20): fp32 Winograd
+  // P5 (15×20): fp32 Winograd, unless AMX makes bf16 faster at every size.
+  CHECK(features[3].scalar_type() == (CpuHasAmxBf16() ? at::kBFloat16 : at::kFloat));
   model->detection_settings().score_thresh = 0.0;
   const auto out = model->forward({image});
   REQUIRE(out.detections.size() == 1);

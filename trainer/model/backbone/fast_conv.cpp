@@ -14,6 +14,7 @@
 #endif
 
 #include "kernels/ops.h"
+#include "trainer/model/backbone/onednn_fused_conv.h"
 #include "trainer/model/parts.h"
 
 namespace mrcnn::model {
@@ -59,9 +60,28 @@ std::vector<std::pair<const void*, int64_t>> SourceKey(const std::vector<at::Ten
 
 thread_local CpuDenseMode cpu_dense_mode = CpuDenseMode::kFp32;
 
+// Whether cpuinfo reports the named x86 feature (never on arm64).
+bool CpuReports(const char* name) {
+#if defined(__aarch64__)
+  (void)name;
+  return false;
+#else
+  const auto capabilities = at::cpu::get_cpu_capabilities();
+  const auto it = capabilities.find(name);
+  return it != capabilities.end() && it->second.isBool() && it->second.toBool();
+#endif
+}
+
 // Output positions (images × height × width) up to which a 3×3 layer runs Winograd in fp32
-// rather than bf16 in bf16 mode (FastConv::Forward).
-constexpr int64_t kWinogradOverBf16 = 100 * 136;
+// rather than bf16 in bf16 mode (FastConv::Forward). With AMX tiles oneDNN's bf16 direct
+// convolution beats fp32 Winograd at every size: on the 2-core AMX VM (issue 54) a 640×480
+// request took 447 ms with none against 623 ms with the AVX512_BF16 threshold, whose layer2-4
+// and P3-P5 then ran Winograd (backbone 166 against 260 ms, FPN 57 against 98, RPN 52
+// against 89).
+int64_t WinogradOverBf16() {
+  static const int64_t positions = CpuHasAmxBf16() ? 0 : 100 * 136;
+  return positions;
+}
 
 }  // namespace
 
@@ -104,16 +124,14 @@ bool CpuHasFastBf16() {
   static const bool fast = (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
   return fast;
 #else
-  static const bool fast = [] {
-    const auto capabilities = at::cpu::get_cpu_capabilities();
-    auto has = [&](const char* name) {
-      const auto it = capabilities.find(name);
-      return it != capabilities.end() && it->second.isBool() && it->second.toBool();
-    };
-    return has("avx512_bf16") || has("amx_bf16");
-  }();
+  static const bool fast = CpuReports("avx512_bf16") || CpuReports("amx_bf16");
   return fast;
 #endif
+}
+
+bool CpuHasAmxBf16() {
+  static const bool amx = CpuReports("amx_bf16");
+  return amx;
 }
 
 bool CpuInferenceFastPath(const at::Tensor& x) {
@@ -188,15 +206,59 @@ void FastConv::Refresh() {
   }
 }
 
+bool FastConv::Bf16For(const at::Tensor& x) const {
+  return fast_ok_ && x.dim() == 4 && CpuBf16Path(x) &&
+         !(winograd_ok_ && x.size(0) * x.size(2) * x.size(3) <= WinogradOverBf16());
+}
+
+ConvGeometry FastConv::Geometry() const {
+  const auto& o = conv_->options;
+  const auto& padding = std::get<torch::ExpandingArray<2>>(o.padding());
+  auto vec = [](const auto& array) { return std::vector<int64_t>(array->begin(), array->end()); };
+  return {vec(o.stride()), vec(padding), vec(o.dilation()), o.groups()};
+}
+
+void FastConv::EnsureBf16Weights() {
+  if (!weight_bf16_.defined()) {
+    weight_bf16_ = weight_.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
+    if (bias_.defined())
+      bias_bf16_ = bias_.to(at::kBFloat16);
+  }
+}
+
+at::Tensor FastConv::ForwardAdd(const at::Tensor& x, at::Tensor residual, bool relu) {
+  const bool norm_after = norm_ != nullptr && frozen_ == nullptr;
+  if (!norm_after && Bf16For(x) && OneDnnFusedConvAvailable() &&
+      residual.scalar_type() == at::kBFloat16 &&
+      residual.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    Refresh();
+    EnsureBf16Weights();
+    // Overwritten only when nothing else holds its memory (a temporary moved in).
+    const bool owned = residual.use_count() == 1 && residual.storage().use_count() == 1;
+    return OneDnnConvAccumulate(
+        owned ? std::move(residual) : residual.clone(at::MemoryFormat::ChannelsLast),
+        x.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast), weight_bf16_, bias_bf16_,
+        Geometry(), relu);
+  }
+  at::Tensor y = Forward(x).add_(residual);
+  if (!relu)
+    return y;
+  if (y.scalar_type() == at::kBFloat16 && y.is_non_overlapping_and_dense() && !y.requires_grad()) {
+    ReluBf16InPlace(y);
+    return y;
+  }
+  return y.relu_();
+}
+
 at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
-  // In bf16 mode a small 3×3 map still runs fp32 Winograd (the input converted back
-  // to float): F(6×6) or F(4×4) do 4-5× fewer multiplications, which beats oneDNN's bf16
-  // direct convolution (2× the fp32 rate) while the GEMMs have enough tiles, up to about
-  // 100×136 positions on the 2-core AVX512_BF16 VM (layer2-4 and P3-P5 at 800×1066; P2, layer1
-  // and the mask head's 100 RoIs of 14×14 run faster in bf16).
+  // In bf16 mode without AMX a small 3×3 map still runs fp32 Winograd (the input converted
+  // back to float): F(6×6) or F(4×4) do 4-5× fewer multiplications, which beats oneDNN's
+  // AVX512_BF16 direct convolution (2× the fp32 rate) while the GEMMs have enough tiles, up to
+  // about 100×136 positions on the 2-core AVX512_BF16 VM (layer2-4 and P3-P5 at 800×1066; P2,
+  // layer1 and the mask head's 100 RoIs of 14×14 run faster in bf16). AMX: see
+  // WinogradOverBf16.
   const bool reduced = fast_ok_ && x.dim() == 4 && CpuBf16Path(x);
-  const bool bf16 =
-      reduced && !(winograd_ok_ && x.size(0) * x.size(2) * x.size(3) <= kWinogradOverBf16);
+  const bool bf16 = Bf16For(x);
   if (reduced && !bf16 && x.scalar_type() == at::kBFloat16)
     // One pass to planar float32 for the fp32 Winograd below.
     return Forward(x.to(at::kFloat, false, false, at::MemoryFormat::Contiguous), relu);
@@ -210,17 +272,16 @@ at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
   if (bf16) {
     // Channels-last end to end: oneDNN's bf16 kernels work in NHWC blocks, so a planar input
     // or weight would be reordered on every call (about 20 % of a 3×3 layer's time).
-    if (!weight_bf16_.defined()) {
-      weight_bf16_ = weight_.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
-      if (bias_.defined())
-        bias_bf16_ = bias_.to(at::kBFloat16);
+    EnsureBf16Weights();
+    const at::Tensor input = x.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
+    if (OneDnnFusedConvAvailable()) {
+      y = OneDnnConv(input, weight_bf16_, bias_bf16_, Geometry(), conv_relu);
+    } else {
+      const ConvGeometry g = Geometry();
+      y = at::conv2d(input, weight_bf16_, bias_bf16_, g.stride, g.padding, g.dilation, g.groups);
+      if (conv_relu)
+        ReluBf16InPlace(y);
     }
-    const auto& o = conv_->options;
-    const auto& padding = std::get<torch::ExpandingArray<2>>(o.padding());
-    y = at::conv2d(x.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast), weight_bf16_,
-                   bias_bf16_, *o.stride(), *padding, *o.dilation(), o.groups());
-    if (conv_relu)
-      y.relu_();
   } else if (winograd_ok_) {
     const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
     at::Tensor& transformed = transformed_[tile / 2 - 1];

@@ -48,6 +48,7 @@
 
 namespace mrcnn::model {
 
+struct ConvGeometry;
 class NormLayer;
 class FrozenBatchNorm2d;
 
@@ -59,10 +60,17 @@ class FastConv {
 
   // relu?(norm(conv(x))).
   at::Tensor Forward(const at::Tensor& x, bool relu = false);
+  // relu?(norm(conv(x)) + residual): a bottleneck's last convolution with its shortcut, an
+  // FPN lateral with its top-down map. In bf16 mode oneDNN accumulates into residual's memory
+  // when nothing else holds it (a temporary moved in), else into a copy of it.
+  at::Tensor ForwardAdd(const at::Tensor& x, at::Tensor residual, bool relu = false);
   const torch::nn::Conv2d& conv() const { return conv_; }
 
  private:
   at::Tensor Modules(const at::Tensor& x, bool relu);
+  bool Bf16For(const at::Tensor& x) const;  // this call runs oneDNN's bf16 convolution
+  ConvGeometry Geometry() const;
+  void EnsureBf16Weights();
   at::Tensor FrozenNormInside(const at::Tensor& x, bool relu);
   std::vector<at::Tensor> Sources() const;
   void Refresh();
@@ -128,6 +136,10 @@ class Bf16Copies {
 // cpuinfo; arm64: the BF16 extension, by the kernel's HWCAP2): what precision "auto" means
 // bf16 on.
 bool CpuHasFastBf16();
+
+// Whether this x86 CPU has AMX-BF16 tiles (cpuinfo): bf16 mode then runs every 3×3 layer in
+// bf16, small maps too (fast_conv.cpp WinogradOverBf16).
+bool CpuHasAmxBf16();
 
 // Whether the CPU inference fast path (this file, MaskRcnnPredictor::LabelLogits, the stem
 // max-pool, the RoI canvas) applies to x: this thread's mode is not kFp32, no gradient

@@ -61,10 +61,11 @@ class Fpn : public Neck {
     at::Tensor last_inner = inner_[n - 1].Forward(x[n - 1]);
     results[n - 1] = layer_[n - 1].Forward(last_inner);
     for (size_t i = n - 1; i-- > 0;) {
-      at::Tensor lateral = inner_[i].Forward(x[i]);
-      at::Tensor top_down = at::upsample_nearest2d(last_inner, {lateral.size(-2), lateral.size(-1)},
-                                                   std::nullopt, std::nullopt);
-      last_inner = lateral.add_(top_down);  // lateral is a fresh temporary
+      // The 1×1 lateral keeps x[i]'s size; the top-down map is a fresh temporary, which the
+      // lateral accumulates into in bf16 mode (FastConv::ForwardAdd).
+      last_inner = inner_[i].ForwardAdd(
+          x[i], at::upsample_nearest2d(last_inner, {x[i].size(-2), x[i].size(-1)}, std::nullopt,
+                                       std::nullopt));
       results[i] = layer_[i].Forward(last_inner);
     }
     if (p6p7_) {

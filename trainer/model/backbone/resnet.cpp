@@ -70,7 +70,7 @@ class ResNetBody : public BackboneBody {
     std::vector<at::Tensor> outs;
     for (auto& stage : stages_) {
       for (auto& block : stage)
-        x = block->Forward(x);
+        x = block->Forward(std::move(x));
       outs.push_back(x);
     }
     return outs;
@@ -119,7 +119,7 @@ class Detectron2ResNetBody : public BackboneBody {
     std::vector<at::Tensor> outs;
     for (size_t s = 0; s < stages_.size(); ++s) {
       for (auto& block : stages_[s])
-        x = block->Forward(x);
+        x = block->Forward(std::move(x));
       if (returned_[s])
         outs.push_back(x);
     }

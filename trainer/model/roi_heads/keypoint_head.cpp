@@ -41,6 +41,10 @@ at::Tensor KeypointHead::Forward(const at::Tensor& pooled) {
   at::Tensor x = pooled;
   for (auto& conv : convs_)
     x = conv.Forward(x, /*relu=*/true);
+  // In bf16 mode the convolutions may hand over bf16 maps; the heatmaps (and their argmax to
+  // sub-pixel keypoints) come from the float32 predictor.
+  if (x.scalar_type() == at::kBFloat16)
+    x = x.to(at::kFloat);
   return predictor_->Forward(x);
 }
 

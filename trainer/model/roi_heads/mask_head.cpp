@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/backbone/onednn_fused_conv.h"
 #include "trainer/model/conv_layers.h"
 #include "trainer/model/parts.h"
 #include "trainer/model/registry.h"
@@ -72,6 +73,23 @@ at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor&
   }
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t k = deconv_w.size(1);
+  const at::Tensor logit_w = params[2].flatten(1).index_select(0, labels);
+  const at::Tensor logit_b = params[3].index_select(0, labels);
+  if (bf16 && OneDnnFusedConvAvailable()) {
+    // The same deconvolution as one 1×1 convolution with 4K output channels in (a, b, k)
+    // order, bias and ReLU fused by oneDNN: channels-last, its output is (i, j, a, b, k) per
+    // RoI, so each RoI's label logits are one matrix-vector product over k. On the 2-core
+    // AMX VM: ~10 ms for 100 RoIs against 51 ms for the bmm, its bias and its ReLU (issue 54).
+    const at::Tensor weight = deconv_w.permute({2, 3, 1, 0}).reshape({4 * k, c, 1, 1}).contiguous(
+        at::MemoryFormat::ChannelsLast);
+    const at::Tensor bias = params[1].repeat({4});
+    const at::Tensor z = OneDnnConv(x.contiguous(at::MemoryFormat::ChannelsLast), weight, bias,
+                                    {{1, 1}, {0, 0}, {1, 1}, 1}, /*relu=*/true);
+    const at::Tensor per_roi = z.permute({0, 2, 3, 1}).reshape({n, h * w * 4, k});
+    at::Tensor out = at::baddbmm(logit_b.view({n, 1, 1}), per_roi, logit_w.unsqueeze(2));
+    // (i, j, a, b) -> (i, a, j, b): the 2H×2W map.
+    return out.view({n, h, w, 2, 2}).permute({0, 1, 3, 2, 4}).reshape({n, 2 * h, 2 * w});
+  }
   // Deconvolution with kernel 2 and stride 2 has no overlap: output pixel (2i+a, 2j+b)
   // of channel k is Σ_c w[c,k,a,b]·x[c,i,j]. Rows (k, a, b) of one GEMM give, per RoI,
   // a K × (2·2·H·W) matrix: ReLU(deconv) in (a, b, i, j) order, ready for the 1×1 logits.
@@ -81,8 +99,6 @@ at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor&
   at::Tensor z = at::bmm(weight.unsqueeze(0).expand({n, 4 * k, c}), x.reshape({n, c, h * w}))
                      .view({n, k, 4 * h * w});
   z.add_(params[1].view({1, k, 1})).relu_();
-  const at::Tensor logit_w = params[2].flatten(1).index_select(0, labels);
-  const at::Tensor logit_b = params[3].index_select(0, labels);
   at::Tensor out = at::baddbmm(logit_b.view({n, 1, 1}), logit_w.unsqueeze(1), z);
   // (a, b, i, j) -> (i, a, j, b): the 2H×2W map.
   return out.view({n, 2, 2, h, w}).permute({0, 3, 1, 4, 2}).reshape({n, 2 * h, 2 * w});

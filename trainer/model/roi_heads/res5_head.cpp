@@ -19,7 +19,7 @@ Res5Head::Res5Head(const ModelConfig& config) : channels_(Detectron2StageChannel
   trunk_ = [blocks](const at::Tensor& pooled) {
     at::Tensor x = pooled;
     for (const auto& block : blocks)
-      x = block->Forward(x);
+      x = block->Forward(std::move(x));
     return x;
   };
 }
