@@ -320,3 +320,34 @@ TEST_CASE("precision names resolve per device", "[bf16]") {
   CHECK_THROWS_WITH(ResolvePrecision("fp16", false), Catch::Contains("CUDA"));
   CHECK_THROWS_WITH(ResolvePrecision("fp8", false), Catch::Contains("auto, fp32, fp32-fast, fp16 or bf16"));
 }
+
+// Last in this file: it turns the fused ops off for the rest of the process.
+TEST_CASE("the unfused fallback gives the fused results up to bf16 rounding", "[bf16]") {
+  torch::manual_seed(9);
+  torch::NoGradGuard no_grad;
+  auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 3).padding(1).bias(true));
+  FastConv fast(conv);
+  const at::Tensor x = torch::randn({2, 32, 90, 120});
+  const at::Tensor residual = torch::randn({2, 48, 90, 120})
+                                  .to(at::kBFloat16)
+                                  .contiguous(at::MemoryFormat::ChannelsLast);
+  MaskRcnnPredictor predictor(32, 24, 5);
+  const at::Tensor rois = torch::randn({4, 32, 14, 14}).relu_();
+  const at::Tensor labels = torch::tensor({1, 4, 2, 3}, torch::kLong);
+  const CpuPrecisionScope scope(CpuDenseMode::kBf16);
+  auto run = [&] {
+    return std::vector<at::Tensor>{fast.Forward(x, /*relu=*/true).to(at::kFloat),
+                                   fast.ForwardAdd(x, residual, /*relu=*/true).to(at::kFloat),
+                                   predictor.LabelLogits(rois, labels).to(at::kFloat)};
+  };
+  REQUIRE(OneDnnFusedConvAvailable());  // x86 libtorch: the fused ops are there
+  const std::vector<at::Tensor> fused = run();
+  DisableOneDnnFusedConv();
+  CHECK_FALSE(OneDnnFusedConvAvailable());
+  const std::vector<at::Tensor> unfused = run();
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("output " << i);
+    CHECK(RelativeError(unfused[i], fused[i]) < 2e-2);
+    CHECK(unfused[i].min().item<float>() >= (i < 2 ? 0.0f : -1e9f));
+  }
+}

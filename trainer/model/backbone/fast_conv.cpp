@@ -228,8 +228,7 @@ void FastConv::EnsureBf16Weights() {
 
 at::Tensor FastConv::ForwardAdd(const at::Tensor& x, at::Tensor residual, bool relu) {
   const bool norm_after = norm_ != nullptr && frozen_ == nullptr;
-  if (!norm_after && Bf16For(x) && OneDnnFusedConvAvailable() &&
-      residual.scalar_type() == at::kBFloat16 &&
+  if (!norm_after && Bf16For(x) && residual.scalar_type() == at::kBFloat16 &&
       residual.is_contiguous(at::MemoryFormat::ChannelsLast)) {
     Refresh();
     EnsureBf16Weights();
@@ -274,14 +273,7 @@ at::Tensor FastConv::Forward(const at::Tensor& x, bool relu) {
     // or weight would be reordered on every call (about 20 % of a 3×3 layer's time).
     EnsureBf16Weights();
     const at::Tensor input = x.to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
-    if (OneDnnFusedConvAvailable()) {
-      y = OneDnnConv(input, weight_bf16_, bias_bf16_, Geometry(), conv_relu);
-    } else {
-      const ConvGeometry g = Geometry();
-      y = at::conv2d(input, weight_bf16_, bias_bf16_, g.stride, g.padding, g.dilation, g.groups);
-      if (conv_relu)
-        ReluBf16InPlace(y);
-    }
+    y = OneDnnConv(input, weight_bf16_, bias_bf16_, Geometry(), conv_relu);
   } else if (winograd_ok_) {
     const int64_t tile = TileFor(x.size(0), x.size(2), x.size(3));
     at::Tensor& transformed = transformed_[tile / 2 - 1];

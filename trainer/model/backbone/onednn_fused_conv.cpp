@@ -5,6 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <ATen/ops/conv2d.h>
+
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -38,26 +41,56 @@ void PushGeometry(torch::jit::Stack& stack, const ConvGeometry& g) {
   stack.emplace_back(g.groups);
 }
 
+std::atomic<bool> fused_failed{false};
+
+// Runs `fused`; if it throws, turns the fused ops off and runs `unfused` instead.
+template <typename Fused, typename Unfused>
+at::Tensor FusedOr(Fused fused, Unfused unfused) {
+  if (OneDnnFusedConvAvailable()) {
+    try {
+      return fused();
+    } catch (const c10::Error&) {
+      fused_failed = true;
+    }
+  }
+  return unfused();
+}
+
 }  // namespace
 
 bool OneDnnFusedConvAvailable() {
-  return PointwiseOp().has_value() && AccumulateOp().has_value();
+  static const bool registered = PointwiseOp().has_value() && AccumulateOp().has_value();
+  return registered && !fused_failed;
+}
+
+void DisableOneDnnFusedConv() {
+  fused_failed = true;
 }
 
 at::Tensor OneDnnConv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const ConvGeometry& geometry, bool relu) {
-  // mkldnn::_convolution_pointwise(X, W, B?, padding, stride, dilation, groups, attr,
-  //                                scalars, algorithm)
-  torch::jit::Stack stack;
-  stack.emplace_back(x);
-  stack.emplace_back(weight);
-  stack.emplace_back(OptionalTensor(bias));
-  PushGeometry(stack, geometry);
-  stack.emplace_back(std::string(relu ? "relu" : "none"));
-  stack.emplace_back(c10::List<std::optional<at::Scalar>>());
-  stack.emplace_back(c10::IValue());
-  PointwiseOp()->callBoxed(&stack);
-  return stack.at(0).toTensor();
+  return FusedOr(
+      [&] {
+        // mkldnn::_convolution_pointwise(X, W, B?, padding, stride, dilation, groups, attr,
+        //                                scalars, algorithm)
+        torch::jit::Stack stack;
+        stack.emplace_back(x);
+        stack.emplace_back(weight);
+        stack.emplace_back(OptionalTensor(bias));
+        PushGeometry(stack, geometry);
+        stack.emplace_back(std::string(relu ? "relu" : "none"));
+        stack.emplace_back(c10::List<std::optional<at::Scalar>>());
+        stack.emplace_back(c10::IValue());
+        PointwiseOp()->callBoxed(&stack);
+        return stack.at(0).toTensor();
+      },
+      [&] {
+        at::Tensor y = at::conv2d(x, weight, bias, geometry.stride, geometry.padding,
+                                  geometry.dilation, geometry.groups);
+        if (relu)
+          ReluBf16InPlace(y);
+        return y;
+      });
 }
 
 at::Tensor OneDnnConvAccumulate(at::Tensor accumulator, const at::Tensor& x,
@@ -66,18 +99,26 @@ at::Tensor OneDnnConvAccumulate(at::Tensor accumulator, const at::Tensor& x,
   // mkldnn::_convolution_pointwise_.binary(other!, X, W, B?, padding, stride, dilation,
   //     groups, binary_attr, alpha, unary_attr, unary_scalars, unary_algorithm): "add" is
   // oneDNN's sum post-op there; PyTorch takes no unary post-op after it, hence the ReLU below.
-  torch::jit::Stack stack;
-  stack.emplace_back(accumulator);
-  stack.emplace_back(x);
-  stack.emplace_back(weight);
-  stack.emplace_back(OptionalTensor(bias));
-  PushGeometry(stack, geometry);
-  stack.emplace_back(std::string("add"));
-  stack.emplace_back(at::Scalar(1.0));
-  stack.emplace_back(c10::IValue());
-  stack.emplace_back(c10::List<std::optional<at::Scalar>>());
-  stack.emplace_back(c10::IValue());
-  AccumulateOp()->callBoxed(&stack);
+  accumulator = FusedOr(
+      [&] {
+        torch::jit::Stack stack;
+        stack.emplace_back(accumulator);
+        stack.emplace_back(x);
+        stack.emplace_back(weight);
+        stack.emplace_back(OptionalTensor(bias));
+        PushGeometry(stack, geometry);
+        stack.emplace_back(std::string("add"));
+        stack.emplace_back(at::Scalar(1.0));
+        stack.emplace_back(c10::IValue());
+        stack.emplace_back(c10::List<std::optional<at::Scalar>>());
+        stack.emplace_back(c10::IValue());
+        AccumulateOp()->callBoxed(&stack);
+        return accumulator;
+      },
+      [&] {
+        return accumulator.add_(at::conv2d(x, weight, bias, geometry.stride, geometry.padding,
+                                           geometry.dilation, geometry.groups));
+      });
   if (relu)
     ReluBf16InPlace(accumulator);
   return accumulator;

@@ -17,17 +17,24 @@ struct ConvGeometry {
   int64_t groups = 1;
 };
 
-// Whether this libtorch has the fused ops (built with oneDNN; looked up once).
+// Whether the fused ops are in use: registered in this libtorch (built with oneDNN) and none
+// has failed yet. A fused call that throws (a oneDNN build whose backend lacks the post-op,
+// e.g. an arm64 one) turns them off for the process; that call and all later ones run unfused.
 bool OneDnnFusedConvAvailable();
 
-// relu?(conv(x, weight, bias)) in one oneDNN primitive; x, weight (and the result) bf16
-// channels-last. Requires OneDnnFusedConvAvailable().
+// Turns the fused ops off for the rest of the process, as a failed call does (for tests of
+// the unfused fallback).
+void DisableOneDnnFusedConv();
+
+// relu?(conv(x, weight, bias)) in one oneDNN primitive where available (else at::conv2d and
+// ReluBf16InPlace); x, weight (and the result) bf16 channels-last.
 at::Tensor OneDnnConv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const ConvGeometry& geometry, bool relu);
 
 // accumulator += conv(x, weight, bias) in place (oneDNN's sum post-op: one rounding to bf16
-// instead of two), then ReLU in place when asked; returns accumulator. accumulator must be a
-// bf16 channels-last tensor of the output's shape that the caller owns (it is overwritten).
+// instead of two; unfused where unavailable), then ReLU in place when asked; returns
+// accumulator. accumulator must be a bf16 channels-last tensor of the output's shape that the
+// caller owns (it is overwritten).
 at::Tensor OneDnnConvAccumulate(at::Tensor accumulator, const at::Tensor& x,
                                 const at::Tensor& weight, const at::Tensor& bias,
                                 const ConvGeometry& geometry, bool relu);

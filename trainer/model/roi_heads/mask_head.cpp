@@ -75,7 +75,7 @@ at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor&
   const int64_t k = deconv_w.size(1);
   const at::Tensor logit_w = params[2].flatten(1).index_select(0, labels);
   const at::Tensor logit_b = params[3].index_select(0, labels);
-  if (bf16 && OneDnnFusedConvAvailable()) {
+  if (bf16) {
     // The same deconvolution as one 1×1 convolution with 4K output channels in (a, b, k)
     // order, bias and ReLU fused by oneDNN: channels-last, its output is (i, j, a, b, k) per
     // RoI, so each RoI's label logits are one matrix-vector product over k. On the 2-core
