@@ -7,9 +7,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-#include <cmath>
-
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/backbone/onednn_fused_conv.h"
@@ -110,7 +109,8 @@ TEST_CASE("FastConv at fp32 is the modules' own result; fp32-fast is Winograd's"
   CHECK(winograd < 1e-4);
 }
 
-TEST_CASE("the mask predictor's label logits equal its full output's, in every CPU mode", "[bf16]") {
+TEST_CASE("the mask predictor's label logits equal its full output's, in every CPU mode",
+          "[bf16]") {
   torch::manual_seed(7);
   torch::NoGradGuard no_grad;
   MaskRcnnPredictor predictor(32, 24, 5);
@@ -138,7 +138,8 @@ TEST_CASE("the mask predictor's label logits equal its full output's, in every C
   }
 }
 
-TEST_CASE("a residual block's output is the same with or without the fused residual add", "[bf16]") {
+TEST_CASE("a residual block's output is the same with or without the fused residual add",
+          "[bf16]") {
   torch::manual_seed(8);
   torch::NoGradGuard no_grad;
   auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 1).bias(true));
@@ -164,8 +165,9 @@ TEST_CASE("a residual block's output is the same with or without the fused resid
 }
 
 TEST_CASE("ReluBf16InPlace is max(x, 0) and keeps NaN", "[bf16]") {
-  at::Tensor t = torch::tensor({-2.5f, -0.0f, 0.0f, 1.5f, -1e-30f, std::nanf(""), -INFINITY, INFINITY})
-                     .to(at::kBFloat16);
+  at::Tensor t =
+      torch::tensor({-2.5f, -0.0f, 0.0f, 1.5f, -1e-30f, std::nanf(""), -INFINITY, INFINITY})
+          .to(at::kBFloat16);
   ReluBf16InPlace(t);
   const at::Tensor f = t.to(at::kFloat);
   CHECK(f[0].item<float>() == 0.0f);
@@ -318,7 +320,8 @@ TEST_CASE("precision names resolve per device", "[bf16]") {
   CHECK(ResolvePrecision("bf16", false) == "bf16");
   CHECK(ResolvePrecision("fp16", true) == "fp16");
   CHECK_THROWS_WITH(ResolvePrecision("fp16", false), Catch::Contains("CUDA"));
-  CHECK_THROWS_WITH(ResolvePrecision("fp8", false), Catch::Contains("auto, fp32, fp32-fast, fp16 or bf16"));
+  CHECK_THROWS_WITH(ResolvePrecision("fp8", false),
+                    Catch::Contains("auto, fp32, fp32-fast, fp16 or bf16"));
 }
 
 // Last in this file: it turns the fused ops off for the rest of the process.
@@ -328,9 +331,8 @@ TEST_CASE("the unfused fallback gives the fused results up to bf16 rounding", "[
   auto conv = torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 48, 3).padding(1).bias(true));
   FastConv fast(conv);
   const at::Tensor x = torch::randn({2, 32, 90, 120});
-  const at::Tensor residual = torch::randn({2, 48, 90, 120})
-                                  .to(at::kBFloat16)
-                                  .contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor residual =
+      torch::randn({2, 48, 90, 120}).to(at::kBFloat16).contiguous(at::MemoryFormat::ChannelsLast);
   MaskRcnnPredictor predictor(32, 24, 5);
   const at::Tensor rois = torch::randn({4, 32, 14, 14}).relu_();
   const at::Tensor labels = torch::tensor({1, 4, 2, 3}, torch::kLong);

@@ -101,7 +101,8 @@ CpuPrecisionScope::~CpuPrecisionScope() {
 }
 
 bool CpuBf16Path(const at::Tensor& x) {
-  return cpu_dense_mode == CpuDenseMode::kBf16 && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() &&
+  return cpu_dense_mode == CpuDenseMode::kBf16 && CpuWinogradEnabled() &&
+         !c10::GradMode::is_enabled() && x.is_cpu() &&
          (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16) &&
          !at::autocast::is_autocast_enabled(at::kCPU);
 }
@@ -135,7 +136,8 @@ bool CpuHasAmxBf16() {
 }
 
 bool CpuInferenceFastPath(const at::Tensor& x) {
-  return cpu_dense_mode != CpuDenseMode::kFp32 && CpuWinogradEnabled() && !c10::GradMode::is_enabled() && x.is_cpu() && x.dim() == 4 &&
+  return cpu_dense_mode != CpuDenseMode::kFp32 && CpuWinogradEnabled() &&
+         !c10::GradMode::is_enabled() && x.is_cpu() && x.dim() == 4 &&
          x.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(at::kCPU);
 }
 

@@ -116,8 +116,8 @@ class CpuPrecisionScope {
   CpuDenseMode previous_;
 };
 
-// Whether a dense layer should run in bf16 on x: a kBf16 CpuPrecisionScope is alive on this thread, no
-// gradient is recorded, x is a float32 or bf16 CPU tensor, CPU autocast is off and
+// Whether a dense layer should run in bf16 on x: a kBf16 CpuPrecisionScope is alive on this thread,
+// no gradient is recorded, x is a float32 or bf16 CPU tensor, CPU autocast is off and
 // MRCNN_CPU_WINOGRAD is not 0 (the switch that turns the whole fast path off).
 bool CpuBf16Path(const at::Tensor& x);
 

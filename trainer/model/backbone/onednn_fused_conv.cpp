@@ -4,7 +4,6 @@
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-
 #include <ATen/ops/conv2d.h>
 
 #include <atomic>

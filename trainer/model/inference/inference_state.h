@@ -15,7 +15,7 @@ namespace mrcnn::model {
 struct InferenceModel::State {
   MaskRcnn model{nullptr};
   torch::Device device{torch::kCPU};
-  at::ScalarType autocast_dtype = at::kFloat;  // kFloat: no autocast (CUDA fp16/bf16)
+  at::ScalarType autocast_dtype = at::kFloat;   // kFloat: no autocast (CUDA fp16/bf16)
   CpuDenseMode cpu_mode = CpuDenseMode::kFp32;  // the CPU fast path's (CpuPrecisionScope)
   std::string precision = "fp32";               // resolved: fp32, fp32-fast, fp16 or bf16
   std::vector<std::string> names;

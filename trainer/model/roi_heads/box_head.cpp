@@ -17,8 +17,8 @@ class TwoMlpHead : public BoxHead {
     fc6_ = register_module("fc6", nn::Linear(in_features, representation));
     fc7_ = register_module("fc7", nn::Linear(representation, representation));
   }
-  // In bf16 mode (CpuPrecisionScope) fc6 and fc7 run in bf16 (fc6 alone is 12.8 GMAC for 1000 RoIs of
-  // ResNet-50-FPN); the result is float32 again for the predictor.
+  // In bf16 mode (CpuPrecisionScope) fc6 and fc7 run in bf16 (fc6 alone is 12.8 GMAC for 1000
+  // RoIs of ResNet-50-FPN); the result is float32 again for the predictor.
   at::Tensor Forward(const at::Tensor& pooled) override {
     at::Tensor x = pooled.flatten(1);
     if (!CpuBf16Path(x))

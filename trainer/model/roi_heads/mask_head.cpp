@@ -80,8 +80,9 @@ at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor&
     // order, bias and ReLU fused by oneDNN: channels-last, its output is (i, j, a, b, k) per
     // RoI, so each RoI's label logits are one matrix-vector product over k. On the 2-core
     // AMX VM: ~10 ms for 100 RoIs against 51 ms for the bmm, its bias and its ReLU (issue 54).
-    const at::Tensor weight = deconv_w.permute({2, 3, 1, 0}).reshape({4 * k, c, 1, 1}).contiguous(
-        at::MemoryFormat::ChannelsLast);
+    const at::Tensor weight = deconv_w.permute({2, 3, 1, 0})
+                                  .reshape({4 * k, c, 1, 1})
+                                  .contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor bias = params[1].repeat({4});
     const at::Tensor z = OneDnnConv(x.contiguous(at::MemoryFormat::ChannelsLast), weight, bias,
                                     {{1, 1}, {0, 0}, {1, 1}, 1}, /*relu=*/true);

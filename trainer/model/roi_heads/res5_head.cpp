@@ -28,8 +28,8 @@ at::Tensor Res5Head::Trunk(const at::Tensor& pooled) {
   return trunk_(pooled);
 }
 
-// Averaged in float32: in bf16 mode (CpuPrecisionScope) the trunk's convolutions give bf16 maps, and the
-// box predictor is float32 (as after the two-MLP head).
+// Averaged in float32: in bf16 mode (CpuPrecisionScope) the trunk's convolutions give bf16 maps,
+// and the box predictor is float32 (as after the two-MLP head).
 at::Tensor Res5Head::Forward(const at::Tensor& pooled) {
   return Trunk(pooled).to(at::kFloat).mean({2, 3});
 }

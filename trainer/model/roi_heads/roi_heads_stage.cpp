@@ -47,9 +47,9 @@ std::vector<at::Tensor> MaskRcnnImpl::PooledMaps(const std::vector<at::Tensor>& 
                                features.begin() + static_cast<std::ptrdiff_t>(pooled_levels));
   for (at::Tensor& map : maps) {
     // CPU inference pools from channels-last float32 maps: RoIAlign then reads each tap's
-    // channels as one vector (about 3x faster than planar maps, the same numbers), and the
-    // reduced-precision path (CpuPrecisionScope) keeps RoIAlign in float32, where bf16's 8-bit
-    // mantissa would shift boxes and mask edges.
+    // channels as one vector (about 3x faster than planar maps, the same numbers), and bf16
+    // mode (CpuPrecisionScope) keeps RoIAlign in float32, where bf16's 8-bit mantissa would
+    // shift boxes and mask edges.
     if (CpuInferenceFastPath(map) || CpuBf16Path(map))
       map = map.to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast);
   }

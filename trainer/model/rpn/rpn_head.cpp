@@ -32,7 +32,8 @@ class StandardRpnHead : public RpnHead {
     cls_logits_fast_ = FastConv(cls_logits_);
     bbox_pred_fast_ = FastConv(bbox_pred_);
   }
-  // In bf16 mode (CpuPrecisionScope) the logits and deltas come out bf16; Rpn decodes them as float32.
+  // In bf16 mode (CpuPrecisionScope) the logits and deltas come out bf16; Rpn decodes them as
+  // float32.
   std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Forward(
       const std::vector<at::Tensor>& features) override {
     std::vector<at::Tensor> logits, deltas;
