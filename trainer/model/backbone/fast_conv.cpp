@@ -208,6 +208,10 @@ void FastConv::Refresh() {
   }
 }
 
+at::Tensor Bf16Conv1x1Relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return OneDnnConv(x, weight, bias, {{1, 1}, {0, 0}, {1, 1}, 1}, /*relu=*/true);
+}
+
 bool FastConv::Bf16For(const at::Tensor& x) const {
   return fast_ok_ && x.dim() == 4 && CpuBf16Path(x) &&
          !(winograd_ok_ && x.size(0) * x.size(2) * x.size(3) <= WinogradOverBf16());

@@ -132,6 +132,12 @@ class Bf16Copies {
   std::vector<at::Tensor> copies_;
 };
 
+// relu(conv1x1(x, weight) + bias) as bf16 mode runs it (oneDNN, bias and ReLU fused;
+// onednn_fused_conv.h): x N×C×H×W and weight K×C×1×1 bf16 channels-last, bias K bf16. The
+// door for the heads, which include no other backbone header (the mask predictor's
+// deconvolution as 4K channels).
+at::Tensor Bf16Conv1x1Relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
 // Whether this CPU computes bf16 dot products natively (x86: AVX512_BF16 or AMX-BF16, by
 // cpuinfo; arm64: the BF16 extension, by the kernel's HWCAP2): what precision "auto" means
 // bf16 on.

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include "trainer/model/backbone/fast_conv.h"
-#include "trainer/model/backbone/onednn_fused_conv.h"
 #include "trainer/model/conv_layers.h"
 #include "trainer/model/parts.h"
 #include "trainer/model/registry.h"
@@ -84,8 +83,8 @@ at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor&
                                   .reshape({4 * k, c, 1, 1})
                                   .contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor bias = params[1].repeat({4});
-    const at::Tensor z = OneDnnConv(x.contiguous(at::MemoryFormat::ChannelsLast), weight, bias,
-                                    {{1, 1}, {0, 0}, {1, 1}, 1}, /*relu=*/true);
+    const at::Tensor z =
+        Bf16Conv1x1Relu(x.contiguous(at::MemoryFormat::ChannelsLast), weight, bias);
     const at::Tensor per_roi = z.permute({0, 2, 3, 1}).reshape({n, h * w * 4, k});
     at::Tensor out = at::baddbmm(logit_b.view({n, 1, 1}), per_roi, logit_w.unsqueeze(2));
     // (i, j, a, b) -> (i, a, j, b): the 2H×2W map.
