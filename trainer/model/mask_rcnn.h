@@ -211,6 +211,18 @@ class MaskRcnnImpl : public torch::nn::Module {
   };
   MaskRows SelectMaskRows(const RoiSamples& samples, const std::vector<at::Tensor>& proposals,
                           const std::vector<ImageTarget>& targets, bool fixed_rows) const;
+  // The box head's losses (classification, box regression) over the concatenated RoIs: the
+  // cross-entropy over the `valid` rows and the regression over the valid foreground ones
+  // (class-specific deltas read at each RoI's label, class-agnostic ones at column 0), each
+  // divided by the number of valid rows. The standard head's and each cascade stage's.
+  std::pair<at::Tensor, at::Tensor> BoxHeadLosses(
+      const at::Tensor& class_logits, const at::Tensor& box_regression, const at::Tensor& labels,
+      const at::Tensor& valid, const at::Tensor& regression_targets, const at::Tensor& proposals,
+      const at::Tensor& matched_boxes, const std::array<double, 4>& weights) const;
+  // The mask head over `rows`: its loss into `losses` in training, else each detection's mask.
+  void MaskStage(const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                 const MaskRows& rows, const std::vector<ImageTarget>* targets,
+                 std::vector<ImageResult>* detections, std::map<std::string, at::Tensor>& losses);
   // The mask loss over the positive RoIs (`mask_boxes`, matched to gt `mask_matched`).
   // `valid` (bool, one per mask row): the rows that are positives, not padding.
   at::Tensor MaskLoss(const at::Tensor& mask_logits, const std::vector<ImageTarget>& targets,

@@ -10,8 +10,6 @@
 namespace mrcnn::model {
 namespace {
 
-namespace F = torch::nn::functional;
-
 // Stage s's head and predictor: stage 0 is the standard head's pair.
 std::pair<BoxHead*, FastRcnnPredictor*> StageModules(
     const std::shared_ptr<BoxHead>& head0, const std::shared_ptr<FastRcnnPredictor>& pred0,
@@ -88,19 +86,10 @@ std::map<std::string, at::Tensor> CascadeRoiHeads::Losses(
     const at::Tensor logits = logits_raw.to(torch::kFloat);
     const at::Tensor deltas = deltas_raw.to(torch::kFloat);
 
-    const at::Tensor num_rows = valid.sum().to(torch::kFloat);
-    const at::Tensor ce =
-        F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kNone));
     const std::string suffix = "_stage" + std::to_string(s);
-    losses["loss_cls" + suffix] =
-        at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_rows;
-    const at::Tensor positive = valid.logical_and(labels.gt(0));
-    const at::Tensor regression_targets =
-        kernels::EncodeBoxes(matched_boxes, all_proposals, weights);
-    losses["loss_box_reg" + suffix] =
-        BoxRegressionLossSumWhere(net.box_loss_, deltas, regression_targets, all_proposals,
-                                  matched_boxes, weights, positive) *
-        config.bbox_reg_loss_weight / num_rows;
+    std::tie(losses["loss_cls" + suffix], losses["loss_box_reg" + suffix]) = net.BoxHeadLosses(
+        logits, deltas, labels, valid, kernels::EncodeBoxes(matched_boxes, all_proposals, weights),
+        all_proposals, matched_boxes, weights);
     if (s + 1 < num_stages) {
       // The next stage's proposals: this stage's boxes, without gradient, clipped.
       const at::Tensor next =

@@ -75,9 +75,6 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
   const std::vector<at::Tensor>& regression_targets = samples.regression_targets;
   const std::vector<at::Tensor>& matched_boxes = samples.matched_boxes;
 
-  std::vector<at::Tensor> mask_boxes;
-  std::vector<at::Tensor> mask_matched;
-  at::Tensor mask_valid;
   TORCH_CHECK(training || detections != nullptr,
               "MaskRcnn: RoiHeads in eval mode needs a detections output");
   // The box pooler over the maps, for the standard head's proposals and each cascade stage's.
@@ -104,80 +101,92 @@ std::map<std::string, at::Tensor> MaskRcnnImpl::RoiHeads(
     at::Tensor class_logits = class_logits_raw.to(torch::kFloat);
     at::Tensor box_regression = box_regression_raw.to(torch::kFloat);
     if (training) {
-      // Padding rows (SampleRoiTargets) add nothing; the means are over the sampled rows.
-      const at::Tensor all_labels = torch::cat(labels);
-      const at::Tensor valid = torch::cat(samples.valid);
-      const at::Tensor num_sampled = valid.sum().to(torch::kFloat);
-      const at::Tensor ce = F::cross_entropy(class_logits, all_labels,
-                                             F::CrossEntropyFuncOptions().reduction(torch::kNone));
-      losses["loss_classifier"] =
-          at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_sampled;
-      const at::Tensor positive = valid.logical_and(all_labels.gt(0));
-      const at::Tensor row = torch::arange(all_labels.size(0), all_labels.options());
-      // Class-agnostic regression (one box per RoI) reads column 0 for every label.
-      const int64_t reg_classes = box_regression.size(1) / 4;
-      at::Tensor reg = box_regression.reshape({box_regression.size(0), reg_classes, 4});
-      const at::Tensor reg_column = reg_classes == 1 ? torch::zeros_like(all_labels) : all_labels;
-      losses["loss_box_reg"] =
-          BoxRegressionLossSumWhere(box_loss_, reg.index({row, reg_column}),
-                                    torch::cat(regression_targets), torch::cat(proposals),
-                                    torch::cat(matched_boxes), config_.bbox_reg_weights, positive) *
-          config_.bbox_reg_loss_weight / num_sampled;
+      std::tie(losses["loss_classifier"], losses["loss_box_reg"]) =
+          BoxHeadLosses(class_logits, box_regression, torch::cat(labels), torch::cat(samples.valid),
+                        torch::cat(regression_targets), torch::cat(proposals),
+                        torch::cat(matched_boxes), config_.bbox_reg_weights);
     } else {
       *detections = SelectAllDetections(class_logits, box_regression, proposals, image_sizes);
     }
   }
+  // The mask and keypoint heads' rows: the sampled positives in training, else the detections.
+  MaskRows rows;
   if (training) {
     // Fixed rows on CUDA (no host sync), the exact positives on a CPU (set_fixed_mask_rows).
-    MaskRows rows = SelectMaskRows(samples, proposals, *targets,
-                                   fixed_mask_rows_.value_or(proposals.front().is_cuda()));
-    mask_boxes = std::move(rows.boxes);
-    mask_matched = std::move(rows.matched);
-    mask_valid = std::move(rows.valid);
+    rows = SelectMaskRows(samples, proposals, *targets,
+                          fixed_mask_rows_.value_or(proposals.front().is_cuda()));
   } else {
     for (const ImageResult& r : *detections)
-      mask_boxes.push_back(r.boxes);
+      rows.boxes.push_back(r.boxes);
   }
 
   Phase("box_select");
-  const bool run_masks = mask_head_ && (training || settings_.masks);
-  if (run_masks) {
-    at::Tensor rois = ToRois(mask_boxes);
-    at::Tensor mask_logits;
-    if (rois.size(0) > 0 || training) {
-      at::Tensor mask_pooled = kernels::MultiLevelRoiAlign(
-          maps, rois, scales, config_.mask_pooler_resolution, config_.mask_pooler_resolution,
-          config_.mask_pooler_sampling_ratio, config_.mask_pooler_aligned);
-      Phase("mask_pool");
-      at::Tensor mask_features = mask_head_->Forward(mask_pooled);
-      if (training) {
-        mask_logits = mask_predictor_->Forward(mask_features).to(torch::kFloat);
-      } else {
-        // Inference needs only each detection's own class: N×M×M logits.
-        std::vector<at::Tensor> detection_labels;
-        for (const auto& r : *detections)
-          detection_labels.push_back(r.labels);
-        mask_logits = mask_predictor_->LabelLogits(mask_features, torch::cat(detection_labels))
-                          .to(torch::kFloat);
-      }
-    }
-    Phase("mask_head");
-    if (training) {
-      losses["loss_mask"] = MaskLoss(mask_logits, *targets, mask_boxes, mask_matched, mask_valid);
-    } else {
-      AttachMasks(mask_logits, *detections);
-    }
-  }
+  if (mask_head_ && (training || settings_.masks))
+    MaskStage(maps, scales, rows, targets, detections, losses);
   if (keypoint_head_) {
     if (training) {
       losses["loss_keypoint"] = KeypointRoiHeads::Loss(
-          *this, maps, scales, ToRois(mask_boxes), mask_boxes, mask_matched, mask_valid, *targets);
+          *this, maps, scales, ToRois(rows.boxes), rows.boxes, rows.matched, rows.valid, *targets);
     } else {
-      KeypointRoiHeads::Predict(*this, maps, scales, ToRois(mask_boxes), *detections);
+      KeypointRoiHeads::Predict(*this, maps, scales, ToRois(rows.boxes), *detections);
     }
     Phase("keypoint_head");
   }
   return losses;
+}
+
+std::pair<at::Tensor, at::Tensor> MaskRcnnImpl::BoxHeadLosses(
+    const at::Tensor& class_logits, const at::Tensor& box_regression, const at::Tensor& labels,
+    const at::Tensor& valid, const at::Tensor& regression_targets, const at::Tensor& proposals,
+    const at::Tensor& matched_boxes, const std::array<double, 4>& weights) const {
+  // Padding rows (SampleRoiTargets) add nothing; the means are over the sampled rows.
+  const at::Tensor num_sampled = valid.sum().to(torch::kFloat);
+  const at::Tensor ce =
+      F::cross_entropy(class_logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  at::Tensor loss_cls = at::where(valid, ce, at::zeros({}, ce.options())).sum() / num_sampled;
+  const at::Tensor positive = valid.logical_and(labels.gt(0));
+  const at::Tensor row = torch::arange(labels.size(0), labels.options());
+  // Class-agnostic regression (one box per RoI) reads column 0 for every label.
+  const int64_t reg_classes = box_regression.size(1) / 4;
+  const at::Tensor reg = box_regression.reshape({box_regression.size(0), reg_classes, 4});
+  const at::Tensor reg_column = reg_classes == 1 ? torch::zeros_like(labels) : labels;
+  at::Tensor loss_box_reg =
+      BoxRegressionLossSumWhere(box_loss_, reg.index({row, reg_column}), regression_targets,
+                                proposals, matched_boxes, weights, positive) *
+      config_.bbox_reg_loss_weight / num_sampled;
+  return {std::move(loss_cls), std::move(loss_box_reg)};
+}
+
+void MaskRcnnImpl::MaskStage(const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                             const MaskRows& rows, const std::vector<ImageTarget>* targets,
+                             std::vector<ImageResult>* detections,
+                             std::map<std::string, at::Tensor>& losses) {
+  const bool training = is_training();
+  at::Tensor rois = ToRois(rows.boxes);
+  at::Tensor mask_logits;
+  if (rois.size(0) > 0 || training) {
+    at::Tensor mask_pooled = kernels::MultiLevelRoiAlign(
+        maps, rois, scales, config_.mask_pooler_resolution, config_.mask_pooler_resolution,
+        config_.mask_pooler_sampling_ratio, config_.mask_pooler_aligned);
+    Phase("mask_pool");
+    at::Tensor mask_features = mask_head_->Forward(mask_pooled);
+    if (training) {
+      mask_logits = mask_predictor_->Forward(mask_features).to(torch::kFloat);
+    } else {
+      // Inference needs only each detection's own class: N×M×M logits.
+      std::vector<at::Tensor> detection_labels;
+      for (const auto& r : *detections)
+        detection_labels.push_back(r.labels);
+      mask_logits = mask_predictor_->LabelLogits(mask_features, torch::cat(detection_labels))
+                        .to(torch::kFloat);
+    }
+  }
+  Phase("mask_head");
+  if (training) {
+    losses["loss_mask"] = MaskLoss(mask_logits, *targets, rows.boxes, rows.matched, rows.valid);
+  } else {
+    AttachMasks(mask_logits, *detections);
+  }
 }
 
 }  // namespace mrcnn::model
