@@ -1,15 +1,28 @@
-// Paste box and bilinear source coordinates of torchvision's paste_masks_in_image,
-// written once for the CPU and CUDA kernels (the expanded integer boxes come from
-// PasteBoxes in mask_paste_args.h). Float operations are spelled out so both devices
-// round identically.
+// Paste box, bilinear source coordinates and the bilinear value of torchvision's
+// paste_masks_in_image, written once for the CPU and CUDA kernels (the expanded integer
+// boxes come from PasteBoxes in mask_paste_args.h).
+//
+// The arithmetic is ATen's CPU F.interpolate(bilinear, align_corners=False) for float, as
+// torch 2.11's x86-64 and aarch64 builds execute it, operation for operation: GCC contracts
+// `a * b + c` in those kernels into fused multiply-adds (the first product of a sum is the
+// fused one), and ATen takes one of two kernels by the output size (H + W <= 128: the
+// "channels last" kernel with four product weights; else the separable generic one). Every
+// fused multiply-add is spelled out here, so the result is bit-identical to torchvision's
+// CPU paste: a mask pixel at 0.49999997 lands on the same side of 0.5 (issue 54). The
+// remaining products must not be contracted further, which explicit fmaf guarantees: no
+// `a * b + c` is left for a compiler to fuse.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
+// Forced inline on the CPU: the CPU kernel has an FMA-ISA copy (mask_paste_cpu.cpp), and a
+// helper left out of line would be compiled once, for the baseline ISA, with a libm call per
+// fmaf.
 #if defined(__CUDACC__)
 #define MRCNN_HOST_DEVICE __host__ __device__
 #else
-#define MRCNN_HOST_DEVICE
+#define MRCNN_HOST_DEVICE [[gnu::always_inline]]
 #endif
 
 namespace mrcnn::kernels {
@@ -36,6 +49,24 @@ MRCNN_HOST_DEVICE inline PasteBox MakePasteBox(const int64_t* corners) {
   return b;
 }
 
+// a * b + c rounded once, on either device.
+MRCNN_HOST_DEVICE inline float FusedMultiplyAdd(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fmaf(a, b, c);
+#endif
+}
+
+// a * b rounded on its own (never fused into a neighbouring add by nvcc).
+MRCNN_HOST_DEVICE inline float RoundedProduct(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // F.interpolate(bilinear, align_corners=False) source index along one axis.
 struct LinearTap {
   int64_t i0, i1;
@@ -45,11 +76,7 @@ struct LinearTap {
 MRCNN_HOST_DEVICE inline LinearTap ComputeLinearTap(int64_t dst, int64_t in_size,
                                                     int64_t out_size) {
   const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
-#if defined(__CUDA_ARCH__)
-  float src = __fsub_rn(__fmul_rn(scale, __fadd_rn(static_cast<float>(dst), 0.5f)), 0.5f);
-#else
-  float src = scale * (static_cast<float>(dst) + 0.5f) - 0.5f;
-#endif
+  float src = FusedMultiplyAdd(scale, static_cast<float>(dst) + 0.5f, -0.5f);
   if (src < 0.f)
     src = 0.f;
   LinearTap t;
@@ -62,6 +89,30 @@ MRCNN_HOST_DEVICE inline LinearTap ComputeLinearTap(int64_t dst, int64_t in_size
   t.l1 = l;
   t.l0 = 1.f - l;
   return t;
+}
+
+// Which ATen kernel resizes a mask to out_h × out_w (UpSampleKernel.cpp's
+// _use_vectorized_kernel_cond_2d for a one-channel input).
+MRCNN_HOST_DEVICE inline bool SmallOutputKernel(int64_t out_h, int64_t out_w) {
+  return out_h + out_w <= 128;
+}
+
+// The bilinear value from the four source pixels v00 (row ty.i0, column tx.i0), v01, v10,
+// v11, as the kernel SmallOutputKernel names computes it.
+MRCNN_HOST_DEVICE inline float BilinearValue(float v00, float v01, float v10, float v11,
+                                             const LinearTap& ty, const LinearTap& tx,
+                                             bool small_output) {
+  if (small_output) {
+    // out = i00 * w00 + i01 * w01 + i10 * w10 + i11 * w11 with w = h-lambda * w-lambda.
+    const float w00 = RoundedProduct(ty.l0, tx.l0), w01 = RoundedProduct(ty.l0, tx.l1);
+    const float w10 = RoundedProduct(ty.l1, tx.l0), w11 = RoundedProduct(ty.l1, tx.l1);
+    const float first_two = FusedMultiplyAdd(v00, w00, RoundedProduct(v01, w01));
+    return FusedMultiplyAdd(v11, w11, FusedMultiplyAdd(v10, w10, first_two));
+  }
+  // Separable: each row t = v0 * w0 + v1 * w1, then out = t0 * h0 + t1 * h1.
+  const float top = FusedMultiplyAdd(v00, tx.l0, RoundedProduct(v01, tx.l1));
+  const float bottom = FusedMultiplyAdd(v10, tx.l0, RoundedProduct(v11, tx.l1));
+  return FusedMultiplyAdd(top, ty.l0, RoundedProduct(bottom, ty.l1));
 }
 
 // Pixel (py, px) of an R×R mask padded by `padding` zero pixels on every side.

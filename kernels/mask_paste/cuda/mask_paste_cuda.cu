@@ -55,12 +55,10 @@ __global__ void PasteKernel(int64_t total, const scalar_t* __restrict__ masks,
     auto at_padded = [&](int64_t py, int64_t px) {
       return PaddedMaskValue(mask, r, padding, py, px);
     };
-    const float top = __fadd_rn(__fmul_rn(tx.l0, at_padded(ty.i0, tx.i0)),
-                                __fmul_rn(tx.l1, at_padded(ty.i0, tx.i1)));
-    const float bottom = __fadd_rn(__fmul_rn(tx.l0, at_padded(ty.i1, tx.i0)),
-                                   __fmul_rn(tx.l1, at_padded(ty.i1, tx.i1)));
-    out[idx] =
-        store(static_cast<scalar_t>(__fadd_rn(__fmul_rn(ty.l0, top), __fmul_rn(ty.l1, bottom))));
+    const float v =
+        BilinearValue(at_padded(ty.i0, tx.i0), at_padded(ty.i0, tx.i1), at_padded(ty.i1, tx.i0),
+                      at_padded(ty.i1, tx.i1), ty, tx, SmallOutputKernel(box.h, box.w));
+    out[idx] = store(static_cast<scalar_t>(v));
   }
 }
 

@@ -274,7 +274,14 @@ def test_paste_masks(mrcnn_ops, device):
         padding = [1, 1, 0, 2][case % 4]
         theirs = paste_masks_in_image(masks, boxes, (img_h, img_w), padding=padding)
         ours = mrcnn_ops.paste_masks(masks.to(device), boxes.to(device), img_h, img_w, padding).cpu()
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=f"case {case}")
+        torch.testing.assert_close(ours, theirs, **paste_tolerance(device), msg=f"case {case}")
+
+
+def paste_tolerance(device):
+    """On the CPU the paste is ATen's own bilinear arithmetic, fused multiply-adds and kernel
+    choice included: bit-identical to torchvision's (issue 54). The CUDA kernel repeats that
+    arithmetic, which is not what ATen's CUDA resize computes."""
+    return dict(rtol=0, atol=0) if device == "cpu" else dict(rtol=1e-5, atol=1e-5)
 
 
 def thin_boxes(g, img_h, img_w):
@@ -320,11 +327,12 @@ def test_paste_masks_thin_and_border_boxes(mrcnn_ops, device, image):
     theirs = paste_masks_in_image(masks, boxes, image, padding=1)
     ours = mrcnn_ops.paste_masks(masks.to(device), boxes.to(device), img_h, img_w, 1).cpu()
     binary = mrcnn_ops.paste_masks_binary(masks.to(device), boxes.to(device), img_h, img_w, 1, 0.5).cpu()
-    clear = (theirs < 0.3) | (theirs > 0.7)
+    # Bit-identical on the CPU: every pixel thresholds as torchvision's, even at 0.5.
+    clear = (theirs < 0.3) | (theirs > 0.7) if device != "cpu" else torch.ones_like(theirs, dtype=torch.bool)
     for k in range(n):
         box = [round(v, 2) for v in boxes[k].tolist()]
         ours_px, theirs_px = int((binary[k] != 0).sum()), int((theirs[k] >= 0.5).sum())
         msg = f"box {k} {box}: {ours_px} pixels vs torchvision {theirs_px}"
-        torch.testing.assert_close(ours[k], theirs[k], rtol=1e-5, atol=1e-5, msg=msg)
+        torch.testing.assert_close(ours[k], theirs[k], **paste_tolerance(device), msg=msg)
         flips = ((binary[k] != 0) != (theirs[k] >= 0.5)) & clear[k]
         assert int(flips.sum()) == 0, f"{msg}, {int(flips.sum())} clear pixels differ"
