@@ -6,74 +6,33 @@ model answers neither keypoints nor masks. A JSON Lines body (batch transform) a
 record's keypoints as the single image's answer has them."""
 import base64
 import json
-import os
 import pathlib
-import signal
-import subprocess
-import time
-import urllib.request
 
 import pytest
+from served_model import ModelServer, predicted_detections
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", ROOT / "build"))
 GOLDEN = ROOT / "test" / "data" / "detectron2"
 IMAGES = sorted((GOLDEN / "images").glob("*.png"))[:2]
-
-
-def ping(url):
-    try:
-        with urllib.request.urlopen(url + "/ping", timeout=5) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
 
 
 def served(model_dir: pathlib.Path, workdir: pathlib.Path, records=None, attributes=None):
     """Each image's detections answered to a request of its own; with `records` (a list), also
     each image's answer line to one JSON Lines request of all of them, appended to it."""
-    port_file = workdir / f"port-{model_dir.name}"
-    server = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
-                               "--port-file", str(port_file), "--model-dir", str(model_dir), "--predictor", "model",
-                               "--max-batch", "1", "--num-threads", "1", "--precision", "fp32"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 300
-        url = None
-        while url is None or not ping(url):
-            assert server.poll() is None, server.stderr.read().decode()[-3000:]
-            assert time.time() < deadline, "server never became ready"
-            if url is None and port_file.exists():
-                url = f"http://127.0.0.1:{int(port_file.read_text())}"
-            time.sleep(0.1)
-        answers = []
-        for path in IMAGES:
-            headers = {"Content-Type": "image/png"}
-            if attributes:
-                headers["X-Amzn-SageMaker-Custom-Attributes"] = attributes
-            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(), headers=headers)
-            with urllib.request.urlopen(request, timeout=300) as reply:
-                answers.append(json.loads(reply.read())["detections"])
+    with ModelServer(model_dir, workdir, "--precision", "fp32") as server:
+        answers = server.detections(IMAGES, attributes)
         if records is not None:
             body = "\n".join(json.dumps({"image": base64.b64encode(path.read_bytes()).decode(), "id": path.name})
                              for path in IMAGES)
-            request = urllib.request.Request(url + "/invocations", data=body.encode(),
-                                             headers={"Content-Type": "application/jsonlines"})
-            with urllib.request.urlopen(request, timeout=300) as reply:
-                records.extend(json.loads(line) for line in reply.read().decode().split("\n"))
+            status, text = server.invoke(body.encode(), "application/jsonlines")
+            assert status == 200, text
+            records.extend(json.loads(line) for line in text.split("\n"))
         return answers
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) == 0
 
 
 def predicted(model_dir: pathlib.Path, workdir: pathlib.Path, *flags):
-    out = workdir / f"predict-{model_dir.name}.json"
-    subprocess.run([str(BUILD / "bin" / "trainer"), "predict", "--model-dir", str(model_dir), "--images",
-                    *map(str, IMAGES), "--output", str(out), "--threads", "1", "--precision", "fp32", *flags],
-                   check=True, stdout=subprocess.DEVNULL)
-    results = json.loads(out.read_text())
-    return [[r for r in results if r["image_id"] == i] for i in range(1, len(IMAGES) + 1)]
+    return predicted_detections(model_dir, IMAGES, workdir / f"predict-{model_dir.name}.json", "--precision", "fp32",
+                                *flags)
 
 
 def test_a_keypoint_model_answers_the_keypoints_trainer_predict_writes(tmp_path):

@@ -6,15 +6,12 @@ The server's tiled detections must equal `trainer predict --tile-size ...` on th
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
+from served_model import ModelServer, assert_same_detections
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "trainer" / "model"))
@@ -22,7 +19,6 @@ import shapes_canvas  # noqa: E402
 import shapes_model  # noqa: E402
 
 BUILD = shapes_model.BUILD
-HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 
 
 @pytest.fixture(scope="module")
@@ -44,62 +40,18 @@ def predict(workdir, *flags):
     return json.loads(out.read_text())
 
 
-class Server:
-    def __init__(self, workdir, env=None):
-        tmp, model = workdir
-        port_file = tmp / "port"
-        port_file.unlink(missing_ok=True)
-        self.proc = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
-                                      "--port-file", str(port_file), "--model-dir", str(model), "--predictor",
-                                      "model", "--max-batch", "1", "--num-threads", "1", "--workers", "1",
-                                      "--max-detections", "300"],
-                                     env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        deadline = time.time() + 300
-        self.url = None
-        while self.url is None or not self.ping():
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()
-            assert time.time() < deadline, "server never became ready"
-            if self.url is None and port_file.exists():
-                self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
-            time.sleep(0.1)
-
-    def ping(self):
-        try:
-            with urllib.request.urlopen(self.url + "/ping", timeout=5) as reply:
-                return reply.status == 200
-        except OSError:
-            return False
-
-    def invoke(self, body, attributes=None):
-        headers = {"Content-Type": "image/png"}
-        if attributes is not None:
-            headers[HEADER] = attributes
-        request = urllib.request.Request(self.url + "/invocations", data=body, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=600) as reply:
-                return reply.status, json.loads(reply.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=60) == 0
+def server(workdir, env=None):
+    tmp, model = workdir
+    return ModelServer(model, tmp, "--workers", "1", "--max-detections", "300", env=env)
 
 
 def same_detections(served, predicted, may_be_empty=False):
     """may_be_empty: for the untiled canvas, whose 16-48 px shapes shrink to a few pixels at
     the model's 128 px input; a 150-iteration model finds none or a few at scores near the
     threshold, so only the tiled comparisons are sure to compare detections."""
-    assert len(served["detections"]) == len(predicted)
     assert may_be_empty or len(predicted) > 0
-    for got, want in zip(served["detections"], predicted):
-        assert got["category_id"] == want["category_id"]
-        assert got["score"] == pytest.approx(want["score"], abs=1e-6)
-        x, y, w, h = want["bbox"]
-        assert got["box"] == pytest.approx([x, y, x + w, y + h], abs=1e-3)
-        assert got["mask"]["size"] == want["segmentation"]["size"] == [384, 640]
-        assert got["mask"]["counts"] == want["segmentation"]["counts"]
+    assert all(want["segmentation"]["size"] == [384, 640] for want in predicted)
+    assert_same_detections(served["detections"], predicted)
 
 
 def test_custom_attributes_choose_tiling_per_request(workdir):
@@ -109,26 +61,24 @@ def test_custom_attributes_choose_tiling_per_request(workdir):
     tiled_full = predict(workdir, "--tile-size", "128", "--tile-overlap", "0.4", "--tile-full-image")
     untiled = predict(workdir)
     assert len(tiled) > 2 * len(untiled)  # tiles find the small shapes
-    server = Server(workdir)
-    try:
-        status, served = server.invoke(body, "tile_size=128,tile_overlap=0.4")
+    with server(workdir) as endpoint:
+        status, served = endpoint.invoke_json(body, attributes="tile_size=128,tile_overlap=0.4")
         assert status == 200
         same_detections(served, tiled)
-        status, served = server.invoke(body, "tile_size=128, tile_overlap=0.4, tile_full_image=true, trace=abc")
+        status, served = endpoint.invoke_json(
+            body, attributes="tile_size=128, tile_overlap=0.4, tile_full_image=true, trace=abc")
         assert status == 200  # keys that are not ours stay the caller's
         same_detections(served, tiled_full)
-        status, served = server.invoke(body)  # off by default
+        status, served = endpoint.invoke_json(body)  # off by default
         assert status == 200
         same_detections(served, untiled, may_be_empty=True)
         for attributes, key in (("tile_size=abc", "tile_size"), ("tile_size=-128", "tile_size"),
                                 ("tile_size=128,tile_overlap=0.95", "tile_overlap"),
                                 ("tile_overlap=x", "tile_overlap"), ("tile_full_image=yes", "tile_full_image")):
-            status, error = server.invoke(body, attributes)
+            status, error = endpoint.invoke_json(body, attributes=attributes)
             assert status == 400, attributes
             assert error["error"] == "bad_custom_attributes"
             assert key in error["detail"], error
-    finally:
-        server.stop()
 
 
 def test_environment_sets_the_default_and_a_request_can_turn_it_off(workdir):
@@ -136,16 +86,13 @@ def test_environment_sets_the_default_and_a_request_can_turn_it_off(workdir):
     body = (tmp / "canvas.png").read_bytes()
     tiled = predict(workdir, "--tile-size", "128", "--tile-overlap", "0.4")
     untiled = predict(workdir)
-    server = Server(workdir, {"MRCNN_TILE_SIZE": "128", "MRCNN_TILE_OVERLAP": "0.4"})
-    try:
-        status, served = server.invoke(body)
+    with server(workdir, {"MRCNN_TILE_SIZE": "128", "MRCNN_TILE_OVERLAP": "0.4"}) as endpoint:
+        status, served = endpoint.invoke_json(body)
         assert status == 200
         same_detections(served, tiled)
-        status, served = server.invoke(body, "tile_size=0")
+        status, served = endpoint.invoke_json(body, attributes="tile_size=0")
         assert status == 200
         same_detections(served, untiled, may_be_empty=True)
-    finally:
-        server.stop()
 
 
 def test_invalid_tile_environment_stops_the_server(workdir):

@@ -13,11 +13,10 @@ import pathlib
 import shutil
 import signal
 import subprocess
-import time
-import urllib.request
 
 import pytest
-from engine_test_job import BUILD, TRAINER, entrypoint_env, log_path, make_shapes, start_entrypoint
+from engine_test_job import entrypoint_env, log_path, make_shapes, start_entrypoint
+from served_model import assert_same_detections, predicted_detections, served_detections
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "test" / "data" / "detectron2" / "retinanet_R_50_FPN"
@@ -95,68 +94,21 @@ def test_retinanet_trains_by_its_zoo_name_with_detectron2_loss_names(trained):
     assert "MASK_ON: false" in config
 
 
-def predicted(model: pathlib.Path, images: list, out: pathlib.Path) -> list:
-    run = subprocess.run([str(TRAINER), "predict", "--model-dir", str(model), "--images", *map(str, images),
-                          "--output", str(out), "--score-threshold", str(SCORE_THRESHOLD), "--threads", "1"],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    results = json.loads(out.read_text())
-    return [[r for r in results if r["image_id"] == i] for i in range(1, len(images) + 1)]
-
-
-def ping(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/ping", timeout=5) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
-
-
-def served(model: pathlib.Path, images: list, workdir: pathlib.Path) -> list:
-    port_file = workdir / "port"
-    server = subprocess.Popen([str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0",
-                               "--port-file", str(port_file), "--model-dir", str(model), "--predictor", "model",
-                               "--max-batch", "1", "--num-threads", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 300
-        url = None
-        while url is None or not ping(url):
-            assert server.poll() is None, server.stderr.read().decode()[-3000:]
-            assert time.time() < deadline, "server never became ready"
-            if url is None and port_file.exists():
-                url = f"http://127.0.0.1:{int(port_file.read_text())}"
-            time.sleep(0.1)
-        answers = []
-        for path in images:
-            request = urllib.request.Request(url + "/invocations", data=path.read_bytes(), headers={
-                "Content-Type": "image/png",
-                "X-Amzn-SageMaker-Custom-Attributes": f"score_threshold={SCORE_THRESHOLD}"})
-            with urllib.request.urlopen(request, timeout=300) as reply:
-                answers.append(json.loads(reply.read())["detections"])
-        return answers
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=60) == 0
-
-
 def test_the_retinanet_it_wrote_predicts_and_serves_the_same_detections(trained, tmp_path):
     root, shapes, _ = trained
     model = root / "model"
     images = sorted((shapes / "val").glob("*.png"))[:2]
-    expected = predicted(model, images, tmp_path / "pred.json")
-    answers = served(model, images, tmp_path)
+    expected = predicted_detections(model, images, tmp_path / "pred.json", "--score-threshold", str(SCORE_THRESHOLD))
+    answers = served_detections(model, images, tmp_path, attributes=f"score_threshold={SCORE_THRESHOLD}")
     assert len(answers) == len(expected)
     for got_image, want_image in zip(answers, expected):
-        assert len(got_image) == len(want_image) > 0
-        for got, want in zip(got_image, want_image):
+        assert len(want_image) > 0
+        for want in want_image:
             assert want["category_id"] in (1, 2, 3)
-            assert "segmentation" not in want and "mask" not in got  # boxes only
-            assert got["category_id"] == want["category_id"]
-            assert got["score"] == pytest.approx(want["score"], abs=1e-6)
+            assert "segmentation" not in want  # boxes only
             x, y, w, h = want["bbox"]
             assert w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= 64 + 1e-3 and y + h <= 64 + 1e-3
-            assert got["box"] == pytest.approx([x, y, x + w, y + h], abs=1e-3)
+        assert_same_detections(got_image, want_image)
 
 
 def test_a_class_count_that_is_not_the_datasets_names_the_retinanet_key(tmp_path):
