@@ -2,7 +2,7 @@
 tests: the variant's checkpoint (model_final.pth) under its train_config.yaml, in training mode
 on the golden images named in its train_targets.json with their boxes and classes, through
 model_parity_probe --mode train. Written once for every variant that has train_* files (written
-by scripts/detectron2_*_train_golden.py)."""
+by scripts/detectron2_train_golden.py)."""
 import json
 import os
 import pathlib

@@ -1,6 +1,6 @@
 """Cascade R-CNN trains as Detectron2 does (issue 52): the golden cascade checkpoint in
 training mode on two golden images with ground truth (test/data/detectron2/
-cascade_mask_rcnn_R_50_FPN/train_*, written by scripts/detectron2_cascade_train_golden.py with
+cascade_mask_rcnn_R_50_FPN/train_*, written by scripts/detectron2_train_golden.py with
 Detectron2's own CascadeROIHeads) gives every stage's classification and box regression loss
 as Detectron2 computed them. The config takes every ROI candidate (no random subsampling), so
 the losses fix stage 0's matching, each later stage's boxes, its re-matching at its IoU (0.6,

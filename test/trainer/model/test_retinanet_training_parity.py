@@ -1,6 +1,6 @@
 """RetinaNet trains as Detectron2 does (issue 52): the golden RetinaNet checkpoint in training
 mode on two golden images with ground truth (test/data/detectron2/retinanet_R_50_FPN/train_*,
-written by scripts/detectron2_retinanet_train_golden.py with Detectron2's own RetinaNet) gives
+written by scripts/detectron2_train_golden.py with Detectron2's own RetinaNet) gives
 loss_cls and loss_box_reg as Detectron2 computed them: the same anchors, matcher (IoU
 [0.4, 0.5] with low-quality matches), sigmoid focal loss over the anchors not ignored, L1 box
 loss (Base-RetinaNet's SMOOTH_L1_LOSS_BETA 0) on the foreground, and the first step's loss
