@@ -8,6 +8,7 @@ mask string. Both run with one intra-op thread: the server's default on a CPU is
 single-threaded workers, and a different thread count changes float sums in the last bits
 (scores differ by ~1e-6), which is not what this test is about.
 """
+import json
 import pathlib
 import subprocess
 import sys
@@ -53,3 +54,25 @@ def test_server_equals_trainer_predict(workdir):
     for got_image, want_image in zip(served, expected):
         assert len(want_image) > 0
         assert_same_detections(got_image, want_image)
+
+
+def test_masks_encoded_where_the_model_runs_equal_the_host_encoder(workdir):
+    # `--mask-rle device` runs mrcnn::mask_rle_changes where the model runs (on a GPU, what
+    # serving does there; here, on the CPU, its CPU twin) and builds each RLE from the change
+    # points; `--mask-rle host` encodes the pasted pixels on the host. Same weights and images:
+    # the same detections, and every counts string byte for byte.
+    images = [str(workdir / "image0.png"), str(workdir / "image1.png")]
+    outputs = {}
+    for where in ("device", "host"):
+        out = workdir / f"predict-{where}.json"
+        subprocess.run([str(BUILD / "bin" / "trainer"), "predict", "--model-dir", str(workdir / "model"),
+                        "--images", *images, "--output", str(out), "--threads", "1", "--mask-rle", where],
+                       check=True, stdout=subprocess.DEVNULL)
+        outputs[where] = json.loads(out.read_text())
+    assert len(outputs["device"]) == len(outputs["host"]) > 0
+    assert all("segmentation" in r for r in outputs["device"])
+    assert outputs["device"] == outputs["host"]
+    bad = subprocess.run([str(BUILD / "bin" / "trainer"), "predict", "--model-dir", str(workdir / "model"),
+                          "--images", *images, "--output", str(workdir / "x.json"), "--mask-rle", "gpu-only"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "--mask-rle" in bad.stderr + bad.stdout
