@@ -16,7 +16,9 @@ and bf16. A mask pixel whose probability is within 1e-4 of 0.5 may land either s
 two float computations; those are counted apart ("at 0.5") from clear flips.
 
 Usage: bench_fp32_fidelity.py [--sizes 640x480,333x517,...] [--modes fp32,direct,fp32-fast,bf16]
-Exits 1 when fp32 misses the issue's bounds (boxes, every detection, no clear mask flip).
+Exits 1 when fp32 misses the issue's bounds (boxes, every mask IoU, every detection, no clear
+mask flip). Since the paste became bit-identical to torchvision's (session 26), fp32 flips no
+pixel at all on these images, even at 0.5.
 """
 import argparse
 import io
@@ -142,9 +144,9 @@ def main():
             print(f"{mode:9s} all sizes: {total} detections, max box diff {worst_box:.5f} px, "
                   f"min mask IoU {worst_iou:.4f}, mask pixels flipped: {at_half} at 0.5, {clear} clear; "
                   f"{lost} without a counterpart")
-            if mode == "fp32" and (worst_box > 0.01 or clear > 0 or lost > 0):
-                print("fp32 misses issue 54's bounds (0.01 px, no mask pixel clear of 0.5 flipped, every "
-                      "detection matched)")
+            if mode == "fp32" and (worst_box > 0.01 or worst_iou < 0.98 or clear > 0 or lost > 0):
+                print("fp32 misses issue 54's bounds (0.01 px, every mask IoU at least 0.98, no mask pixel "
+                      "clear of 0.5 flipped, every detection matched)")
                 failed = True
     return 1 if failed else 0
 
