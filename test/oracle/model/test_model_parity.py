@@ -147,8 +147,10 @@ def compare_eval(tv, ours, images):
             mine, theirs = ours[f"masks.{i}"][j, 0], det["masks"][k, 0]
             iou = mask_iou(mine, theirs)
             # Small masks: one pixel whose probability sits at the 0.5 threshold moves the
-            # IoU by over 1%; a real difference flips pixels that are clearly on one side.
-            clear_flips = (((mine >= 0.5) != (theirs >= 0.5)) & ((theirs - 0.5).abs() > 0.02)).sum().item()
+            # IoU by over 1%; a real difference flips pixels that are clearly on one side. The
+            # paste is torchvision's bit for bit (issue 54), so only the mask logits' float
+            # differences (~1e-6) can move a pixel: 1e-3 from 0.5 is already clear.
+            clear_flips = (((mine >= 0.5) != (theirs >= 0.5)) & ((theirs - 0.5).abs() > 1e-3)).sum().item()
             assert iou >= 0.99 or clear_flips == 0, f"image {i} detection {k}: mask IoU {iou}, {clear_flips} clear flips"
             # Whatever the IoU: no pixel whose probability is far from 0.5 may flip (issue 25
             # was thin boxes whose masks covered up to 2.9x torchvision's pixels).
