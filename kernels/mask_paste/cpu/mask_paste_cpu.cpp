@@ -26,7 +26,7 @@ struct PasteJob {
   StoreFn store;
 };
 
-// Rows [begin, end) of the N×H output rows. Compiled into each ISA's copy below: the
+// Rows [begin, end) of the N×H output rows. Inlined into each ISA's copy below: the
 // bilinear value's fused multiply-adds are one instruction where the copy's ISA has FMA,
 // and a libm call (the same correctly rounded result) where it has not.
 template <typename scalar_t, typename out_t, typename StoreFn>
@@ -76,12 +76,6 @@ template <typename scalar_t, typename out_t, typename StoreFn>
   }
 }
 
-template <typename scalar_t, typename out_t, typename StoreFn>
-void PasteRowRangeBaseline(const PasteJob<scalar_t, out_t, StoreFn>& job, int64_t begin,
-                           int64_t end, std::vector<LinearTap>& x_taps) {
-  PasteRowRange(job, begin, end, x_taps);
-}
-
 #if defined(__x86_64__) || defined(__i386__)
 // The x86-64 baseline has no FMA instruction: fmaf would be a libm call per operation (the
 // paste took 2.2x as long). Every x86 server CPU since 2013 has FMA; this copy runs there.
@@ -108,7 +102,7 @@ void PasteRows(const PasteJob<scalar_t, out_t, StoreFn>& job) {
       return;
     }
 #endif
-    PasteRowRangeBaseline(job, begin, end, x_taps);
+    PasteRowRange(job, begin, end, x_taps);
   });
 }
 
