@@ -85,12 +85,7 @@ def main():
     cfg.INPUT.MIN_SIZE_TRAIN = (320,)
     cfg.INPUT.MAX_SIZE_TRAIN = 533
     cfg.MODEL.WEIGHTS = ""
-    for key, value in variant["config"].items():
-        node = cfg
-        *path, leaf = key.split(".")
-        for part in path:
-            node = getattr(node, part)
-        setattr(node, leaf, value)
+    cfg.merge_from_list([item for pair in variant["config"].items() for item in pair])
     with open(os.path.join(args.variant_dir, "train_config.yaml"), "w") as handle:
         handle.write(cfg.dump())
 
