@@ -112,6 +112,15 @@ def predicted_detections(model_dir, images, out, *flags) -> list:
     return [[r for r in results if r["image_id"] == i] for i in range(1, len(images) + 1)]
 
 
+def assert_same_images(served_images: list, predicted_images: list):
+    """Every image's /invocations detections against `trainer predict`'s, image by image; each
+    image must have detections, or the comparison would prove nothing."""
+    assert len(served_images) == len(predicted_images)
+    for got_image, want_image in zip(served_images, predicted_images):
+        assert len(want_image) > 0
+        assert_same_detections(got_image, want_image)
+
+
 def assert_same_detections(served_image: list, predicted_image: list):
     """One image's /invocations detections against `trainer predict`'s COCO results for it:
     the same order, categories, scores (1e-6), boxes (xyxy against xywh, 1e-3) and, where

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from served_model import BUILD, assert_same_detections, predicted_detections, served_detections
+from served_model import BUILD, assert_same_images, predicted_detections, served_detections
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "test" / "data" / "detectron2"
@@ -26,13 +26,6 @@ def served(model_dir: pathlib.Path, workdir: pathlib.Path):
 
 def predicted(model_dir: pathlib.Path, workdir: pathlib.Path):
     return predicted_detections(model_dir, IMAGES, workdir / f"predict-{model_dir.name}.json")
-
-
-def assert_same(served_images, predicted_images):
-    assert len(served_images) == len(predicted_images)
-    for got_image, want_image in zip(served_images, predicted_images):
-        assert len(want_image) > 0
-        assert_same_detections(got_image, want_image)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +45,7 @@ def test_a_converted_detectron2_c4_model_serves_what_predict_answers(workdir):
                     "--output", str(converted)], check=True, env=dict(os.environ, MRCNN_BUILD_DIR=str(BUILD)))
     assert {p.name for p in converted.iterdir()} >= {"model.safetensors", "config.yaml", "classes.json"}
     expected = predicted(converted, workdir)
-    assert_same(served(converted, workdir), expected)
+    assert_same_images(served(converted, workdir), expected)
     # The converted dir answers what the Detectron2 dir itself does, with the given ids.
     as_is = predicted(variant, workdir)
     for ours, theirs in zip(expected, as_is):
@@ -65,4 +58,4 @@ def test_a_detectron2_sagemaker_model_dir_serves_as_it_is(workdir):
     model_dir.mkdir()
     for name in ("model_final.pth", "config.yaml", "last_checkpoint"):
         shutil.copy(GOLDEN / "mask_rcnn_R_50_FPN" / name, model_dir / name)
-    assert_same(served(model_dir, workdir), predicted(model_dir, workdir))
+    assert_same_images(served(model_dir, workdir), predicted(model_dir, workdir))

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 import pytest
 from PIL import Image
-from served_model import BUILD, assert_same_detections, predicted_detections, served_detections
+from served_model import BUILD, assert_same_images, predicted_detections, served_detections
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -49,11 +49,7 @@ def workdir():
 def test_server_equals_trainer_predict(workdir):
     images = [workdir / "image0.png", workdir / "image1.png"]
     expected = predicted_detections(workdir / "model", images, workdir / "predict.json")
-    served = served_detections(workdir / "model", images, workdir)
-    assert len(served) == len(expected)
-    for got_image, want_image in zip(served, expected):
-        assert len(want_image) > 0
-        assert_same_detections(got_image, want_image)
+    assert_same_images(served_detections(workdir / "model", images, workdir), expected)
 
 
 def test_masks_encoded_where_the_model_runs_equal_the_host_encoder(workdir):

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 from engine_test_job import entrypoint_env, log_path, make_shapes, start_entrypoint
-from served_model import assert_same_detections, predicted_detections, served_detections
+from served_model import assert_same_images, predicted_detections, served_detections
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "test" / "data" / "detectron2" / "retinanet_R_50_FPN"
@@ -99,16 +99,13 @@ def test_the_retinanet_it_wrote_predicts_and_serves_the_same_detections(trained,
     model = root / "model"
     images = sorted((shapes / "val").glob("*.png"))[:2]
     expected = predicted_detections(model, images, tmp_path / "pred.json", "--score-threshold", str(SCORE_THRESHOLD))
+    for want in (want for want_image in expected for want in want_image):
+        assert want["category_id"] in (1, 2, 3)
+        assert "segmentation" not in want  # boxes only
+        x, y, w, h = want["bbox"]
+        assert w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= 64 + 1e-3 and y + h <= 64 + 1e-3
     answers = served_detections(model, images, tmp_path, attributes=f"score_threshold={SCORE_THRESHOLD}")
-    assert len(answers) == len(expected)
-    for got_image, want_image in zip(answers, expected):
-        assert len(want_image) > 0
-        for want in want_image:
-            assert want["category_id"] in (1, 2, 3)
-            assert "segmentation" not in want  # boxes only
-            x, y, w, h = want["bbox"]
-            assert w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= 64 + 1e-3 and y + h <= 64 + 1e-3
-        assert_same_detections(got_image, want_image)
+    assert_same_images(answers, expected)
 
 
 def test_a_class_count_that_is_not_the_datasets_names_the_retinanet_key(tmp_path):
