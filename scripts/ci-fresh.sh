@@ -7,14 +7,14 @@
 #
 # What it cannot make fresh: Debian packages already installed on this machine stay
 # installed (scripts/setup.sh and podman-setup.sh then skip apt-get; on a fresh machine of
-# this kind those installs took about 30 s each, session 15), and the files the kernel caches.
+# this kind those installs took about 30 s each, 2026-11-27), and the files the kernel caches.
 #
 # Usage: scripts/ci-fresh.sh [--commit REV] [--work DIR] [--keep] [--warm]
 #   --commit REV  what to clone (default HEAD; the working tree's uncommitted changes are
 #                 not in it)
 #   --work DIR    where the clone, caches and container storage go (default
 #                 /var/tmp/mrcnn-ci-fresh; the disk in use grew by up to 35 GB
-#                 in session 22's run, so leave 40 free). Emptied first.
+#                 in the run of 2026-11-28 on f975b3a, so leave 40 free). Emptied first.
 #   --keep        keep DIR afterwards (default: its container storage is reset and DIR removed)
 #   --warm        the second run CI makes on a machine it already used: a new clone, but the
 #                 ccache, pip cache, venvs and container storage a --keep run left in DIR

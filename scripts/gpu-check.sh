@@ -1,31 +1,33 @@
 #!/usr/bin/env bash
-# The GPU check: builds the project on a lent GPU machine (no Debian -dev packages, no
-# network) from the working tree plus the carried .gpu-deps/ (scripts/gpu-check/
-# prepare-packages.sh), then runs the GPU steps. Works the same in the GPU-machine mimic
-# (scripts/gpu-check/test-mimic.sh), which stops at the GPU gate.
+# The GPU check: builds the project on an x86-64 NVIDIA host with Python, torch, nvcc and
+# g++ but no Debian -dev packages and no network, from the working tree plus .gpu-deps/
+# copied beside it (scripts/gpu-check/prepare-packages.sh), then runs the GPU steps. Works
+# the same in the GPU-host mimic (scripts/gpu-check/test-mimic.sh), which stops at the gate.
 #
 # Usage: scripts/gpu-check.sh --out DIR [--deps DIR] [--build-dir DIR] [--jobs N]
 #                             [--targets "T1 T2 ..."|none] [--stop-before-gpu]
 #                             [--gpu-steps REGEX] [--budget-s SECONDS]
-#   --out DIR          report (DIR/gpu-check.md) and one combined log (DIR/gpu-check.log);
-#                      two files, since few files come back from the GPU machine
+#   --out DIR          report (DIR/gpu-check.md) and one combined log (DIR/gpu-check.log):
+#                      two files, easy to copy back from the GPU host
 #   --deps DIR         the carried .debs (default: .gpu-deps at the repo root)
-#   --build-dir DIR    default: build-gpu at the repo root (ignored by git, so a warm GPU
-#                      machine keeps it between calls); the packages' prefix is DIR/deps-prefix
+#   --build-dir DIR    default: build-gpu at the repo root (ignored by git, so a second run on
+#                      the same host continues the build); the packages' prefix: DIR/deps-prefix
 #   --jobs N           parallel build jobs (default: all cores)
 #   --targets LIST     what to build (default: what the GPU steps need); "none" configures only
 #   --stop-before-gpu  stop at the GPU gate even if a GPU is visible
 #   --gpu-steps REGEX  run only the GPU steps whose name matches (grep -E), e.g. to split
-#                      the check over two calls of the device tool (10 minutes each)
-#   --budget-s SECONDS the whole check's wall-clock budget from its start (default 600):
+#                      the check over two runs that each must end within a time limit
+#   --budget-s SECONDS the whole check's wall-clock time limit from its start (default 600):
 #                      each GPU step runs under its own limit cut to what is left, and a
-#                      step with under 30 s left is skipped (recorded); 0: no budget
+#                      step with under 30 s left is skipped (recorded); 0: no limit
 #
 # Steps: environment, unpack, configure, build, smoke (--help of the programs), the GPU
 # gate, then the GPU steps of scripts/gpu-check/gpu-steps.sh (CUDA tests, oracle tests on
 # cuda, kernel/inference/training-step/serving benches against torchvision, a real
 # training through the entrypoint, CPU-vs-GPU predictions). Exit status: 0 all steps passed, 1 a step failed, 2 bad arguments, 3 every
 # step passed and the run stopped at the GPU gate (no GPU visible, or --stop-before-gpu).
+# On a 16-core H100 host from a cold start (2026-11-26) the build took 84-96 s and the whole
+# check 293-408 s, within the default --budget-s 600 (scripts/gpu-check/README.md).
 #
 # Adding a step: write a function (it runs in a subshell, its output goes to the log) and
 # call `run_step NAME function args...` below the gate; run_step times it, logs it and
@@ -89,7 +91,8 @@ run_step() {
   local cmd="$*" slog=$step_logs/${#step_names[@]}.log start end rc secs
   say "step $name: $cmd"
   # The report names the running step, and its output goes straight into the log: a run
-  # killed at the device tool's time limit still brings back where and why it stopped.
+  # killed by an outer time limit (a job scheduler's, `timeout`) still shows where and why
+  # it stopped.
   running="$name (started $(date -u +%T) UTC)"
   write_report
   printf '\n===== step %s: %s (%s)\n' "$name" "$cmd" "$(date -u +%FT%TZ)" >> "$log_file"
@@ -229,11 +232,11 @@ environment() {
 configure() {
   local torch_prefix
   torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-  # The compilers on PATH (the system's g++), not $CXX: the first H100 and H200 machines
+  # The compilers on PATH (the system's g++), not $CXX: the H100 and H200 hosts of 2026-11-26
   # set CXX to a g++ in /opt/gcc, and a C++ exception from the op library built with it
   # killed the Python process that loaded it (SIGSEGV at every argument check the oracle
   # tests reach). Python and Torch run with the system's libstdc++; so does the build.
-  # Nor the machine's compiler and linker flags: on the H200 (session 12) the op library
+  # Nor the machine's compiler and linker flags: on an H200 host (2026-11-26) the op library
   # came out with libstdc++'s __cxa_throw and __gxx_personality_v0 linked into it (a
   # static libstdc++ from somewhere in that environment), and an exception thrown through
   # that copy into a Python process that runs the system's libstdc++ is the SIGSEGV above.
@@ -244,8 +247,8 @@ configure() {
   local stdcxx_dir
   stdcxx_dir=$(dirname "$(g++ -print-file-name=libstdc++.so)")
   echo "-- libstdc++ for the links: $stdcxx_dir ($(ls "$stdcxx_dir"/libstdc++.so* 2>/dev/null | head -n 1))"
-  # A compiler launcher only where one is given (test-mimic.sh passes the host's ccache; the
-  # GPU machine has none).
+  # A compiler launcher only where one is given (test-mimic.sh passes the host's ccache; a
+  # bare GPU host has none).
   local launcher=()
   if [[ -n ${MRCNN_COMPILER_LAUNCHER:-} ]]; then
     echo "-- compiler launcher: $MRCNN_COMPILER_LAUNCHER"
@@ -267,7 +270,7 @@ configure() {
     "$build/CMakeCache.txt" || true
 }
 
-# Warnings do not stop this build (MRCNN_WERROR=OFF above): the GPU machine's compiler is not
+# Warnings do not stop this build (MRCNN_WERROR=OFF above): the GPU host's compiler is not
 # the one CI holds our code to (its g++ 13 flags a false -Warray-bounds inside Torch's
 # autograd headers), and a check that stops at a warning measures nothing. They are counted.
 build_targets() {
@@ -350,7 +353,7 @@ python_wheels() {
   local site=$build/py-site
   if python3 -c 'import pycocotools.mask' 2>/dev/null; then echo "pycocotools: already importable"; return 0; fi
   if ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
-    echo "the carried wheels are for Python 3.12 (the GPU machine's); this python3 is $(python3 -V 2>&1): not installed"
+    echo "the carried wheels are for Python 3.12 (the GPU host's); this python3 is $(python3 -V 2>&1): not installed"
     return 0
   fi
   compgen -G "$deps/wheels/*.whl" >/dev/null || { echo "no wheels in $deps/wheels (run prepare-packages.sh)"; return 1; }

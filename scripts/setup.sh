@@ -42,7 +42,7 @@ if ((${#missing[@]})); then
 fi
 ((packages_only == 0)) || { log "Debian packages in place (--packages: stopping here)"; exit 0; }
 
-# Python environment: torch/torchvision pinned to what the GPU machine carries (made again when
+# Python environment: torch/torchvision pinned to what the GPU hosts carry (made again when
 # requirements.txt changes; with MRCNN_VENV_CACHE a link to a venv made once: python-venv.sh).
 venv="$top/.venv"
 # shellcheck source=python-venv.sh

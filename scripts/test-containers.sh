@@ -339,12 +339,12 @@ if ((prepare)); then
 fi
 
 if ((skip_build == 0)); then
-  # What the builds need from empty storage (session 6-13 sizes): the training image 5.5 GB
-  # and the serving images 4.3, 1.0 and 0.8 (arm64) GB, sharing base layers; their build
-  # stages (compilers, -dev packages, the build trees; the arm64 one 2.5 GB) and podman's
-  # temporary copies about as much again. Layers already in storage (an earlier build's:
-  # 15 GB after a prune) are reused, so a rebuild needs the rest, but never less than 4 GB
-  # (the build stages and the new top layers).
+  # What the builds need from empty storage (sizes measured 2026-11-23 to 2026-11-27): the
+  # training image 5.5 GB and the serving images 4.3, 1.0 and 0.8 (arm64) GB, sharing base
+  # layers; their build stages (compilers, -dev packages, the build trees; the arm64 one
+  # 2.5 GB) and podman's temporary copies about as much again. Layers already in storage (an
+  # earlier build's: 15 GB after a prune) are reused, so a rebuild needs the rest, but never
+  # less than 4 GB (the build stages and the new top layers).
   build_need=$((19000 - storage_mib_at_start))
   ((build_need >= 4000)) || build_need=4000
   podman_need_disk "$build_need" "building the training, serving, CPU serving (x86, arm64) and drone images ($storage_mib_at_start MiB of about 19000 already in storage)" ||
@@ -739,7 +739,8 @@ step "the arm64 CPU serving image under the same limits, under qemu, at fp32-fas
 # Emulated: its time to /ping (limit 600 s) says nothing about a Graviton's speed. fp32-fast
 # (what auto is on a Graviton2, our Winograd loops): at fp32 (torchvision's algorithm, oneDNN's
 # direct convolutions) oneDNN's arm64 JIT dies under qemu with SIGILL after "Can't open
-# MIDR_EL1 sysfs entry" (session 25); fp32-fast stays within close-detections' tolerances.
+# MIDR_EL1 sysfs entry" (seen 2026-11-29, qemu-user on x86-64); fp32-fast stays within
+# close-detections' tolerances.
 arm64_ready=$(serve_restricted mrcnn-serving-cpu-arm64 600 "$work/detections-mrcnn-serving-cpu.json" fp32-fast)
 step_done
 

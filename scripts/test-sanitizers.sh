@@ -12,8 +12,8 @@
 # also one from a process whose exit status a test does not look at.
 # Exits non-zero on a failed test or any report.
 # `--build-only` configures and builds both trees and stops. .ci/run runs this script plainly,
-# after scripts/test-launchers.sh: built beside pytest at nice 19 (session 17), the trees took
-# 19.5 min and slowed pytest about 3x on 2 vCPUs.
+# after scripts/test-launchers.sh: built beside pytest at nice 19 (2026-11-27, a 2-vCPU x86-64
+# machine), the trees took 19.5 min and slowed pytest about 3x.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -9,8 +9,8 @@ cd "$top"
 status=0
 # Tests run side by side (CTest -j, pytest's workers), each with LibTorch's OpenMP threads:
 # more threads than cores. Idle OpenMP threads then sleep instead of spinning on a core another
-# test needs. Measured on the 2-core VM: CTest 101 -> 89 s, two pytest modules on two workers
-# 76 -> 55 s (bench/RESULTS.md, session 21). A value already set is kept.
+# test needs. Measured on a 2-vCPU x86-64 machine on 2026-11-28: CTest 101 -> 89 s, two pytest
+# modules on two workers 76 -> 55 s (bench/RESULTS.md). A value already set is kept.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 echo "[test] C++ tests (ctest)"
 # A temp dir of their own, which must be empty afterwards: every test removes what it wrote.
@@ -26,7 +26,7 @@ export MRCNN_BUILD_DIR="$top/build"
 mapfile -t py_dirs < <(find "$top/test" -name 'test_*.py' -printf '%h\n' | sort -u)
 if ((${#py_dirs[@]})); then
   # Only failed tests keep their tmp_path: the passing ones' training runs and images came to
-  # ~8 GB per session under /tmp/pytest-of-$USER, and pytest keeps the last three sessions.
+  # ~8 GB per run under /tmp/pytest-of-$USER, and pytest keeps the last three runs' folders.
   # The 25 slowest tests are listed at the end: pytest is most of CI's time (issue 42).
   # Modules run side by side (pytest-xdist), a module on one worker so that its fixtures (a
   # training run, a server) are made once: most tests wait on a subprocess or use one core, and

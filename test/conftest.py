@@ -10,7 +10,8 @@ import pathlib
 
 TEST_ROOT = pathlib.Path(__file__).resolve().parent
 
-# Slowest first (seconds per module on the 2-core dev VM, session 20, run beside another worker).
+# Slowest first (seconds per module on a 2-vCPU x86-64 machine, 2026-11-28, run beside another
+# worker).
 SLOWEST_FIRST = [
     "trainer/model/test_tiled_predict.py",  # trains the shapes model the tiles tests share (~120 s)
     "oracle/model/test_model_parity.py",  # ResNet-50-FPN at 800x1333 against torchvision (~450 s)

@@ -17,8 +17,8 @@ two float computations; those are counted apart ("at 0.5") from clear flips.
 
 Usage: bench_fp32_fidelity.py [--sizes 640x480,333x517,...] [--modes fp32,direct,fp32-fast,bf16]
 Exits 1 when fp32 misses the issue's bounds (boxes, every mask IoU, every detection, no clear
-mask flip). Since the paste became bit-identical to torchvision's (session 26), fp32 flips no
-pixel at all on these images, even at 0.5.
+mask flip). Since the paste became bit-identical to torchvision's (1592b97, 2026-11-29), fp32
+flips no pixel at all on these images, even at 0.5.
 """
 import argparse
 import io

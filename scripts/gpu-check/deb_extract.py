@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads Debian packages without dpkg (the GPU machine's image may lack it).
+"""Reads Debian packages without dpkg (a GPU host's image may lack it).
 
 A .deb is an `ar` archive: debian-binary, control.tar.{xz,gz,zst,...}, data.tar.{...}.
 

@@ -13,9 +13,9 @@ gpu_steps() {
   mkdir -p "$work"
   local model=$work/train/opt_ml_bf16/model shapes=$work/train/shapes
 
-  # In order of value, each with its own limit (seconds): a run cut short by the device
-  # budget still brings back the most useful figures first. Session 11's H100 run took
-  # 3-27 s per step (bench/RESULTS.md); the limits leave 3-6x that.
+  # In order of value, each with its own limit (seconds): a run cut short by --budget-s
+  # still has the most useful figures first. On an H100 (2026-11-26, commit 9cc68cb) the
+  # steps took 3-27 s each (bench/RESULTS.md); the limits leave 3-6x that.
   # CUDA kernels against their CPU twins (test/kernels, label gpu).
   gpu_step "ctest -L gpu (CUDA kernels vs CPU twins)" 90 \
     ctest --test-dir "$build" -L gpu --output-on-failure
@@ -30,13 +30,13 @@ gpu_steps() {
     python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp bf16 \
     --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
   # Where the step's GPU time goes (issue 39): every kernel of both processes of one run of
-  # the step bench recorded by CUPTI (the cupti-trace tool, carried as .cupti-trace or found
-  # in a shared/ checkout beside), summed per kind (convolution, layout transform,
+  # the step bench recorded by CUPTI (a cupti-trace tool: .cupti-trace in the checkout, or
+  # shared/tools/cupti-trace), summed per kind (convolution, layout transform,
   # elementwise, NMS, ROIAlign, ...) per measured step, ours and torchvision's.
   gpu_step "GPU kernel time per training step by kind, ours and torchvision's (CUPTI, bf16, 800x1333, batch 8)" 150 \
     gpu_kernel_table "$repo" "$work/trace"
   # fp16 with dynamic loss scaling: the overflow check, skip and scale update on the device
-  # (session 14); the CUDA-wait row must read 0 on a non-logging step.
+  # (since 55c8cda, 2026-11-27); the CUDA-wait row must read 0 on a non-logging step.
   gpu_step "training-step bench cuda --amp fp16 (800x1333, batch 8, vs torchvision)" 120 \
     python3 "$repo/bench/model/bench_train_step.py" --device cuda --amp fp16 \
     --size 800x1333 --batch 8 --iters 8 --warmup 2 --phases
@@ -48,8 +48,8 @@ gpu_steps() {
   gpu_step "trainer predict --device cuda vs --device cpu (same detections), masks both ways off the GPU" 120 \
     gpu_compare_predictions "$build" "$model" "$shapes" "$work/predict" "$repo"
   # The kernel oracle tests, now with their cuda parameters, against torchvision.ops. In
-  # worker processes (pytest-xdist, there on the GPU machine): on the H100 and the H200
-  # (sessions 11 and 12) every case where our op raises killed its process with SIGSEGV
+  # worker processes (pytest-xdist, which the GPU host's Python has): on an H100 and an H200
+  # (2026-11-26) every case where our op raises killed its process with SIGSEGV
   # (the raise-probe step before the gate now checks that first), and a crashed worker is
   # reported with the test's name while the rest run.
   gpu_step "kernel oracle tests on cuda (vs torchvision.ops)" 150 \
@@ -64,7 +64,8 @@ gpu_steps() {
     python3 "$repo/scripts/gpu-check/compare_serving.py" --server "$build/bin/server" \
     --model-dir "$model" --images "$shapes"/val/*.png --devices cpu,cuda
   # Serving on the GPU with dynamic batching vs the Python reference server on the same GPU.
-  # Session 11: ours measured in 14 s, then its Python peer did not finish within 120 s.
+  # On an H100 (2026-11-26): ours measured in 14 s, then its Python peer did not finish
+  # within 120 s.
   gpu_step "serving bench cuda (dynamic batching) vs the Python reference server" 180 \
     python3 "$repo/bench/serving/bench_serving.py" --device cuda --build-dir "$build" \
     --concurrency 8 --requests 96
@@ -94,7 +95,7 @@ gpu_kernel_table() {
     tool=
   done
   if [[ -z $tool ]]; then
-    echo "no cupti-trace tool: copy the team's tools/cupti-trace to .cupti-trace in the checkout and carry it"
+    echo "no cupti-trace tool: put a CUPTI tracer with a trace.sh (trace.sh OUT -- COMMAND...) at .cupti-trace in the checkout"
     return 1
   fi
   bash "$tool/trace.sh" "$out" -- python3 "$repo/bench/model/bench_train_step.py" --device cuda \

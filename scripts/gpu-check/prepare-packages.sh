@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Downloads, without installing anything, the Debian packages our build needs on the lent
-# GPU machine into .gpu-deps/ (ignored by git; carried to that machine beside the working
-# tree, where scripts/gpu-check/unpack-packages.sh unpacks them into a private prefix).
+# Downloads, without installing anything, the Debian packages our build needs on a bare
+# GPU host into .gpu-deps/ (ignored by git; copied to that host beside the working tree,
+# where scripts/gpu-check/unpack-packages.sh unpacks them into a private prefix).
 #
-# That machine has an Ubuntu-like image with a compiler, Python with torch, pip's CMake and
+# Such a host has an Ubuntu-like image with a compiler, Python with torch, pip's CMake and
 # Ninja, but no -dev packages and no network. We carry our build's Debian dependencies and
 # their run-time closure, minus what that machine already has. "Already has" is the mimic
 # image's installed package list (already-there.txt beside this script, written from the
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
 dest=$top/.gpu-deps
-max_mib=45   # what the device tool carries beside the working tree leaves room for
+max_mib=45   # with the working tree, within the 64 MiB the copy to a GPU host is kept to
 while (($#)); do
   case $1 in
     --dest) dest=$2; shift 2 ;;
@@ -67,7 +67,7 @@ not_carried=(
 forbidden_re='^(libopenblas|libblis|libatlas|libgl1-mesa-dri|libllvm|libglapi-mesa)'
 
 [[ $(dpkg --print-architecture) == amd64 ]] ||
-  die "this machine's apt serves $(dpkg --print-architecture) packages; the GPU machine is x86-64 (amd64)"
+  die "this machine's apt serves $(dpkg --print-architecture) packages; the GPU host is x86-64 (amd64)"
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [[ $codename == bookworm ]] || die "expected Debian 12 (bookworm) apt lists here, found '$codename'"
 [[ -n $(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -print -quit) ]] || apt-get update -qq
@@ -111,7 +111,7 @@ if bad=$(awk '{print $1}' "$tmp/plan" | grep -E "$forbidden_re"); then
 fi
 
 # File names: apt-get download writes NAME_VERSION_ARCH.deb with the epoch's ':' as %3a.
-# The copy that travels to the GPU machine gets names of letters, digits, '.', '_' and '-'
+# The copy that travels to the GPU host gets names of letters, digits, '.', '_' and '-'
 # only ('+', '%', '~' and ':' become '-'), which any transfer keeps as they are;
 # MANIFEST.tsv maps them back.
 deb_name() { local s="${1}_${2}_${3}"; echo "${s//[^A-Za-z0-9._-]/-}.deb"; }
@@ -186,7 +186,7 @@ if ((total > max_mib * 1048576)); then
   die "over the $max_mib MiB limit"
 fi
 
-# Python wheels the GPU machine's python3 (3.12) lacks: pycocotools, which the Python
+# Python wheels the GPU host's python3 (3.12) lacks: pycocotools, which the Python
 # reference server of the serving bench encodes its masks with. gpu-check.sh installs
 # them into its build dir when that python3 cannot import them.
 wheels=(pycocotools==2.0.11)

@@ -1,6 +1,6 @@
 """Calls mrcnn ops with arguments they reject, on the CPU, from Python: each must raise a
-RuntimeError naming the op. On the first lent GPU machines every such call killed the
-process with SIGSEGV (the C++ exception crossing from our library into Python), so this
+RuntimeError naming the op. On the H100 and H200 hosts of 2026-11-26 every such call killed
+the process with SIGSEGV (the C++ exception crossing from our library into Python), so this
 runs on its own, before the oracle tests, and says how the library was linked."""
 import pathlib
 import sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Unpacks the carried Debian packages (.gpu-deps/*.deb, from prepare-packages.sh) into a
-# private prefix on a machine where we cannot install them (the lent GPU machine: no
-# network, and unpacking over / would break its image). Never touches /.
+# private prefix on a machine where we cannot install them (a bare GPU host: no network,
+# and unpacking over / would break its image). Never touches /.
 #
 # Usage: scripts/gpu-check/unpack-packages.sh [--deps DIR] [--env-file FILE]
 #                                            [--with dpkg|python] PREFIX
@@ -155,7 +155,7 @@ else
   # /usr path they do name is CMake's "/usr move" guard (used only when the file's real path
   # IS /usr/lib/...: never inside a prefix), so that idiom is skipped, as are comments.
   # Anything else naming /usr/{include,lib,share,bin} would reach the real /usr (absent or
-  # another version on the GPU machine) and is rewritten into the prefix.
+  # another version on the GPU host) and is rewritten into the prefix.
   checked=0
   while IFS= read -r -d '' f; do
     checked=$((checked + 1))
