@@ -101,147 +101,89 @@ enum Op : uint8_t {
   kReadonlyBuffer = 0x98,
 };
 
+struct OpInfo {
+  uint8_t op;
+  const char* name;
+};
+
+constexpr OpInfo kOpNames[] = {
+    {kMark, "MARK"},
+    {kStop, "STOP"},
+    {kPop, "POP"},
+    {kPopMark, "POP_MARK"},
+    {kDup, "DUP"},
+    {kFloat, "FLOAT"},
+    {kInt, "INT"},
+    {kBinInt, "BININT"},
+    {kBinInt1, "BININT1"},
+    {kLong, "LONG"},
+    {kBinInt2, "BININT2"},
+    {kNone, "NONE"},
+    {kPersId, "PERSID"},
+    {kBinPersId, "BINPERSID"},
+    {kReduce, "REDUCE"},
+    {kString, "STRING"},
+    {kBinString, "BINSTRING"},
+    {kShortBinString, "SHORT_BINSTRING"},
+    {kUnicode, "UNICODE"},
+    {kBinUnicode, "BINUNICODE"},
+    {kAppend, "APPEND"},
+    {kBuild, "BUILD"},
+    {kGlobal, "GLOBAL"},
+    {kDict, "DICT"},
+    {kEmptyDict, "EMPTY_DICT"},
+    {kAppends, "APPENDS"},
+    {kGet, "GET"},
+    {kBinGet, "BINGET"},
+    {kInst, "INST"},
+    {kLongBinGet, "LONG_BINGET"},
+    {kList, "LIST"},
+    {kEmptyList, "EMPTY_LIST"},
+    {kObj, "OBJ"},
+    {kPut, "PUT"},
+    {kBinPut, "BINPUT"},
+    {kLongBinPut, "LONG_BINPUT"},
+    {kSetItem, "SETITEM"},
+    {kTuple, "TUPLE"},
+    {kEmptyTuple, "EMPTY_TUPLE"},
+    {kSetItems, "SETITEMS"},
+    {kBinFloat, "BINFLOAT"},
+    {kBinBytes, "BINBYTES"},
+    {kShortBinBytes, "SHORT_BINBYTES"},
+    {kProto, "PROTO"},
+    {kNewObj, "NEWOBJ"},
+    {kExt1, "EXT1"},
+    {kExt2, "EXT2"},
+    {kExt4, "EXT4"},
+    {kTuple1, "TUPLE1"},
+    {kTuple2, "TUPLE2"},
+    {kTuple3, "TUPLE3"},
+    {kNewTrue, "NEWTRUE"},
+    {kNewFalse, "NEWFALSE"},
+    {kLong1, "LONG1"},
+    {kLong4, "LONG4"},
+    {kShortBinUnicode, "SHORT_BINUNICODE"},
+    {kBinUnicode8, "BINUNICODE8"},
+    {kBinBytes8, "BINBYTES8"},
+    {kEmptySet, "EMPTY_SET"},
+    {kAddItems, "ADDITEMS"},
+    {kFrozenSet, "FROZENSET"},
+    {kNewObjEx, "NEWOBJ_EX"},
+    {kStackGlobal, "STACK_GLOBAL"},
+    {kMemoize, "MEMOIZE"},
+    {kFrame, "FRAME"},
+    {kByteArray8, "BYTEARRAY8"},
+    {kNextBuffer, "NEXT_BUFFER"},
+    {kReadonlyBuffer, "READONLY_BUFFER"},
+};
+
+// nullptr for a byte that is no opcode.
 const char* OpName(uint8_t op) {
-  switch (op) {
-    case kMark:
-      return "MARK";
-    case kStop:
-      return "STOP";
-    case kPop:
-      return "POP";
-    case kPopMark:
-      return "POP_MARK";
-    case kDup:
-      return "DUP";
-    case kFloat:
-      return "FLOAT";
-    case kInt:
-      return "INT";
-    case kBinInt:
-      return "BININT";
-    case kBinInt1:
-      return "BININT1";
-    case kLong:
-      return "LONG";
-    case kBinInt2:
-      return "BININT2";
-    case kNone:
-      return "NONE";
-    case kPersId:
-      return "PERSID";
-    case kBinPersId:
-      return "BINPERSID";
-    case kReduce:
-      return "REDUCE";
-    case kString:
-      return "STRING";
-    case kBinString:
-      return "BINSTRING";
-    case kShortBinString:
-      return "SHORT_BINSTRING";
-    case kUnicode:
-      return "UNICODE";
-    case kBinUnicode:
-      return "BINUNICODE";
-    case kAppend:
-      return "APPEND";
-    case kBuild:
-      return "BUILD";
-    case kGlobal:
-      return "GLOBAL";
-    case kDict:
-      return "DICT";
-    case kEmptyDict:
-      return "EMPTY_DICT";
-    case kAppends:
-      return "APPENDS";
-    case kGet:
-      return "GET";
-    case kBinGet:
-      return "BINGET";
-    case kInst:
-      return "INST";
-    case kLongBinGet:
-      return "LONG_BINGET";
-    case kList:
-      return "LIST";
-    case kEmptyList:
-      return "EMPTY_LIST";
-    case kObj:
-      return "OBJ";
-    case kPut:
-      return "PUT";
-    case kBinPut:
-      return "BINPUT";
-    case kLongBinPut:
-      return "LONG_BINPUT";
-    case kSetItem:
-      return "SETITEM";
-    case kTuple:
-      return "TUPLE";
-    case kEmptyTuple:
-      return "EMPTY_TUPLE";
-    case kSetItems:
-      return "SETITEMS";
-    case kBinFloat:
-      return "BINFLOAT";
-    case kBinBytes:
-      return "BINBYTES";
-    case kShortBinBytes:
-      return "SHORT_BINBYTES";
-    case kProto:
-      return "PROTO";
-    case kNewObj:
-      return "NEWOBJ";
-    case kExt1:
-      return "EXT1";
-    case kExt2:
-      return "EXT2";
-    case kExt4:
-      return "EXT4";
-    case kTuple1:
-      return "TUPLE1";
-    case kTuple2:
-      return "TUPLE2";
-    case kTuple3:
-      return "TUPLE3";
-    case kNewTrue:
-      return "NEWTRUE";
-    case kNewFalse:
-      return "NEWFALSE";
-    case kLong1:
-      return "LONG1";
-    case kLong4:
-      return "LONG4";
-    case kShortBinUnicode:
-      return "SHORT_BINUNICODE";
-    case kBinUnicode8:
-      return "BINUNICODE8";
-    case kBinBytes8:
-      return "BINBYTES8";
-    case kEmptySet:
-      return "EMPTY_SET";
-    case kAddItems:
-      return "ADDITEMS";
-    case kFrozenSet:
-      return "FROZENSET";
-    case kNewObjEx:
-      return "NEWOBJ_EX";
-    case kStackGlobal:
-      return "STACK_GLOBAL";
-    case kMemoize:
-      return "MEMOIZE";
-    case kFrame:
-      return "FRAME";
-    case kByteArray8:
-      return "BYTEARRAY8";
-    case kNextBuffer:
-      return "NEXT_BUFFER";
-    case kReadonlyBuffer:
-      return "READONLY_BUFFER";
-    default:
-      return nullptr;
+  for (const OpInfo& info : kOpNames) {
+    if (info.op == op)
+      return info.name;
   }
+  return nullptr;
 }
 
 bool IsBuiltinsModule(const std::string& module) {
@@ -517,284 +459,13 @@ class PickleMachine {
     Push(it->second);
   }
 
+  // One opcode: each family below runs the opcodes it knows and answers false to the rest.
   void Step() {
+    if (StepStack() || StepScalar() || StepText() || StepContainer() || StepMemo() ||
+        StepObject()) {
+      return;
+    }
     switch (op_) {
-      case kProto: {
-        const auto version = static_cast<unsigned char>(Take(1)[0]);
-        if (version > 5)
-          Fail("protocol " + std::to_string(version) +
-               " is newer than 5, the newest this reader knows");
-        return;
-      }
-      case kFrame:  // a hint for buffered readers; the whole input is in memory
-        if (ReadLittle(8) > bytes_.size() - pos_)
-          Fail("the frame is longer than the rest of the input (a truncated file?)");
-        return;
-      case kMark:
-        marks_.push_back(stack_.size());
-        return;
-      case kPop:
-        if (stack_.size() > Floor()) {
-          stack_.pop_back();
-        } else {
-          PopToMark();  // as CPython: a POP with nothing above the mark pops the mark
-        }
-        return;
-      case kPopMark:
-        PopToMark();
-        return;
-      case kDup: {
-        const PickleValue top = Top();  // a copy: pushing may move the stack
-        Push(top);
-        return;
-      }
-
-      case kNone:
-        Push(PickleValue());
-        return;
-      case kNewTrue:
-        Push(PickleValue::Bool(true));
-        return;
-      case kNewFalse:
-        Push(PickleValue::Bool(false));
-        return;
-      case kBinInt:
-        Push(PickleValue::Int(static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)))));
-        return;
-      case kBinInt1:
-        Push(PickleValue::Int(static_cast<int64_t>(ReadLittle(1))));
-        return;
-      case kBinInt2:
-        Push(PickleValue::Int(static_cast<int64_t>(ReadLittle(2))));
-        return;
-      case kLong1:
-        Push(Long(Take(ReadLittle(1))));
-        return;
-      case kLong4: {
-        const auto n = static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)));
-        if (n < 0)
-          Fail("has a negative length");
-        Push(Long(Take(static_cast<uint64_t>(n))));
-        return;
-      }
-      case kInt: {  // protocol 0, and Python 2's bools: "I01\n", "I00\n"
-        const std::string_view line = ReadLine();
-        if (line == "01" || line == "00") {
-          Push(PickleValue::Bool(line == "01"));
-        } else {
-          Push(PickleValue::Int(ParseDecimal(line)));
-        }
-        return;
-      }
-      case kLong: {
-        std::string_view line = ReadLine();
-        if (!line.empty() && line.back() == 'L')
-          line.remove_suffix(1);
-        Push(PickleValue::Int(ParseDecimal(line)));
-        return;
-      }
-      case kBinFloat:
-        Push(PickleValue::Float(std::bit_cast<double>(ReadBigEndian8())));
-        return;
-      case kFloat: {
-        const std::string line(ReadLine());
-        char* end = nullptr;
-        const double value = std::strtod(line.c_str(), &end);
-        if (line.empty() || end != line.c_str() + line.size())
-          Fail("'" + line.substr(0, 40) + "' is not a float");
-        Push(PickleValue::Float(value));
-        return;
-      }
-
-      case kShortBinString:  // Python 2 str: bytes
-        Push(Text(Kind::kBytes, Take(ReadLittle(1))));
-        return;
-      case kBinString: {
-        const auto n = static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)));
-        if (n < 0)
-          Fail("has a negative length");
-        Push(Text(Kind::kBytes, Take(static_cast<uint64_t>(n))));
-        return;
-      }
-      case kShortBinBytes:
-        Push(Text(Kind::kBytes, Take(ReadLittle(1))));
-        return;
-      case kBinBytes:
-        Push(Text(Kind::kBytes, Take(ReadLittle(4))));
-        return;
-      case kBinBytes8:
-      case kByteArray8:
-        Push(Text(Kind::kBytes, Take(ReadLittle(8))));
-        return;
-      case kShortBinUnicode:
-        Push(Text(Kind::kStr, Take(ReadLittle(1))));
-        return;
-      case kBinUnicode:
-        Push(Text(Kind::kStr, Take(ReadLittle(4))));
-        return;
-      case kBinUnicode8:
-        Push(Text(Kind::kStr, Take(ReadLittle(8))));
-        return;
-      case kString:
-      case kUnicode:
-        Fail(
-            "protocol 0 text strings are not supported: re-save the file with pickle protocol 2 or "
-            "later");
-
-      case kEmptyList:
-        Push(New(Kind::kList));
-        return;
-      case kEmptyTuple:
-        Push(New(Kind::kTuple));
-        return;
-      case kEmptyDict:
-        Push(New(Kind::kDict));
-        return;
-      case kEmptySet:
-        Push(New(Kind::kSet));
-        return;
-      case kList:
-        Push(Sequence(Kind::kList, PopToMark()));
-        return;
-      case kTuple:
-        Push(Sequence(Kind::kTuple, PopToMark()));
-        return;
-      case kFrozenSet:
-        Push(Sequence(Kind::kSet, PopToMark()));
-        return;
-      case kTuple1:
-      case kTuple2:
-      case kTuple3: {
-        const size_t n = static_cast<size_t>(op_ - kTuple1) + 1;
-        std::vector<PickleValue> items(n);
-        for (size_t i = n; i-- > 0;)
-          items[i] = Pop();
-        Push(Sequence(Kind::kTuple, std::move(items)));
-        return;
-      }
-      case kDict: {
-        PickleValue dict = New(Kind::kDict);
-        AddEntries(dict, PopToMark());
-        Push(dict);
-        return;
-      }
-      case kAppend: {
-        const PickleValue item = Pop();
-        AddItems(Top(), {item}, Kind::kList);
-        return;
-      }
-      case kAppends: {
-        const auto items = PopToMark();
-        AddItems(Top(), items, Kind::kList);
-        return;
-      }
-      case kAddItems: {
-        const auto items = PopToMark();
-        AddItems(Top(), items, Kind::kSet);
-        return;
-      }
-      case kSetItem: {
-        const PickleValue value = Pop();
-        const PickleValue key = Pop();
-        AddEntries(Top(), {key, value});
-        return;
-      }
-      case kSetItems: {
-        const auto flat = PopToMark();
-        AddEntries(Top(), flat);
-        return;
-      }
-
-      case kPut:
-        Memoize(static_cast<uint64_t>(ParseDecimal(ReadLine())));
-        return;
-      case kBinPut:
-        Memoize(ReadLittle(1));
-        return;
-      case kLongBinPut:
-        Memoize(ReadLittle(4));
-        return;
-      case kMemoize:
-        Memoize(memo_.size());
-        return;
-      case kGet:
-        Recall(static_cast<uint64_t>(ParseDecimal(ReadLine())));
-        return;
-      case kBinGet:
-        Recall(ReadLittle(1));
-        return;
-      case kLongBinGet:
-        Recall(ReadLittle(4));
-        return;
-
-      case kGlobal: {
-        std::string module(ReadLine());
-        std::string name(ReadLine());
-        Push(Global(std::move(module), std::move(name)));
-        return;
-      }
-      case kStackGlobal: {
-        const PickleValue name = Pop();
-        const PickleValue module = Pop();
-        if (!module.Is(Kind::kStr) || !name.Is(Kind::kStr))
-          Fail("the module and name are not both str");
-        Push(Global(module.AsText(), name.AsText()));
-        return;
-      }
-      case kReduce: {
-        const PickleValue args = Pop();
-        const PickleValue callable = Pop();
-        Push(Call(callable, args));
-        return;
-      }
-      case kNewObj: {
-        const PickleValue args = Pop();
-        const PickleValue cls = Pop();
-        Push(Call(cls, args));
-        return;
-      }
-      case kNewObjEx: {
-        const PickleValue kwargs = Pop();
-        const PickleValue args = Pop();
-        const PickleValue cls = Pop();
-        if (!kwargs.Is(Kind::kDict) || !kwargs.Entries().empty())
-          Fail("passes keyword arguments, which this reader does not record");
-        Push(Call(cls, args));
-        return;
-      }
-      case kObj: {  // protocol 1: MARK cls args... OBJ
-        auto items = PopToMark();
-        if (items.empty())
-          Fail("has no class after its MARK");
-        const PickleValue cls = items.front();
-        items.erase(items.begin());
-        Push(Call(cls, Sequence(Kind::kTuple, std::move(items))));
-        return;
-      }
-      case kInst: {  // protocol 0: INST module\nname\n with MARK args...
-        std::string module(ReadLine());
-        std::string name(ReadLine());
-        const PickleValue cls = Global(std::move(module), std::move(name));
-        Push(Call(cls, Sequence(Kind::kTuple, PopToMark())));
-        return;
-      }
-      case kBuild: {
-        const PickleValue state = Pop();
-        PickleValue& target = Top();
-        if (!target.Is(Kind::kObject) && !target.Is(Kind::kDict))
-          Fail("gives state to a " + target.Describe() + ", not an object");
-        target.node()->state = state;
-        target.node()->has_state = true;
-        return;
-      }
-
-      case kBinPersId:
-        PersistentId(Pop());
-        return;
-      case kPersId:
-        PersistentId(Text(Kind::kStr, ReadLine()));
-        return;
-
       case kExt1:
       case kExt2:
       case kExt4:
@@ -806,6 +477,324 @@ class PickleMachine {
             "pickle the data in-band");
       default:
         Fail("not a pickle, or a protocol newer than 5");
+    }
+  }
+
+  // Framing, the protocol version, and the stack and its marks.
+  bool StepStack() {
+    switch (op_) {
+      case kProto: {
+        const auto version = static_cast<unsigned char>(Take(1)[0]);
+        if (version > 5)
+          Fail("protocol " + std::to_string(version) +
+               " is newer than 5, the newest this reader knows");
+        return true;
+      }
+      case kFrame:  // a hint for buffered readers; the whole input is in memory
+        if (ReadLittle(8) > bytes_.size() - pos_)
+          Fail("the frame is longer than the rest of the input (a truncated file?)");
+        return true;
+      case kMark:
+        marks_.push_back(stack_.size());
+        return true;
+      case kPop:
+        if (stack_.size() > Floor()) {
+          stack_.pop_back();
+        } else {
+          PopToMark();  // as CPython: a POP with nothing above the mark pops the mark
+        }
+        return true;
+      case kPopMark:
+        PopToMark();
+        return true;
+      case kDup: {
+        const PickleValue top = Top();  // a copy: pushing may move the stack
+        Push(top);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // None, bools, integers and floats.
+  bool StepScalar() {
+    switch (op_) {
+      case kNone:
+        Push(PickleValue());
+        return true;
+      case kNewTrue:
+        Push(PickleValue::Bool(true));
+        return true;
+      case kNewFalse:
+        Push(PickleValue::Bool(false));
+        return true;
+      case kBinInt:
+        Push(PickleValue::Int(static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)))));
+        return true;
+      case kBinInt1:
+        Push(PickleValue::Int(static_cast<int64_t>(ReadLittle(1))));
+        return true;
+      case kBinInt2:
+        Push(PickleValue::Int(static_cast<int64_t>(ReadLittle(2))));
+        return true;
+      case kLong1:
+        Push(Long(Take(ReadLittle(1))));
+        return true;
+      case kLong4: {
+        const auto n = static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)));
+        if (n < 0)
+          Fail("has a negative length");
+        Push(Long(Take(static_cast<uint64_t>(n))));
+        return true;
+      }
+      case kInt: {  // protocol 0, and Python 2's bools: "I01\n", "I00\n"
+        const std::string_view line = ReadLine();
+        if (line == "01" || line == "00") {
+          Push(PickleValue::Bool(line == "01"));
+        } else {
+          Push(PickleValue::Int(ParseDecimal(line)));
+        }
+        return true;
+      }
+      case kLong: {
+        std::string_view line = ReadLine();
+        if (!line.empty() && line.back() == 'L')
+          line.remove_suffix(1);
+        Push(PickleValue::Int(ParseDecimal(line)));
+        return true;
+      }
+      case kBinFloat:
+        Push(PickleValue::Float(std::bit_cast<double>(ReadBigEndian8())));
+        return true;
+      case kFloat: {
+        const std::string line(ReadLine());
+        char* end = nullptr;
+        const double value = std::strtod(line.c_str(), &end);
+        if (line.empty() || end != line.c_str() + line.size())
+          Fail("'" + line.substr(0, 40) + "' is not a float");
+        Push(PickleValue::Float(value));
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // str and bytes.
+  bool StepText() {
+    switch (op_) {
+      case kShortBinString:  // Python 2 str: bytes
+        Push(Text(Kind::kBytes, Take(ReadLittle(1))));
+        return true;
+      case kBinString: {
+        const auto n = static_cast<int32_t>(static_cast<uint32_t>(ReadLittle(4)));
+        if (n < 0)
+          Fail("has a negative length");
+        Push(Text(Kind::kBytes, Take(static_cast<uint64_t>(n))));
+        return true;
+      }
+      case kShortBinBytes:
+        Push(Text(Kind::kBytes, Take(ReadLittle(1))));
+        return true;
+      case kBinBytes:
+        Push(Text(Kind::kBytes, Take(ReadLittle(4))));
+        return true;
+      case kBinBytes8:
+      case kByteArray8:
+        Push(Text(Kind::kBytes, Take(ReadLittle(8))));
+        return true;
+      case kShortBinUnicode:
+        Push(Text(Kind::kStr, Take(ReadLittle(1))));
+        return true;
+      case kBinUnicode:
+        Push(Text(Kind::kStr, Take(ReadLittle(4))));
+        return true;
+      case kBinUnicode8:
+        Push(Text(Kind::kStr, Take(ReadLittle(8))));
+        return true;
+      case kString:
+      case kUnicode:
+        Fail(
+            "protocol 0 text strings are not supported: re-save the file with pickle protocol 2 or "
+            "later");
+      default:
+        return false;
+    }
+  }
+
+  // Lists, tuples, dicts and sets.
+  bool StepContainer() {
+    switch (op_) {
+      case kEmptyList:
+        Push(New(Kind::kList));
+        return true;
+      case kEmptyTuple:
+        Push(New(Kind::kTuple));
+        return true;
+      case kEmptyDict:
+        Push(New(Kind::kDict));
+        return true;
+      case kEmptySet:
+        Push(New(Kind::kSet));
+        return true;
+      case kList:
+        Push(Sequence(Kind::kList, PopToMark()));
+        return true;
+      case kTuple:
+        Push(Sequence(Kind::kTuple, PopToMark()));
+        return true;
+      case kFrozenSet:
+        Push(Sequence(Kind::kSet, PopToMark()));
+        return true;
+      case kTuple1:
+      case kTuple2:
+      case kTuple3: {
+        const size_t n = static_cast<size_t>(op_ - kTuple1) + 1;
+        std::vector<PickleValue> items(n);
+        for (size_t i = n; i-- > 0;)
+          items[i] = Pop();
+        Push(Sequence(Kind::kTuple, std::move(items)));
+        return true;
+      }
+      case kDict: {
+        PickleValue dict = New(Kind::kDict);
+        AddEntries(dict, PopToMark());
+        Push(dict);
+        return true;
+      }
+      case kAppend: {
+        const PickleValue item = Pop();
+        AddItems(Top(), {item}, Kind::kList);
+        return true;
+      }
+      case kAppends: {
+        const auto items = PopToMark();
+        AddItems(Top(), items, Kind::kList);
+        return true;
+      }
+      case kAddItems: {
+        const auto items = PopToMark();
+        AddItems(Top(), items, Kind::kSet);
+        return true;
+      }
+      case kSetItem: {
+        const PickleValue value = Pop();
+        const PickleValue key = Pop();
+        AddEntries(Top(), {key, value});
+        return true;
+      }
+      case kSetItems: {
+        const auto flat = PopToMark();
+        AddEntries(Top(), flat);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // The memo.
+  bool StepMemo() {
+    switch (op_) {
+      case kPut:
+        Memoize(static_cast<uint64_t>(ParseDecimal(ReadLine())));
+        return true;
+      case kBinPut:
+        Memoize(ReadLittle(1));
+        return true;
+      case kLongBinPut:
+        Memoize(ReadLittle(4));
+        return true;
+      case kMemoize:
+        Memoize(memo_.size());
+        return true;
+      case kGet:
+        Recall(static_cast<uint64_t>(ParseDecimal(ReadLine())));
+        return true;
+      case kBinGet:
+        Recall(ReadLittle(1));
+        return true;
+      case kLongBinGet:
+        Recall(ReadLittle(4));
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Globals, calls, object state and persistent ids.
+  bool StepObject() {
+    switch (op_) {
+      case kGlobal: {
+        std::string module(ReadLine());
+        std::string name(ReadLine());
+        Push(Global(std::move(module), std::move(name)));
+        return true;
+      }
+      case kStackGlobal: {
+        const PickleValue name = Pop();
+        const PickleValue module = Pop();
+        if (!module.Is(Kind::kStr) || !name.Is(Kind::kStr))
+          Fail("the module and name are not both str");
+        Push(Global(module.AsText(), name.AsText()));
+        return true;
+      }
+      case kReduce: {
+        const PickleValue args = Pop();
+        const PickleValue callable = Pop();
+        Push(Call(callable, args));
+        return true;
+      }
+      case kNewObj: {
+        const PickleValue args = Pop();
+        const PickleValue cls = Pop();
+        Push(Call(cls, args));
+        return true;
+      }
+      case kNewObjEx: {
+        const PickleValue kwargs = Pop();
+        const PickleValue args = Pop();
+        const PickleValue cls = Pop();
+        if (!kwargs.Is(Kind::kDict) || !kwargs.Entries().empty())
+          Fail("passes keyword arguments, which this reader does not record");
+        Push(Call(cls, args));
+        return true;
+      }
+      case kObj: {  // protocol 1: MARK cls args... OBJ
+        auto items = PopToMark();
+        if (items.empty())
+          Fail("has no class after its MARK");
+        const PickleValue cls = items.front();
+        items.erase(items.begin());
+        Push(Call(cls, Sequence(Kind::kTuple, std::move(items))));
+        return true;
+      }
+      case kInst: {  // protocol 0: INST module\nname\n with MARK args...
+        std::string module(ReadLine());
+        std::string name(ReadLine());
+        const PickleValue cls = Global(std::move(module), std::move(name));
+        Push(Call(cls, Sequence(Kind::kTuple, PopToMark())));
+        return true;
+      }
+      case kBuild: {
+        const PickleValue state = Pop();
+        PickleValue& target = Top();
+        if (!target.Is(Kind::kObject) && !target.Is(Kind::kDict))
+          Fail("gives state to a " + target.Describe() + ", not an object");
+        target.node()->state = state;
+        target.node()->has_state = true;
+        return true;
+      }
+
+      case kBinPersId:
+        PersistentId(Pop());
+        return true;
+      case kPersId:
+        PersistentId(Text(Kind::kStr, ReadLine()));
+        return true;
+      default:
+        return false;
     }
   }
 
