@@ -8,7 +8,7 @@
 //               [--profile TRACE.json]
 // IMAGES: image.<i> uint8 H x W x 3. Prints one JSON line: mean and fastest time, the
 // detections, the precision used, and with --phases the mean ms of each stage of the
-// model's forward pass (MaskRcnnImpl::set_phase_hook; "predict_rest" is what Predict does
+// model's forward pass (MetaArchitecture::set_phase_hook; "predict_rest" is what Predict does
 // around it: input conversion and copying the detections out). --profile records the timed
 // iterations with the torch profiler (CPU ops) into a Chrome trace.
 #include <torch/csrc/autograd/profiler_kineto.h>

@@ -58,7 +58,7 @@
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/engine/train_step.h"
 #include "trainer/model/config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/safetensors.h"
 
 namespace {
@@ -154,14 +154,15 @@ void SetGraphOptions(int argc, char** argv, int64_t batch_size, engine::TrainSte
 // weight decay for every parameter, the peer's setting: the engine's norm group only holds
 // trainable norm layers, which FrozenBN has none of), or NovoGrad at the engine's defaults
 // (SageMakerCV's betas and eps) with the same groups.
-std::unique_ptr<engine::Optimizer> MakeOptimizer(int argc, char** argv, model::MaskRcnn& net) {
+std::unique_ptr<engine::Optimizer> MakeOptimizer(int argc, char** argv,
+                                                 model::MetaArchitecture& net) {
   engine::SgdOptions so;
   so.momentum = std::stod(Arg(argc, argv, "--momentum", "0.9"));
   so.weight_decay = std::stod(Arg(argc, argv, "--weight-decay", "1e-4"));
   so.weight_decay_bias = so.weight_decay;
   so.weight_decay_norm = so.weight_decay;
   std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& p : net->named_parameters())
+  for (const auto& p : net.named_parameters())
     named.emplace_back(p.key(), p.value());
   const std::string name = Arg(argc, argv, "--optimizer", "sgd");
   if (name == "sgd")
@@ -373,7 +374,7 @@ int main(int argc, char** argv) {
     torch::manual_seed(std::stoull(Arg(argc, argv, "--seed", "0")));
     model::ModelConfig mc = model::ModelConfig::FromYamlFile(model_dir / "config.yaml");
     mc.Validate((model_dir / "config.yaml").string());
-    model::MaskRcnn net(mc);
+    auto net = model::BuildModel(mc);
     model::LoadStateDict(*net, model::ReadSafetensors(model_dir / "model.safetensors"),
                          (model_dir / "model.safetensors").string());
     net->to(device);
@@ -382,7 +383,7 @@ int main(int argc, char** argv) {
     // the host on a CPU); fixed shows a CPU run the CUDA step's host syncs.
     if (mask_rows != "auto")
       net->set_fixed_mask_rows(mask_rows == "fixed");
-    const std::unique_ptr<engine::Optimizer> optimizer = MakeOptimizer(argc, argv, net);
+    const std::unique_ptr<engine::Optimizer> optimizer = MakeOptimizer(argc, argv, *net);
 
     engine::TrainStepOptions step_options;
     if (amp)

@@ -13,7 +13,7 @@
 
 #include "trainer/commands/command_registry.h"
 #include "trainer/model/config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/safetensors.h"
 #include "trainer/model/weights/weights_import.h"
 
@@ -67,7 +67,7 @@ nlohmann::json ClassList(const std::string& path, int num_classes) {
 int Import(const ImportArgs& args) {
   const model::ModelConfig config = model::ModelConfig::FromYamlFile(args.config);
   const nlohmann::json classes = ClassList(args.classes, config.num_classes);
-  model::MaskRcnn net(config);
+  auto net = model::BuildModel(config);
   // Strict: a model dir serves, so every tensor must come from the checkpoint.
   model::LoadStateDict(*net,
                        model::weights::ReadDetectron2StateDict(args.checkpoint, *net, std::cerr),

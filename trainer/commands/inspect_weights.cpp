@@ -15,7 +15,7 @@
 
 #include "trainer/commands/command_registry.h"
 #include "trainer/model/config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/weights/detectron2_checkpoint.h"
 #include "trainer/model/weights/weight_name_mapping.h"
 #include "trainer/model/weights/weights_import.h"
@@ -49,11 +49,11 @@ int Inspect(const InspectArgs& args) {
   if (args.model_keys && args.model_config.empty())
     throw std::runtime_error("inspect-weights: --model-keys needs --model-config");
 
-  std::unique_ptr<model::MaskRcnn> net;
+  std::shared_ptr<model::MetaArchitecture> net;
   weights::ModelShapes shapes;
   if (!args.model_config.empty()) {
-    net = std::make_unique<model::MaskRcnn>(model::ModelConfig::FromYamlFile(args.model_config));
-    shapes = weights::ModelTensorShapes(**net);
+    net = model::BuildModel(model::ModelConfig::FromYamlFile(args.model_config));
+    shapes = weights::ModelTensorShapes(*net);
   }
   if (args.model_keys) {
     for (const auto& [name, shape] : shapes)
@@ -85,7 +85,7 @@ int Inspect(const InspectArgs& args) {
     PrintLine(line);
   }
   const weights::WeightImportSummary summary =
-      weights::ImportDetectron2Weights(args.file, **net, std::cerr);
+      weights::ImportDetectron2Weights(args.file, *net, std::cerr);
   PrintLine({{"summary",
               {{"file", summary.file},
                {"format", summary.format},

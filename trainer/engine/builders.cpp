@@ -140,7 +140,7 @@ std::string ModuleOf(const std::string& name) {
 
 }  // namespace
 
-WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const fs::path& file) {
+WeightsLoad LoadWeightsByName(model::MetaArchitecture& net, const fs::path& file) {
   model::TensorMap tensors;
   try {
     tensors = model::ReadSafetensors(file);
@@ -230,9 +230,11 @@ bool IsDetectron2Checkpoint(const fs::path& file) {
   return ext == ".pth" || ext == ".pkl";
 }
 
-model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
-                           const std::optional<fs::path>& weights, const ConsoleLog& log) {
-  model::MaskRcnn net(mc);
+std::shared_ptr<model::MetaArchitecture> BuildModel(const model::ModelConfig& mc,
+                                                    const c10::Device& device,
+                                                    const std::optional<fs::path>& weights,
+                                                    const ConsoleLog& log) {
+  std::shared_ptr<model::MetaArchitecture> net = model::BuildModel(mc);
   net->to(device);
   if (weights && IsDetectron2Checkpoint(*weights)) {
     // Detectron2's .pth / the zoo's .pkl (Caffe2 names included): mapped onto our names,
@@ -254,7 +256,7 @@ model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& devi
   return net;
 }
 
-NamedParameters ParametersOf(model::MaskRcnnImpl& net) {
+NamedParameters ParametersOf(model::MetaArchitecture& net) {
   NamedParameters named;
   for (const auto& p : net.named_parameters())
     named.emplace_back(p.key(), p.value());
@@ -392,11 +394,11 @@ void CheckKeypointData(const data::CocoDataset& ds, const model::ModelConfig& mc
       continue;
     ++with_keypoints;
     if (a.keypoints.size() != 3 * static_cast<size_t>(mc.num_keypoints)) {
-      throw common::ConfigError(
-          "config", "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS",
-          "is " + std::to_string(mc.num_keypoints) + " but annotation " + std::to_string(a.id) +
-              " of " + file.string() + " has " + std::to_string(a.keypoints.size() / 3) +
-              " keypoints: set it to the dataset's keypoint count");
+      throw common::ConfigError("config", "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS",
+                                "is " + std::to_string(mc.num_keypoints) + " but annotation " +
+                                    std::to_string(a.id) + " of " + file.string() + " has " +
+                                    std::to_string(a.keypoints.size() / 3) +
+                                    " keypoints: set it to the dataset's keypoint count");
     }
     for (size_t k = 2; k < a.keypoints.size(); k += 3)
       visible += a.keypoints[k] > 0 ? 1 : 0;
@@ -441,11 +443,11 @@ TrainData BuildTrainData(const TrainJob& job, const model::ModelConfig& mc, cons
                                  std::to_string(mc.min_keypoints_per_image) + " labelled keypoints"
                            : std::string()));
   if (ds.NumClasses() != mc.num_classes) {
-    throw common::ConfigError("config",
-                              mc.retinanet() ? "MODEL.RETINANET.NUM_CLASSES" : "MODEL.ROI_HEADS.NUM_CLASSES",
-                              "is " + std::to_string(mc.num_classes) + " but " + file.string() +
-                                  " has " + std::to_string(ds.NumClasses()) +
-                                  " categories: set it to the dataset's category count");
+    throw common::ConfigError(
+        "config", mc.retinanet() ? "MODEL.RETINANET.NUM_CLASSES" : "MODEL.ROI_HEADS.NUM_CLASSES",
+        "is " + std::to_string(mc.num_classes) + " but " + file.string() + " has " +
+            std::to_string(ds.NumClasses()) +
+            " categories: set it to the dataset's category count");
   }
   if (ds.images().empty())
     throw std::runtime_error(file.string() + ": no training image left");

@@ -20,7 +20,7 @@
 #include "trainer/engine/solver/lr_schedule.h"
 #include "trainer/engine/solver/optimizer_registry.h"
 #include "trainer/engine/train_step.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::data {
 class CocoDataset;
@@ -58,7 +58,7 @@ struct WeightsLoad {
 
 // Copies the tensors of a safetensors file into `net` by name (torchvision state_dict keys)
 // where the shapes match. Throws common::ConfigError for MODEL.WEIGHTS when nothing matches.
-WeightsLoad LoadWeightsByName(model::MaskRcnnImpl& net, const std::filesystem::path& file);
+WeightsLoad LoadWeightsByName(model::MetaArchitecture& net, const std::filesystem::path& file);
 
 // The log lines a person reads to see what a run starts from: counts, then the skipped
 // tensors by name and the parameters left at initialisation grouped by module (e.g.
@@ -74,11 +74,11 @@ bool IsDetectron2Checkpoint(const std::filesystem::path& file);
 // with MODEL.WEIGHTS loaded when given: a safetensors file by our names (LoadWeightsByName,
 // logged as DescribeWeightsLoad), a Detectron2 or Caffe2 checkpoint mapped onto them
 // (trainer/model/weights/weights_import.h, which logs what it loaded and skipped).
-model::MaskRcnn BuildModel(const model::ModelConfig& mc, const c10::Device& device,
-                           const std::optional<std::filesystem::path>& weights,
-                           const ConsoleLog& log);
+std::shared_ptr<model::MetaArchitecture> BuildModel(
+    const model::ModelConfig& mc, const c10::Device& device,
+    const std::optional<std::filesystem::path>& weights, const ConsoleLog& log);
 
-NamedParameters ParametersOf(model::MaskRcnnImpl& net);
+NamedParameters ParametersOf(model::MetaArchitecture& net);
 
 LrSchedule BuildLrSchedule(const TrainConfig& config);
 

@@ -16,10 +16,10 @@
 #include "trainer/engine/config/config.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/eval/coco_eval.h"
-#include "trainer/model/config.h"
 #include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/config.h"
 #include "trainer/model/inference/inference_state.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/tiles/tile_grid.h"
 #include "trainer/model/tiles/tiled_prediction.h"
 
@@ -64,8 +64,9 @@ void CollectDetections(const model::ImageResult& r, int64_t image_id, const data
                        std::vector<eval::Detection>& keypoints) {
   const HostDetections host(r);
   const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
-  const at::Tensor points =
-      r.keypoints.defined() ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous() : at::Tensor();
+  const at::Tensor points = r.keypoints.defined()
+                                ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous()
+                                : at::Tensor();
   for (int64_t k = 0; k < b.size(0); ++k) {
     eval::Detection d;
     d.image_id = image_id;
@@ -99,8 +100,9 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
   const HostDetections host(r);
   const at::Tensor &b = host.b, &l = host.l, &s = host.s, &m = host.m;
   const bool masks_fit = m.defined() && m.size(2) == rgb.rows && m.size(3) == rgb.cols;
-  const at::Tensor points =
-      r.keypoints.defined() ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous() : at::Tensor();
+  const at::Tensor points = r.keypoints.defined()
+                                ? r.keypoints.to(torch::kCPU, torch::kDouble).contiguous()
+                                : at::Tensor();
   for (int64_t k = b.size(0) - 1; k >= 0; --k) {  // the best drawn last, on top
     const double score = s[k].item<double>();
     if (score < kShownScore)
@@ -122,14 +124,14 @@ ImageEvent DrawnImage(const model::ImageResult& r, const data::CocoImage& image,
 }
 
 // Every image of the channel decoded whole and predicted by tiles.
-void CollectTiledDetections(model::MaskRcnnImpl& net, const DatasetSource& source,
+void CollectTiledDetections(model::MetaArchitecture& net, const DatasetSource& source,
                             const data::CocoDataset& images, const data::CocoDataset& gt,
                             const model::PredictOptions& options, const c10::Device& device,
                             std::vector<eval::Detection>& boxes,
                             std::vector<eval::Detection>& masks,
                             std::vector<eval::Detection>& keypoints) {
   const model::BatchForward forward = [&net](const std::vector<at::Tensor>& tiles) {
-    return net.forward(tiles).detections;
+    return model::TakeInstances(net.forward(tiles));
   };
   for (const data::CocoImage& image : images.images()) {
     cv::Mat rgb = data::DecodeImageRgb(source.layout.image_dir / image.file_name);
@@ -255,7 +257,7 @@ std::vector<double> KeypointOksSigmas(const TrainConfig& config, const model::Mo
 
 }  // namespace
 
-EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+EvaluationOutput EvaluateChannel(model::MetaArchitecture& net, const DatasetSource& source,
                                  const model::ModelConfig& mc, const TrainConfig& config,
                                  const c10::Device& device, int64_t iteration) {
   // Checked before any inference, so a wrong count fails the first evaluation at once.
@@ -295,11 +297,9 @@ EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& 
     data::DataLoader loader(images, EvalLoaderOptions(source, mc, config));
     while (auto batch = loader.Next()) {
       model::ImageBatch ib = ToImageBatch(*batch, device);
-      auto features = net.Features(ib.tensors);
-      auto rpn = net.Rpn(ib, features, nullptr);
-      std::vector<model::ImageResult> results;
-      net.RoiHeads(features, rpn, ib.image_sizes, nullptr, &results);
-      net.Postprocess(ib, results);
+      model::ModelOutput output = net.Heads(ib, net.FeatureStage(ib.tensors), nullptr);
+      net.Postprocess(ib, output);
+      const std::vector<model::ImageResult> results = model::TakeInstances(std::move(output));
       for (size_t i = 0; i < results.size(); ++i) {
         CollectDetections(results[i], batch->image_ids[i], ground_truth, boxes, masks, keypoints);
         if (out.images.size() < images_to_draw) {

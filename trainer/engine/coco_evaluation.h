@@ -15,7 +15,7 @@ namespace c10 {
 struct Device;
 }
 namespace mrcnn::model {
-class MaskRcnnImpl;
+class MetaArchitecture;
 struct ModelConfig;
 }  // namespace mrcnn::model
 
@@ -43,7 +43,7 @@ std::string EvaluationPrecision(const TrainConfig& config, bool cuda);
 // detections scoring >= 0.5 drawn (tag "val/<file name>"). With TEST.TILE.SIZE > 0 every
 // image is decoded whole and predicted by tiles (model::PredictTiled; an image no larger
 // than a tile is its own single tile), and no pictures are drawn.
-EvaluationOutput EvaluateChannel(model::MaskRcnnImpl& net, const DatasetSource& source,
+EvaluationOutput EvaluateChannel(model::MetaArchitecture& net, const DatasetSource& source,
                                  const model::ModelConfig& mc, const TrainConfig& config,
                                  const c10::Device& device, int64_t iteration);
 

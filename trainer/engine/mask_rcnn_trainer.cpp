@@ -14,7 +14,7 @@
 #include "trainer/data/data_loader.h"
 #include "trainer/engine/model_inputs.h"
 #include "trainer/engine/solver/grad_scaler.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::engine {
 namespace {

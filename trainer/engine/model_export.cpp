@@ -8,13 +8,13 @@
 
 #include "trainer/data/coco_dataset.h"
 #include "trainer/engine/config/config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/safetensors.h"
 
 namespace mrcnn::engine {
 namespace fs = std::filesystem;
 
-void WriteModelDir(model::MaskRcnnImpl& net, const TrainConfig& config,
+void WriteModelDir(model::MetaArchitecture& net, const TrainConfig& config,
                    const data::CocoDataset& dataset, const fs::path& dir) {
   fs::create_directories(dir);
   model::TensorMap weights;
@@ -41,7 +41,7 @@ void WriteModelDir(model::MaskRcnnImpl& net, const TrainConfig& config,
     throw std::runtime_error("cannot write " + (dir / "classes.json").string());
 }
 
-void DumpWeights(model::MaskRcnnImpl& net, const fs::path& dir, int64_t rank,
+void DumpWeights(model::MetaArchitecture& net, const fs::path& dir, int64_t rank,
                  const std::string& when) {
   model::TensorMap weights;
   for (const auto& [name, value] : model::StateDict(net))

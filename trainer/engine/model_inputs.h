@@ -5,7 +5,8 @@
 
 #include "trainer/data/batch.h"
 #include "trainer/data/transforms.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/config.h"
+#include "trainer/model/structures.h"
 
 namespace mrcnn::engine {
 

@@ -41,7 +41,7 @@ struct JobParts {
   const model::ModelConfig& mc;
   const c10::Device& device;
   const StepPlan& plan;
-  model::MaskRcnnImpl& net;
+  model::MetaArchitecture& net;
   Optimizer& optimizer;
   dist::DataParallel& dp;
   TrainingCheckpointer& checkpointer;
@@ -214,7 +214,7 @@ int RunTrackedJob(const TrainJob& job, const ProcessWorld& world, const ConsoleL
     train = BuildTrainData(job, mc, log);
 
   torch::manual_seed(static_cast<uint64_t>(seed));
-  model::MaskRcnn net = BuildModel(mc, device, job.weights, log);
+  std::shared_ptr<model::MetaArchitecture> net = BuildModel(mc, device, job.weights, log);
   auto optimizer = BuildOptimizer(config, ParametersOf(*net));
   const StepPlan plan = BuildStepPlan(config, world.world_size);
   GradScaler scaler = BuildGradScaler(config, device);

@@ -7,6 +7,8 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "trainer/engine/cuda_graphs/cuda_graphed_feature_stage.h"
@@ -14,7 +16,7 @@
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/optimizer.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -50,7 +52,7 @@ void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm, do
 
 }  // namespace
 
-TrainStep::TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
+TrainStep::TrainStep(model::MetaArchitecture& net, Optimizer& optimizer, GradScaler& scaler,
                      dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options)
     : net_(net),
       optimizer_(optimizer),
@@ -101,25 +103,34 @@ MicroBatchLosses TrainStep::ForwardBackward(const model::ImageBatch& batch,
     at::autocast::set_autocast_dtype(options_.amp_device_type, *options_.amp_dtype);
     at::autocast::set_autocast_enabled(options_.amp_device_type, true);
   }
-  std::vector<at::Tensor> features;
-  model::RpnOutput rpn;
-  if (feature_stage_) {
-    // Backbone, neck and RPN head on the padded batch (a graph replay on CUDA); the RPN
-    // sees the padded tensor, whose size sets the anchors.
-    model::ImageBatch padded{at::Tensor(), batch.image_sizes, batch.original_sizes};
-    model::FeatureStageOutput stage = feature_stage_->Run(batch.tensors, &padded.tensors);
-    Phase("backbone_fpn");
-    rpn = net_.Rpn(padded, stage, &targets);
-    features = std::move(stage.features);
-  } else {
-    features = net_.Features(batch.tensors);
-    Phase("backbone_fpn");
-    rpn = net_.Rpn(batch, features, &targets);
+  // The model reports the end of its proposal generator ("rpn"), which is this step's "rpn"
+  // phase too; whatever hook the model had sees every phase as before.
+  const std::function<void(const char*)> model_hook = net_.phase_hook();
+  net_.set_phase_hook([this, &model_hook](const char* name) {
+    if (name != nullptr && std::string_view(name) == "rpn")
+      Phase("rpn");
+    if (model_hook)
+      model_hook(name);
+  });
+  std::map<std::string, at::Tensor> losses;
+  try {
+    if (feature_stage_) {
+      // Backbone, neck and the dense head on the padded batch (a graph replay on CUDA); the
+      // proposal generator sees the padded tensor, whose size sets the anchors.
+      model::ImageBatch padded{at::Tensor(), batch.image_sizes, batch.original_sizes};
+      const model::FeatureStageOutput stage = feature_stage_->Run(batch.tensors, &padded.tensors);
+      Phase("backbone_fpn");
+      losses = net_.Heads(padded, stage, &targets).losses;
+    } else {
+      const model::FeatureStageOutput stage = net_.FeatureStage(batch.tensors);
+      Phase("backbone_fpn");
+      losses = net_.Heads(batch, stage, &targets).losses;
+    }
+  } catch (...) {
+    net_.set_phase_hook(model_hook);
+    throw;
   }
-  Phase("rpn");
-  auto losses = net_.RoiHeads(features, rpn, batch.image_sizes, &targets, nullptr);
-  for (auto& [k, v] : rpn.losses)
-    losses[k] = v;
+  net_.set_phase_hook(model_hook);
   if (amp) {
     at::autocast::set_autocast_enabled(options_.amp_device_type, false);
     at::autocast::clear_cache();

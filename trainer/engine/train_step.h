@@ -20,7 +20,7 @@
 #include <vector>
 
 namespace mrcnn::model {
-class MaskRcnnImpl;
+class MetaArchitecture;
 struct ImageBatch;
 struct ImageTarget;
 }  // namespace mrcnn::model
@@ -71,7 +71,7 @@ class TrainStep {
  public:
   // The step keeps references: all of them must outlive it. `dp` may be null (one process,
   // no averaging). The parameters stepped are `optimizer`'s Parameters().
-  TrainStep(model::MaskRcnnImpl& net, Optimizer& optimizer, GradScaler& scaler,
+  TrainStep(model::MetaArchitecture& net, Optimizer& optimizer, GradScaler& scaler,
             dist::DataParallel* dp, const c10::Device& device, TrainStepOptions options);
   ~TrainStep();
   TrainStep(const TrainStep&) = delete;
@@ -82,7 +82,7 @@ class TrainStep {
 
   // Forward and backward of one of the iteration's `accumulation` micro-batches: adds the
   // gradients of (sum of losses) / accumulation to the parameters' .grad(). `generators`
-  // are the per-image sampling generators (see MaskRcnnImpl::set_sampling_generators;
+  // are the per-image sampling generators (see MetaArchitecture::set_sampling_generators;
   // empty: the global generator). Reads nothing back from the device: a non-finite loss
   // is found when the losses are read (CheckFinite). `iteration` is unused.
   // The `accumulation`-th call since the last Finish is the iteration's last micro-batch:
@@ -134,7 +134,7 @@ class TrainStep {
       phase_hook_(name);
   }
 
-  model::MaskRcnnImpl& net_;
+  model::MetaArchitecture& net_;
   Optimizer& optimizer_;
   GradScaler& scaler_;
   dist::DataParallel* dp_;

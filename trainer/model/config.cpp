@@ -1,5 +1,7 @@
 #include "trainer/model/config.h"
 
+#include "trainer/model/registry.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -172,8 +174,10 @@ int64_t ModelConfig::FeatureChannels() const {
   return static_cast<int64_t>(resnet_res2_out_channels) << (resnet_out_features.back().back() - '2');
 }
 
-ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& source) {
-  ModelConfig c;
+namespace {
+
+// The backbone, the FPN, the RPN and its anchors.
+void ReadBackboneAndRpn(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   Read(root, "MODEL.BACKBONE.NAME", source, c.backbone);
   Read(root, "MODEL.BACKBONE.NORM", source, c.norm);
   Read(root, "MODEL.BACKBONE.FROZEN_BN_EPS", source, c.frozen_bn_eps);
@@ -201,36 +205,38 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.RPN.MIN_SIZE", source, c.rpn_min_size);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_TYPE", source, c.rpn_bbox_reg_loss_type);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", source, c.rpn_bbox_reg_loss_weight);
-  Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
-  Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
-  Read(root, "MODEL.META_ARCHITECTURE", source, c.meta_architecture);
-  if (c.retinanet()) {
-    // A one-stage detector: its classes, thresholds and test limits are its own keys.
-    Read(root, "MODEL.RETINANET.NUM_CLASSES", source, c.num_classes);
-    Read(root, "MODEL.RETINANET.NUM_CONVS", source, c.retinanet_num_convs);
-    ReadArray(root, "MODEL.RETINANET.IOU_THRESHOLDS", source, c.retinanet_iou_thresholds);
-    std::vector<int> labels;
-    Read(root, "MODEL.RETINANET.IOU_LABELS", source, labels);
-    Require(labels.empty() || labels == std::vector<int>{0, -1, 1}, source, "MODEL.RETINANET.IOU_LABELS",
-            "must be [0, -1, 1] (background, ignored, foreground: the zoo's)");
-    Read(root, "MODEL.RETINANET.PRIOR_PROB", source, c.retinanet_prior_prob);
-    Read(root, "MODEL.RETINANET.SCORE_THRESH_TEST", source, c.retinanet_score_thresh_test);
-    Read(root, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", source, c.retinanet_topk_candidates_test);
-    Read(root, "MODEL.RETINANET.NMS_THRESH_TEST", source, c.retinanet_nms_thresh_test);
-    ReadArray(root, "MODEL.RETINANET.BBOX_REG_WEIGHTS", source, c.retinanet_bbox_reg_weights);
-    Read(root, "MODEL.RETINANET.FOCAL_LOSS_GAMMA", source, c.retinanet_focal_loss_gamma);
-    Read(root, "MODEL.RETINANET.FOCAL_LOSS_ALPHA", source, c.retinanet_focal_loss_alpha);
-    Read(root, "MODEL.RETINANET.SMOOTH_L1_LOSS_BETA", source, c.retinanet_smooth_l1_beta);
-    Read(root, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE", source, c.retinanet_bbox_reg_loss_type);
-    std::string norm;
-    Read(root, "MODEL.RETINANET.NORM", source, norm);
-    Require(norm.empty(), source, "MODEL.RETINANET.NORM",
-            "must be \"\" (the zoo's head has no norm; BN/GN heads are not implemented), got \"" + norm + "\"");
-    std::vector<std::string> in_features;
-    Read(root, "MODEL.RETINANET.IN_FEATURES", source, in_features);
-    Require(in_features.empty() || in_features == std::vector<std::string>{"p3", "p4", "p5", "p6", "p7"}, source,
-            "MODEL.RETINANET.IN_FEATURES", "must be [p3, p4, p5, p6, p7] (every FPN level, the zoo's)");
-  }
+}
+
+// A one-stage detector: its classes, thresholds and test limits are its own keys.
+void ReadRetinaNet(const YAML::Node& root, const std::string& source, ModelConfig& c) {
+  Read(root, "MODEL.RETINANET.NUM_CLASSES", source, c.num_classes);
+  Read(root, "MODEL.RETINANET.NUM_CONVS", source, c.retinanet_num_convs);
+  ReadArray(root, "MODEL.RETINANET.IOU_THRESHOLDS", source, c.retinanet_iou_thresholds);
+  std::vector<int> labels;
+  Read(root, "MODEL.RETINANET.IOU_LABELS", source, labels);
+  Require(labels.empty() || labels == std::vector<int>{0, -1, 1}, source, "MODEL.RETINANET.IOU_LABELS",
+          "must be [0, -1, 1] (background, ignored, foreground: the zoo's)");
+  Read(root, "MODEL.RETINANET.PRIOR_PROB", source, c.retinanet_prior_prob);
+  Read(root, "MODEL.RETINANET.SCORE_THRESH_TEST", source, c.retinanet_score_thresh_test);
+  Read(root, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", source, c.retinanet_topk_candidates_test);
+  Read(root, "MODEL.RETINANET.NMS_THRESH_TEST", source, c.retinanet_nms_thresh_test);
+  ReadArray(root, "MODEL.RETINANET.BBOX_REG_WEIGHTS", source, c.retinanet_bbox_reg_weights);
+  Read(root, "MODEL.RETINANET.FOCAL_LOSS_GAMMA", source, c.retinanet_focal_loss_gamma);
+  Read(root, "MODEL.RETINANET.FOCAL_LOSS_ALPHA", source, c.retinanet_focal_loss_alpha);
+  Read(root, "MODEL.RETINANET.SMOOTH_L1_LOSS_BETA", source, c.retinanet_smooth_l1_beta);
+  Read(root, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE", source, c.retinanet_bbox_reg_loss_type);
+  std::string norm;
+  Read(root, "MODEL.RETINANET.NORM", source, norm);
+  Require(norm.empty(), source, "MODEL.RETINANET.NORM",
+          "must be \"\" (the zoo's head has no norm; BN/GN heads are not implemented), got \"" + norm + "\"");
+  std::vector<std::string> in_features;
+  Read(root, "MODEL.RETINANET.IN_FEATURES", source, in_features);
+  Require(in_features.empty() || in_features == std::vector<std::string>{"p3", "p4", "p5", "p6", "p7"}, source,
+          "MODEL.RETINANET.IN_FEATURES", "must be [p3, p4, p5, p6, p7] (every FPN level, the zoo's)");
+}
+
+// The ROI heads' sampling and test thresholds and the box head.
+void ReadRoiBoxHead(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   Read(root, "MODEL.ROI_HEADS.SCORE_THRESH_TEST", source, c.box_score_thresh);
   Read(root, "MODEL.ROI_HEADS.NMS_THRESH_TEST", source, c.box_nms_thresh);
   Read(root, "TEST.DETECTIONS_PER_IMAGE", source, c.detections_per_image);
@@ -252,19 +258,23 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO", source, c.box_pooler_sampling_ratio);
   Read(root, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG", source, c.cls_agnostic_bbox_reg);
+}
+
+void ReadCascade(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   Read(root, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS", source, c.cascade_ious);
-  {
-    std::vector<std::vector<double>> weights;
-    Read(root, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", source, weights);
-    if (!weights.empty()) {
-      c.cascade_bbox_reg_weights.clear();
-      for (const auto& w : weights) {
-        Require(w.size() == 4, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS",
-                "needs four weights (wx, wy, ww, wh) per stage, e.g. [[10, 10, 5, 5], [20, 20, 10, 10]]");
-        c.cascade_bbox_reg_weights.push_back({w[0], w[1], w[2], w[3]});
-      }
+  std::vector<std::vector<double>> weights;
+  Read(root, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", source, weights);
+  if (!weights.empty()) {
+    c.cascade_bbox_reg_weights.clear();
+    for (const auto& w : weights) {
+      Require(w.size() == 4, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS",
+              "needs four weights (wx, wy, ww, wh) per stage, e.g. [[10, 10, 5, 5], [20, 20, 10, 10]]");
+      c.cascade_bbox_reg_weights.push_back({w[0], w[1], w[2], w[3]});
     }
   }
+}
+
+void ReadMaskAndKeypoints(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   Read(root, "MODEL.MASK_ON", source, c.mask_on);
   Read(root, "MODEL.CHANNELS_LAST", source, c.channels_last);
   Read(root, "MODEL.ROI_MASK_HEAD.NAME", source, c.mask_head);
@@ -272,11 +282,8 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION", source, c.mask_pooler_resolution);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO", source, c.mask_pooler_sampling_ratio);
   Read(root, "MODEL.KEYPOINT_ON", source, c.keypoint_on);
+  Read(root, "MODEL.ROI_KEYPOINT_HEAD.NAME", source, c.keypoint_head);
   {
-    std::string head = "KRCNNConvDeconvUpsampleHead";
-    Read(root, "MODEL.ROI_KEYPOINT_HEAD.NAME", source, head);
-    Require(head == "KRCNNConvDeconvUpsampleHead", source, "MODEL.ROI_KEYPOINT_HEAD.NAME",
-            "must be KRCNNConvDeconvUpsampleHead (the zoo's keypoint head), got \"" + head + "\"");
     std::string pooler = "ROIAlignV2";
     Read(root, "MODEL.ROI_KEYPOINT_HEAD.POOLER_TYPE", source, pooler);
     Require(pooler == "ROIAlignV2" || pooler == "ROIAlign", source, "MODEL.ROI_KEYPOINT_HEAD.POOLER_TYPE",
@@ -291,6 +298,10 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "MODEL.ROI_KEYPOINT_HEAD.NORMALIZE_LOSS_BY_VISIBLE_KEYPOINTS", source,
        c.keypoint_normalize_by_visible);
   Read(root, "MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT", source, c.keypoint_loss_weight);
+}
+
+// MODEL.PIXEL_MEAN/PIXEL_STD and INPUT.*.
+void ReadInput(const YAML::Node& root, const std::string& source, ModelConfig& c) {
   ReadArray(root, "MODEL.PIXEL_MEAN", source, c.pixel_mean);
   ReadArray(root, "MODEL.PIXEL_STD", source, c.pixel_std);
   YAML::Node min_train = Lookup(root, "INPUT.MIN_SIZE_TRAIN");
@@ -305,6 +316,22 @@ ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& sou
   Read(root, "INPUT.MIN_SIZE_TEST", source, c.min_size_test);
   Read(root, "INPUT.MAX_SIZE_TEST", source, c.max_size_test);
   Read(root, "INPUT.SIZE_DIVISIBILITY", source, c.size_divisibility);
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::FromYaml(const YAML::Node& root, const std::string& source) {
+  ModelConfig c;
+  ReadBackboneAndRpn(root, source, c);
+  Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
+  Read(root, "MODEL.ROI_HEADS.NUM_CLASSES", source, c.num_classes);
+  Read(root, "MODEL.META_ARCHITECTURE", source, c.meta_architecture);
+  Read(root, "MODEL.PROPOSAL_GENERATOR.NAME", source, c.proposal_generator);
+  if (c.retinanet()) ReadRetinaNet(root, source, c);
+  ReadRoiBoxHead(root, source, c);
+  ReadCascade(root, source, c);
+  ReadMaskAndKeypoints(root, source, c);
+  ReadInput(root, source, c);
   // Our own model dirs write the convention's backbone name back (ToYaml), so both a
   // Detectron2 config and its round trip through ToYaml land here.
   if (c.backbone == "build_resnet_fpn_backbone" || c.backbone == "build_resnet_backbone" ||
@@ -328,126 +355,148 @@ ModelConfig ModelConfig::FromYamlFile(const std::filesystem::path& path) {
   return FromYaml(root, path.string());
 }
 
-void ModelConfig::Validate(const std::string& source) const {
-  Require(num_classes >= 1, source, "MODEL.ROI_HEADS.NUM_CLASSES", "must be >= 1 (foreground classes)");
-  Require(norm == "FrozenBN" || norm == "GN", source, "MODEL.BACKBONE.NORM", "must be FrozenBN or GN");
-  Require(trainable_layers >= 0 && trainable_layers <= 5, source, "MODEL.BACKBONE.TRAINABLE_LAYERS",
+namespace {
+
+// Counts, ranges and names that hold for every model.
+void ValidateGeneral(const ModelConfig& c, const std::string& source) {
+  Require(c.num_classes >= 1, source, "MODEL.ROI_HEADS.NUM_CLASSES", "must be >= 1 (foreground classes)");
+  Require(c.norm == "FrozenBN" || c.norm == "GN", source, "MODEL.BACKBONE.NORM", "must be FrozenBN or GN");
+  Require(c.trainable_layers >= 0 && c.trainable_layers <= 5, source, "MODEL.BACKBONE.TRAINABLE_LAYERS",
           "must be in 0..5");
-  Require(!anchor_sizes.empty(), source, "MODEL.ANCHOR_GENERATOR.SIZES", "must list one entry per level");
-  Require(anchor_aspect_ratios.size() == 1 || anchor_aspect_ratios.size() == anchor_sizes.size(), source,
+  Require(!c.anchor_sizes.empty(), source, "MODEL.ANCHOR_GENERATOR.SIZES", "must list one entry per level");
+  Require(c.anchor_aspect_ratios.size() == 1 || c.anchor_aspect_ratios.size() == c.anchor_sizes.size(), source,
           "MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS", "must have one entry or one per level of SIZES");
-  for (const auto& [key, v] : {std::pair<const char*, double>{"MODEL.RPN.NMS_THRESH", rpn_nms_thresh},
-                               {"MODEL.RPN.POSITIVE_FRACTION", rpn_positive_fraction},
-                               {"MODEL.ROI_HEADS.NMS_THRESH_TEST", box_nms_thresh},
-                               {"MODEL.ROI_HEADS.SCORE_THRESH_TEST", box_score_thresh},
-                               {"MODEL.ROI_HEADS.POSITIVE_FRACTION", box_positive_fraction}}) {
+  for (const auto& [key, v] : {std::pair<const char*, double>{"MODEL.RPN.NMS_THRESH", c.rpn_nms_thresh},
+                               {"MODEL.RPN.POSITIVE_FRACTION", c.rpn_positive_fraction},
+                               {"MODEL.ROI_HEADS.NMS_THRESH_TEST", c.box_nms_thresh},
+                               {"MODEL.ROI_HEADS.SCORE_THRESH_TEST", c.box_score_thresh},
+                               {"MODEL.ROI_HEADS.POSITIVE_FRACTION", c.box_positive_fraction}}) {
     Require(v >= 0.0 && v <= 1.0, source, key, "must be in [0, 1]");
   }
-  Require(rpn_bg_iou_thresh <= rpn_fg_iou_thresh, source, "MODEL.RPN.IOU_THRESHOLDS", "needs bg <= fg");
-  Require(box_bg_iou_thresh <= box_fg_iou_thresh, source, "MODEL.ROI_HEADS.IOU_THRESHOLDS", "needs bg <= fg");
-  Require(min_size_test > 0 && max_size_test > 0, source, "INPUT.MIN_SIZE_TEST/MAX_SIZE_TEST", "must be > 0");
-  Require(!min_size_train.empty(), source, "INPUT.MIN_SIZE_TRAIN", "must not be empty");
-  Require(size_divisibility >= 1, source, "INPUT.SIZE_DIVISIBILITY", "must be >= 1");
-  for (double s : pixel_std) Require(s > 0, source, "MODEL.PIXEL_STD", "must be > 0");
-  Require(detections_per_image >= 1, source, "TEST.DETECTIONS_PER_IMAGE", "must be >= 1");
+  Require(c.rpn_bg_iou_thresh <= c.rpn_fg_iou_thresh, source, "MODEL.RPN.IOU_THRESHOLDS", "needs bg <= fg");
+  Require(c.box_bg_iou_thresh <= c.box_fg_iou_thresh, source, "MODEL.ROI_HEADS.IOU_THRESHOLDS", "needs bg <= fg");
+  Require(c.min_size_test > 0 && c.max_size_test > 0, source, "INPUT.MIN_SIZE_TEST/MAX_SIZE_TEST", "must be > 0");
+  Require(!c.min_size_train.empty(), source, "INPUT.MIN_SIZE_TRAIN", "must not be empty");
+  Require(c.size_divisibility >= 1, source, "INPUT.SIZE_DIVISIBILITY", "must be >= 1");
+  for (double s : c.pixel_std) Require(s > 0, source, "MODEL.PIXEL_STD", "must be > 0");
+  Require(c.detections_per_image >= 1, source, "TEST.DETECTIONS_PER_IMAGE", "must be >= 1");
   for (const auto& [key, v] : {std::pair<const char*, const std::string&>{"MODEL.RPN.BBOX_REG_LOSS_TYPE",
-                                                                          rpn_bbox_reg_loss_type},
-                               {"MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", bbox_reg_loss_type}}) {
+                                                                          c.rpn_bbox_reg_loss_type},
+                               {"MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", c.bbox_reg_loss_type}}) {
     Require(v == "smooth_l1" || v == "giou", source, key, "must be smooth_l1 or giou, got \"" + v + "\"");
   }
-  Require(rpn_bbox_reg_loss_weight >= 0, source, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
-  Require(bbox_reg_loss_weight >= 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
-  for (double w : bbox_reg_weights) Require(w > 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
-  Require(convention == "torchvision" || convention == "detectron2", source, "MODEL.BACKBONE.NAME",
-          "selects the torchvision or the detectron2 convention, got \"" + convention + "\"");
-  Require(input_format == "RGB" || input_format == "BGR", source, "INPUT.FORMAT",
-          "must be RGB or BGR, got \"" + input_format + "\"");
-  Require(roi_heads_name == "StandardROIHeads" || roi_heads_name == "Res5ROIHeads" || cascade(), source,
-          "MODEL.ROI_HEADS.NAME",
-          "must be StandardROIHeads, CascadeROIHeads or Res5ROIHeads, got \"" + roi_heads_name + "\"");
-  if (cascade()) {
-    Require(!cascade_ious.empty() && cascade_ious.size() == cascade_bbox_reg_weights.size(), source,
-            "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
-            "needs one IoU per stage, as many as ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS has rows");
-    for (double iou : cascade_ious)
-      Require(iou > 0.0 && iou <= 1.0, source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS", "must be in (0, 1]");
-    for (const auto& w : cascade_bbox_reg_weights)
-      for (double v : w)
-        Require(v > 0, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
-    Require(box_fg_iou_thresh == cascade_ious.front(), source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
-            "must start with MODEL.ROI_HEADS.IOU_THRESHOLDS' foreground IoU (stage 0 trains on the "
-            "standard sampler's proposals)");
-    Require(cls_agnostic_bbox_reg, source, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG",
-            "must be true with CascadeROIHeads (each stage refines one box per proposal, as Detectron2's)");
-    Require(box_head == "two_mlp", source, "MODEL.ROI_BOX_HEAD.NAME",
-            "must be FastRCNNConvFCHead (two_mlp) with CascadeROIHeads, got \"" + box_head + "\"");
+  Require(c.rpn_bbox_reg_loss_weight >= 0, source, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
+  Require(c.bbox_reg_loss_weight >= 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
+  for (double w : c.bbox_reg_weights) Require(w > 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
+  Require(c.convention == "torchvision" || c.convention == "detectron2", source, "MODEL.BACKBONE.NAME",
+          "selects the torchvision or the detectron2 convention, got \"" + c.convention + "\"");
+  Require(c.input_format == "RGB" || c.input_format == "BGR", source, "INPUT.FORMAT",
+          "must be RGB or BGR, got \"" + c.input_format + "\"");
+}
+
+void ValidateCascade(const ModelConfig& c, const std::string& source) {
+  Require(!c.cascade_ious.empty() && c.cascade_ious.size() == c.cascade_bbox_reg_weights.size(), source,
+          "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
+          "needs one IoU per stage, as many as ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS has rows");
+  for (double iou : c.cascade_ious)
+    Require(iou > 0.0 && iou <= 1.0, source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS", "must be in (0, 1]");
+  for (const auto& w : c.cascade_bbox_reg_weights)
+    for (double v : w)
+      Require(v > 0, source, "MODEL.ROI_BOX_CASCADE_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
+  Require(c.box_fg_iou_thresh == c.cascade_ious.front(), source, "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
+          "must start with MODEL.ROI_HEADS.IOU_THRESHOLDS' foreground IoU (stage 0 trains on the "
+          "standard sampler's proposals)");
+  Require(c.cls_agnostic_bbox_reg, source, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG",
+          "must be true with CascadeROIHeads (each stage refines one box per proposal, as Detectron2's)");
+  Require(c.box_head == "two_mlp", source, "MODEL.ROI_BOX_HEAD.NAME",
+          "must be FastRCNNConvFCHead (two_mlp) with CascadeROIHeads, got \"" + c.box_head + "\"");
+}
+
+void ValidateKeypoints(const ModelConfig& c, const std::string& source) {
+  Require(c.num_keypoints >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS", "must be >= 1");
+  Require(!c.keypoint_conv_dims.empty(), source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS",
+          "must list at least one convolution's channels");
+  for (int d : c.keypoint_conv_dims)
+    Require(d >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS", "must be >= 1 each");
+  Require(c.keypoint_pooler_resolution >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.POOLER_RESOLUTION",
+          "must be >= 1");
+  Require(c.keypoint_loss_weight >= 0, source, "MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT", "must be >= 0");
+  Require(c.roi_heads_name != "Res5ROIHeads", source, "MODEL.KEYPOINT_ON",
+          "needs StandardROIHeads (an FPN model): the zoo has no C4 keypoint model");
+}
+
+void ValidateRetinaNet(const ModelConfig& c, const std::string& source) {
+  Require(c.detectron2() && c.fpn_top_block == "p6p7", source, "MODEL.BACKBONE.NAME",
+          "must be build_retinanet_resnet_fpn_backbone with META_ARCHITECTURE RetinaNet");
+  Require(!c.mask_on && !c.keypoint_on, source, "MODEL.MASK_ON",
+          "must be false with RetinaNet (box-only), and so must MODEL.KEYPOINT_ON");
+  Require(c.retinanet_iou_thresholds[0] <= c.retinanet_iou_thresholds[1], source, "MODEL.RETINANET.IOU_THRESHOLDS",
+          "needs [background below, foreground at or above], the first <= the second");
+  Require(c.retinanet_prior_prob > 0 && c.retinanet_prior_prob < 1, source, "MODEL.RETINANET.PRIOR_PROB",
+          "must be in (0, 1)");
+  Require(c.retinanet_num_convs >= 0, source, "MODEL.RETINANET.NUM_CONVS", "must be >= 0");
+  Require(c.retinanet_topk_candidates_test >= 1, source, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", "must be >= 1");
+  Require(c.retinanet_bbox_reg_loss_type == "smooth_l1", source, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE",
+          "must be smooth_l1 (the zoo's; giou/diou/ciou are not implemented for RetinaNet)");
+  Require(c.anchor_sizes.size() == 5, source, "MODEL.ANCHOR_GENERATOR.SIZES",
+          "needs one entry per level P3-P7 (5) for RetinaNet");
+}
+
+// Detectron2's ResNet body and the stages it returns.
+void ValidateDetectron2ResNet(const ModelConfig& c, const std::string& source) {
+  Require(c.resnet_depth == 50 || c.resnet_depth == 101 || c.resnet_depth == 152, source, "MODEL.RESNETS.DEPTH",
+          "must be 50, 101 or 152 (bottleneck ResNets), got " + std::to_string(c.resnet_depth));
+  Require(c.resnet_num_groups >= 1 && c.resnet_width_per_group >= 1 && c.resnet_stem_out_channels >= 1 &&
+              c.resnet_res2_out_channels >= 1,
+          source, "MODEL.RESNETS", "NUM_GROUPS, WIDTH_PER_GROUP, STEM_OUT_CHANNELS and RES2_OUT_CHANNELS must be >= 1");
+  Require(c.resnet_res5_dilation == 1 || c.resnet_res5_dilation == 2, source, "MODEL.RESNETS.RES5_DILATION",
+          "must be 1 or 2");
+  static const std::vector<std::string> kStages = {"res2", "res3", "res4", "res5"};
+  if (c.neck == "fpn" && c.fpn_top_block == "p6p7") {
+    Require(c.resnet_out_features == std::vector<std::string>{"res3", "res4", "res5"}, source,
+            "MODEL.RESNETS.OUT_FEATURES", "must be [res3, res4, res5] with build_retinanet_resnet_fpn_backbone");
+    Require(c.resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
+  } else if (c.neck == "fpn") {
+    Require(c.resnet_out_features == kStages, source, "MODEL.RESNETS.OUT_FEATURES",
+            "must be [res2, res3, res4, res5] with build_resnet_fpn_backbone");
+    Require(c.resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
+  } else {
+    Require(c.resnet_out_features.size() == 1 &&
+                std::find(kStages.begin(), kStages.end(), c.resnet_out_features.front()) != kStages.end(),
+            source, "MODEL.RESNETS.OUT_FEATURES",
+            "must name one stage with build_resnet_backbone: [res4] (C4) or [res5] (DC5)");
   }
+  if (c.roi_heads_name == "Res5ROIHeads") {
+    Require(c.neck == "none" && c.resnet_out_features.front() == "res4", source, "MODEL.ROI_HEADS.NAME",
+            "Res5ROIHeads needs build_resnet_backbone with OUT_FEATURES [res4] (the C4 layout)");
+  }
+  Require(c.resnet_res5_dilation == 1 || c.resnet_out_features.back() == "res5", source, "MODEL.RESNETS.RES5_DILATION",
+          "2 needs res5 in OUT_FEATURES (DC5)");
+}
+
+}  // namespace
+
+void ModelConfig::Validate(const std::string& source) const {
+  ValidateGeneral(*this, source);
+  // The choices Detectron2 makes by registry, checked against ours (registry.h): an unknown
+  // name fails here, naming the key and the registered names, before any module is built.
+  MetaArchRegistry().Check(meta_architecture, source);
+  ProposalGeneratorRegistry().Check(proposal_generator, source);
+  RoiHeadsRegistry().Check(roi_heads_name, source);
+  if (cascade()) ValidateCascade(*this, source);
   if (keypoint_on) {
-    Require(num_keypoints >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.NUM_KEYPOINTS", "must be >= 1");
-    Require(!keypoint_conv_dims.empty(), source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS",
-            "must list at least one convolution's channels");
-    for (int d : keypoint_conv_dims)
-      Require(d >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.CONV_DIMS", "must be >= 1 each");
-    Require(keypoint_pooler_resolution >= 1, source, "MODEL.ROI_KEYPOINT_HEAD.POOLER_RESOLUTION",
-            "must be >= 1");
-    Require(keypoint_loss_weight >= 0, source, "MODEL.ROI_KEYPOINT_HEAD.LOSS_WEIGHT", "must be >= 0");
-    Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.KEYPOINT_ON",
-            "needs StandardROIHeads (an FPN model): the zoo has no C4 keypoint model");
+    KeypointHeadRegistry().Check(keypoint_head, source);
+    ValidateKeypoints(*this, source);
   }
-  Require(meta_architecture == "GeneralizedRCNN" || meta_architecture == "RetinaNet", source,
-          "MODEL.META_ARCHITECTURE",
-          "must be GeneralizedRCNN (the R-CNNs) or RetinaNet, got \"" + meta_architecture + "\"");
   Require(fpn_top_block == "maxpool" || fpn_top_block == "p6p7", source, "MODEL.BACKBONE.NAME",
           "FPN top block must be maxpool or p6p7");
-  if (retinanet()) {
-    Require(detectron2() && fpn_top_block == "p6p7", source, "MODEL.BACKBONE.NAME",
-            "must be build_retinanet_resnet_fpn_backbone with META_ARCHITECTURE RetinaNet");
-    Require(!mask_on && !keypoint_on, source, "MODEL.MASK_ON",
-            "must be false with RetinaNet (box-only), and so must MODEL.KEYPOINT_ON");
-    Require(retinanet_iou_thresholds[0] <= retinanet_iou_thresholds[1], source, "MODEL.RETINANET.IOU_THRESHOLDS",
-            "needs [background below, foreground at or above], the first <= the second");
-    Require(retinanet_prior_prob > 0 && retinanet_prior_prob < 1, source, "MODEL.RETINANET.PRIOR_PROB",
-            "must be in (0, 1)");
-    Require(retinanet_num_convs >= 0, source, "MODEL.RETINANET.NUM_CONVS", "must be >= 0");
-    Require(retinanet_topk_candidates_test >= 1, source, "MODEL.RETINANET.TOPK_CANDIDATES_TEST", "must be >= 1");
-    Require(retinanet_bbox_reg_loss_type == "smooth_l1", source, "MODEL.RETINANET.BBOX_REG_LOSS_TYPE",
-            "must be smooth_l1 (the zoo's; giou/diou/ciou are not implemented for RetinaNet)");
-    Require(anchor_sizes.size() == 5, source, "MODEL.ANCHOR_GENERATOR.SIZES",
-            "needs one entry per level P3-P7 (5) for RetinaNet");
-  }
+  if (retinanet()) ValidateRetinaNet(*this, source);
   if (!detectron2()) {
     Require(roi_heads_name != "Res5ROIHeads", source, "MODEL.ROI_HEADS.NAME",
             "Res5ROIHeads needs MODEL.BACKBONE.NAME build_resnet_backbone (Detectron2's C4 layout)");
     return;
   }
-  Require(resnet_depth == 50 || resnet_depth == 101 || resnet_depth == 152, source, "MODEL.RESNETS.DEPTH",
-          "must be 50, 101 or 152 (bottleneck ResNets), got " + std::to_string(resnet_depth));
-  Require(resnet_num_groups >= 1 && resnet_width_per_group >= 1 && resnet_stem_out_channels >= 1 &&
-              resnet_res2_out_channels >= 1,
-          source, "MODEL.RESNETS", "NUM_GROUPS, WIDTH_PER_GROUP, STEM_OUT_CHANNELS and RES2_OUT_CHANNELS must be >= 1");
-  Require(resnet_res5_dilation == 1 || resnet_res5_dilation == 2, source, "MODEL.RESNETS.RES5_DILATION",
-          "must be 1 or 2");
-  static const std::vector<std::string> kStages = {"res2", "res3", "res4", "res5"};
-  if (neck == "fpn" && fpn_top_block == "p6p7") {
-    Require(resnet_out_features == std::vector<std::string>{"res3", "res4", "res5"}, source,
-            "MODEL.RESNETS.OUT_FEATURES", "must be [res3, res4, res5] with build_retinanet_resnet_fpn_backbone");
-    Require(resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
-  } else if (neck == "fpn") {
-    Require(resnet_out_features == kStages, source, "MODEL.RESNETS.OUT_FEATURES",
-            "must be [res2, res3, res4, res5] with build_resnet_fpn_backbone");
-    Require(resnet_res5_dilation == 1, source, "MODEL.RESNETS.RES5_DILATION", "must be 1 with an FPN");
-  } else {
-    Require(resnet_out_features.size() == 1 &&
-                std::find(kStages.begin(), kStages.end(), resnet_out_features.front()) != kStages.end(),
-            source, "MODEL.RESNETS.OUT_FEATURES",
-            "must name one stage with build_resnet_backbone: [res4] (C4) or [res5] (DC5)");
-  }
-  if (roi_heads_name == "Res5ROIHeads") {
-    Require(neck == "none" && resnet_out_features.front() == "res4", source, "MODEL.ROI_HEADS.NAME",
-            "Res5ROIHeads needs build_resnet_backbone with OUT_FEATURES [res4] (the C4 layout)");
-  }
-  Require(resnet_res5_dilation == 1 || resnet_out_features.back() == "res5", source, "MODEL.RESNETS.RES5_DILATION",
-          "2 needs res5 in OUT_FEATURES (DC5)");
+  ValidateDetectron2ResNet(*this, source);
 }
 
 std::string ModelConfig::ToYaml() const {
@@ -488,7 +537,7 @@ std::string ModelConfig::ToYaml() const {
     << ", RES5_DILATION: " << resnet_res5_dilation << ", STEM_OUT_CHANNELS: " << resnet_stem_out_channels
     << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << strings(resnet_out_features)
     << ", NORM: " << norm << "}\n"
-    << "  PROPOSAL_GENERATOR: {MIN_SIZE: " << rpn_min_size << "}\n"
+    << "  PROPOSAL_GENERATOR: {NAME: " << proposal_generator << ", MIN_SIZE: " << rpn_min_size << "}\n"
     << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
@@ -528,7 +577,7 @@ std::string ModelConfig::ToYaml() const {
     << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << ", POOLER_TYPE: " << pooler(mask_pooler_aligned)
     << "}\n"
     << "  KEYPOINT_ON: " << (keypoint_on ? "true" : "false") << "\n"
-    << "  ROI_KEYPOINT_HEAD: {NAME: KRCNNConvDeconvUpsampleHead, NUM_KEYPOINTS: " << num_keypoints
+    << "  ROI_KEYPOINT_HEAD: {NAME: " << keypoint_head << ", NUM_KEYPOINTS: " << num_keypoints
     << ", CONV_DIMS: " << Flow(keypoint_conv_dims) << ", POOLER_RESOLUTION: " << keypoint_pooler_resolution
     << ", POOLER_SAMPLING_RATIO: " << keypoint_pooler_sampling_ratio
     << ", POOLER_TYPE: " << pooler(keypoint_pooler_aligned) << ", MIN_KEYPOINTS_PER_IMAGE: " << min_keypoints_per_image

@@ -39,10 +39,13 @@ struct ModelConfig {
   int resnet_res2_out_channels = 256;
   // The stages the body returns, finest first: res2..res5 (FPN), res4 (C4), res5 (DC5).
   std::vector<std::string> resnet_out_features = {"res2", "res3", "res4", "res5"};
-  // MODEL.ROI_HEADS.NAME: StandardROIHeads (box and mask heads on the pooled maps),
-  // CascadeROIHeads (three box stages, see cascade_ious) or Res5ROIHeads (C4: ResNet's res5
-  // stage on 14x14 pooled res4 features, shared by the box predictor and the mask predictor).
+  // MODEL.ROI_HEADS.NAME (registry.h RoiHeadsRegistry): StandardROIHeads (box and mask heads
+  // on the pooled maps), CascadeROIHeads (three box stages, see cascade_ious) or Res5ROIHeads
+  // (C4: ResNet's res5 stage on 14x14 pooled res4 features, shared by the box predictor and
+  // the mask predictor).
   std::string roi_heads_name = "StandardROIHeads";
+  // MODEL.PROPOSAL_GENERATOR.NAME (ProposalGeneratorRegistry): RPN.
+  std::string proposal_generator = "RPN";
   std::string input_format = "RGB";  // INPUT.FORMAT: the channel order the weights expect
   double anchor_offset = 0.0;        // MODEL.ANCHOR_GENERATOR.OFFSET (detectron2 only)
   // POOLER_TYPE ROIAlignV2 (detectron2 default) pools with aligned=true; torchvision: false.
@@ -58,7 +61,8 @@ struct ModelConfig {
   int fpn_out_channels = 256;
 
   std::vector<std::vector<double>> anchor_sizes = {{32}, {64}, {128}, {256}, {512}};
-  std::vector<std::vector<double>> anchor_aspect_ratios = {{0.5, 1.0, 2.0}};  // one entry = all levels
+  std::vector<std::vector<double>> anchor_aspect_ratios = {
+      {0.5, 1.0, 2.0}};  // one entry = all levels
   int rpn_pre_nms_top_n_train = 2000;
   int rpn_pre_nms_top_n_test = 1000;
   int rpn_post_nms_top_n_train = 2000;
@@ -74,7 +78,8 @@ struct ModelConfig {
   std::string rpn_bbox_reg_loss_type = "smooth_l1";
   double rpn_bbox_reg_loss_weight = 1.0;
 
-  int num_classes = 90;  // foreground classes (Detectron2 convention); the network predicts num_classes + 1
+  int num_classes =
+      90;  // foreground classes (Detectron2 convention); the network predicts num_classes + 1
   double box_score_thresh = 0.05;
   double box_nms_thresh = 0.5;
   int detections_per_image = 100;
@@ -107,8 +112,8 @@ struct ModelConfig {
   int max_size_test = 1333;
   int size_divisibility = 32;
 
-  // MODEL.META_ARCHITECTURE: GeneralizedRCNN (RPN + ROI heads) or RetinaNet (one stage: a
-  // dense head on P3-P7, no RPN and no ROI heads; num_classes then comes from
+  // MODEL.META_ARCHITECTURE (MetaArchRegistry): GeneralizedRCNN (RPN + ROI heads) or RetinaNet (one
+  // stage: a dense head on P3-P7, no RPN and no ROI heads; num_classes then comes from
   // MODEL.RETINANET.NUM_CLASSES).
   std::string meta_architecture = "GeneralizedRCNN";
   // MODEL.FPN.IN_FEATURES: the body's stages the FPN reads (res2-res5; res3-res5 for
@@ -144,6 +149,7 @@ struct ModelConfig {
   // KRCNNConvDeconvUpsampleHead (convs of keypoint_conv_dims, a 4x4/2 deconvolution to
   // num_keypoints heatmaps, then x2 bilinear upsampling).
   bool keypoint_on = false;
+  std::string keypoint_head = "KRCNNConvDeconvUpsampleHead";  // MODEL.ROI_KEYPOINT_HEAD.NAME
   int num_keypoints = 17;
   std::vector<int> keypoint_conv_dims = {512, 512, 512, 512, 512, 512, 512, 512};
   int keypoint_pooler_resolution = 14;

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/model/config.h"
 #include "trainer/model/backbone/fast_conv.h"
+#include "trainer/model/config.h"
 
 namespace mrcnn::model {
 
@@ -53,6 +53,15 @@ class MaskHead : public torch::nn::Module {
  public:
   virtual at::Tensor Forward(const at::Tensor& pooled) = 0;
   virtual int64_t OutChannels() const = 0;
+};
+
+// Pooled ROI features (K x C x R x R) -> K x NUM_KEYPOINTS x S x S heatmap logits. Predictor():
+// the module holding the heatmap predictor's parameters, which the ROI heads register beside
+// the head (roi_heads.keypoint_predictor, torchvision's layout).
+class KeypointHead : public torch::nn::Module {
+ public:
+  virtual at::Tensor Forward(const at::Tensor& pooled) = 0;
+  virtual std::shared_ptr<torch::nn::Module> Predictor() const = 0;
 };
 
 // C4's res5 head (Detectron2's Res5ROIHeads): ResNet's res5 stage (MODEL.RESNETS, children

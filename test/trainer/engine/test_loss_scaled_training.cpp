@@ -25,7 +25,7 @@
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/engine/train_step.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 using namespace mrcnn;
 
@@ -51,7 +51,7 @@ class ParameterTrace : public engine::HookBase {
 struct LossScaledRun {
   test::TempDir dir{"loss_scaled_training_"};
   std::unique_ptr<data::DataLoader> loader;
-  model::MaskRcnn net{nullptr};
+  std::shared_ptr<model::MetaArchitecture> net;
   std::unique_ptr<engine::Sgd> sgd;
   std::unique_ptr<engine::GradScaler> scaler;
   std::unique_ptr<engine::TrainStep> step;
@@ -74,7 +74,7 @@ struct LossScaledRun {
     torch::manual_seed(5);
     model::ModelConfig mc = test::SmallModelConfig();
     mc.bbox_reg_loss_weight = mc.rpn_bbox_reg_loss_weight = std::ldexp(1.0, 20);
-    net = model::MaskRcnn(mc);
+    net = model::BuildModel(mc);
     net->train();
     data::LoaderOptions lo;
     lo.image_root = dir.path / "train";

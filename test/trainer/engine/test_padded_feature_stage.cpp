@@ -14,7 +14,7 @@
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/sgd.h"
 #include "trainer/engine/train_step.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace {
 
@@ -44,7 +44,7 @@ StepResult RunStep(const at::Tensor& images, const std::vector<std::array<int64_
                    const std::vector<mrcnn::model::ImageTarget>& targets,
                    std::vector<std::array<int64_t, 2>> graph_shapes, int64_t graph_batch) {
   torch::manual_seed(3);
-  mrcnn::model::MaskRcnn net(SmallConfig());
+  auto net = mrcnn::model::BuildModel(SmallConfig());
   net->train();
   net->set_fixed_mask_rows(true);
   Sgd sgd(mrcnn::engine::ParametersOf(*net), SgdOptions{});
@@ -124,7 +124,7 @@ TEST_CASE("a batch no configured shape holds, or larger than the micro-batch, ru
   CHECK(too_big.eager_runs == 1);
   const StepResult eager = RunStep(images, sizes, targets, {}, 0);
   CHECK(torch::equal(too_big.losses, eager.losses));
-  mrcnn::model::MaskRcnn net(SmallConfig());
+  auto net = mrcnn::model::BuildModel(SmallConfig());
   mrcnn::engine::PaddedFeatureStage stage(*net, {{64, 64}, {96, 128}, {128, 96}, {128, 128}}, 2);
   CHECK(stage.PickShape(64, 96) == std::optional<size_t>(1));
   CHECK(stage.PickShape(100, 96) == std::optional<size_t>(2));

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "test/trainer/model/small_model_config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/generalized_rcnn.h"
 #include "trainer/model/roi_heads/cascade_roi_heads.h"
 
 using namespace mrcnn::model;
@@ -33,6 +33,23 @@ ImageTarget OneBox() {
   t.masks.index_put_({0, torch::indexing::Slice(30, 100), torch::indexing::Slice(20, 90)}, 1);
   t.masks.index_put_({1, torch::indexing::Slice(10, 50), torch::indexing::Slice(60, 120)}, 1);
   return t;
+}
+
+// The model's ROI heads, which CascadeConfig makes Cascade R-CNN's.
+CascadeRoiHeads& CascadeHeads(MetaArchitecture& net) {
+  return dynamic_cast<CascadeRoiHeads&>(dynamic_cast<GeneralizedRcnn&>(net).roi_heads());
+}
+
+StandardRoiHeads::RoiSamples Samples(const std::vector<at::Tensor>& proposals,
+                                     const std::vector<at::Tensor>& labels,
+                                     const std::vector<at::Tensor>& matched,
+                                     const std::vector<at::Tensor>& valid) {
+  StandardRoiHeads::RoiSamples samples;
+  samples.proposals = proposals;
+  samples.labels = labels;
+  samples.matched_boxes = matched;
+  samples.valid = valid;
+  return samples;
 }
 
 }  // namespace
@@ -66,7 +83,7 @@ TEST_CASE("cascade config keys round-trip and are checked", "[cascade]") {
 
 TEST_CASE("a cascade model has three class-agnostic stages and trains each", "[cascade]") {
   torch::manual_seed(0);
-  MaskRcnn model(CascadeConfig());
+  auto model = BuildModel(CascadeConfig());
   const auto params = model->named_parameters();
   for (const std::string prefix : {"roi_heads.", "roi_heads.cascade.1.", "roi_heads.cascade.2."}) {
     INFO(prefix);
@@ -107,10 +124,10 @@ TEST_CASE("a cascade model has three class-agnostic stages and trains each", "[c
 TEST_CASE("cascade inference with equal, non-refining stages is the standard agnostic head's",
           "[cascade]") {
   torch::manual_seed(1);
-  MaskRcnn cascade(CascadeConfig());
+  auto cascade = BuildModel(CascadeConfig());
   ModelConfig standard_config = CascadeConfig();
   standard_config.roi_heads_name = "StandardROIHeads";
-  MaskRcnn standard(standard_config);
+  auto standard = BuildModel(standard_config);
   {
     torch::NoGradGuard no_grad;
     auto cascade_params = cascade->named_parameters();
@@ -139,8 +156,8 @@ TEST_CASE("cascade inference with equal, non-refining stages is the standard agn
     (*net)->detection_settings().score_thresh = 0.2;  // random heads score near 1/4
   torch::NoGradGuard no_grad;
   const at::Tensor image = torch::rand({3, 96, 160});
-  const auto ours = cascade->forward({image}).detections;
-  const auto reference = standard->forward({image}).detections;
+  const auto ours = TakeInstances(cascade->forward({image}));
+  const auto reference = TakeInstances(standard->forward({image}));
   REQUIRE(ours.size() == 1);
   REQUIRE(reference[0].boxes.size(0) > 0);
   REQUIRE(ours[0].boxes.sizes() == reference[0].boxes.sizes());
@@ -155,11 +172,11 @@ TEST_CASE("each cascade stage sends 1 / stages of its gradient into the pooled f
   // Stage 0's loss on the same samples and weights, in a three-stage and a one-stage cascade:
   // the forward values agree and the gradient into the pooled features is a third.
   torch::manual_seed(2);
-  MaskRcnn three(CascadeConfig());
+  auto three = BuildModel(CascadeConfig());
   ModelConfig single_config = CascadeConfig();
   single_config.cascade_ious = {0.5};
   single_config.cascade_bbox_reg_weights = {{10, 10, 5, 5}};
-  MaskRcnn single(single_config);
+  auto single = BuildModel(single_config);
   {
     torch::NoGradGuard no_grad;
     auto from = three->named_parameters();
@@ -177,17 +194,17 @@ TEST_CASE("each cascade stage sends 1 / stages of its gradient into the pooled f
   const std::vector<at::Tensor> matched = {
       target.boxes.index_select(0, torch::tensor({0, 0, 0, 1}, torch::kLong))};
   const std::vector<at::Tensor> valid = {torch::tensor({true, true, true, true})};
-  const CascadeRoiHeads::Stage0Samples samples{proposals, labels, matched, valid};
+  const StandardRoiHeads::RoiSamples samples = Samples(proposals, labels, matched, valid);
   const at::Tensor features = torch::randn({4, 32, 7, 7});
-  auto stage0_gradient = [&](MaskRcnn& net) {
+  auto stage0_gradient = [&](std::shared_ptr<MetaArchitecture>& net) {
     std::vector<at::Tensor> pooled;
-    const CascadeRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
+    const StandardRoiHeads::BoxPooler pool = [&](const std::vector<at::Tensor>& boxes) {
       REQUIRE(boxes.size() == 1);
       REQUIRE(boxes[0].size(0) == 4);  // every stage scores every sampled row
       pooled.push_back(features.clone().requires_grad_(true));
       return pooled.back();
     };
-    auto losses = CascadeRoiHeads::Losses(*net, pool, samples, {target}, {{128, 128}});
+    auto losses = CascadeHeads(*net).BoxLosses(pool, samples, {target}, {{128, 128}});
     const at::Tensor loss = losses["loss_cls_stage0"] + losses["loss_box_reg_stage0"];
     loss.backward();
     return std::make_pair(loss.detach(), pooled.front().grad());
@@ -207,7 +224,7 @@ TEST_CASE("later cascade stages re-match every box at their IoU and drop the emp
   // one far from it, and one outside the 128 x 128 image (empty once clipped: stages 1 and 2
   // leave it out).
   torch::manual_seed(3);
-  MaskRcnn net(CascadeConfig());
+  auto net = BuildModel(CascadeConfig());
   {
     torch::NoGradGuard no_grad;
     for (const auto& p : net->named_parameters()) {
@@ -229,11 +246,11 @@ TEST_CASE("later cascade stages re-match every box at their IoU and drop the emp
   const std::vector<at::Tensor> labels = {torch::tensor({2, 0, 0}, torch::kLong)};
   const std::vector<at::Tensor> matched = {target.boxes.expand({3, 4}).contiguous()};
   const std::vector<at::Tensor> valid = {torch::tensor({true, true, true})};
-  const CascadeRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
+  const StandardRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
     return torch::randn({boxes[0].size(0), 32, 7, 7});
   };
-  auto losses = CascadeRoiHeads::Losses(*net, pool, {proposals, labels, matched, valid}, {target},
-                                        {{128, 128}});
+  auto losses = CascadeHeads(*net).BoxLosses(pool, Samples(proposals, labels, matched, valid),
+                                             {target}, {{128, 128}});
   const double foreground = std::log(std::exp(1.0) + 3.0);  // -log softmax of a class
   const double background = foreground - 1.0;
   CHECK(losses["loss_cls_stage0"].item<double>() ==
@@ -252,7 +269,7 @@ TEST_CASE("later cascade stages re-match every box at their IoU and drop the emp
 
 TEST_CASE("cascade heads take images without ground truth and without proposals", "[cascade]") {
   torch::manual_seed(4);
-  MaskRcnn net(CascadeConfig());
+  auto net = BuildModel(CascadeConfig());
   net->train();
   ImageTarget empty;
   empty.boxes = torch::zeros({0, 4});
@@ -268,14 +285,14 @@ TEST_CASE("cascade heads take images without ground truth and without proposals"
 
   net->eval();
   torch::NoGradGuard no_grad;
-  const CascadeRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
+  const StandardRoiHeads::BoxPooler pool = [](const std::vector<at::Tensor>& boxes) {
     int64_t rows = 0;
     for (const auto& b : boxes)
       rows += b.size(0);
     return torch::zeros({rows, 32, 7, 7});
   };
-  const auto detections = CascadeRoiHeads::Detect(
-      *net, pool, {torch::zeros({0, 4}), torch::tensor({{10.0f, 10.0f, 50.0f, 60.0f}})},
+  const auto detections = CascadeHeads(*net).BoxDetections(
+      pool, {torch::zeros({0, 4}), torch::tensor({{10.0f, 10.0f, 50.0f, 60.0f}})},
       {{128, 128}, {128, 128}});
   REQUIRE(detections.size() == 2);
   CHECK(detections[0].boxes.size(0) == 0);
@@ -291,8 +308,8 @@ TEST_CASE("a standard head with class-agnostic regression trains as one whose cl
   ModelConfig specific_config = agnostic_config;
   specific_config.cls_agnostic_bbox_reg = false;
   torch::manual_seed(5);
-  MaskRcnn agnostic(agnostic_config);
-  MaskRcnn specific(specific_config);
+  auto agnostic = BuildModel(agnostic_config);
+  auto specific = BuildModel(specific_config);
   {
     torch::NoGradGuard no_grad;
     auto from = agnostic->named_parameters();
@@ -306,7 +323,7 @@ TEST_CASE("a standard head with class-agnostic regression trains as one whose cl
   const at::Tensor image = torch::rand({3, 128, 128});
   std::map<std::string, at::Tensor> losses[2];
   int i = 0;
-  for (MaskRcnn* net : {&agnostic, &specific}) {
+  for (std::shared_ptr<MetaArchitecture>* net : {&agnostic, &specific}) {
     (*net)->train();
     torch::manual_seed(6);  // the same samples for both
     losses[i++] = (*net)->forward({image}, std::vector<ImageTarget>{OneBox()}).losses;

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "test/trainer/model/small_model_config.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/roi_heads/keypoint_roi_heads.h"
 
 using namespace mrcnn::model;
@@ -76,7 +76,7 @@ ModelConfig KeypointConfig() {
 
 TEST_CASE("a keypoint model trains its keypoint loss and predicts keypoints", "[keypoints]") {
   torch::manual_seed(0);
-  MaskRcnn model(KeypointConfig());
+  auto model = BuildModel(KeypointConfig());
   // torchvision's module layout: roi_heads.keypoint_head.{0,2} and the predictor beside it.
   const auto params = model->named_parameters();
   CHECK(params.contains("roi_heads.keypoint_head.0.weight"));
@@ -128,7 +128,7 @@ TEST_CASE("a keypoint model trains its keypoint loss and predicts keypoints", "[
   model->eval();
   model->detection_settings().score_thresh = 0.0;
   torch::NoGradGuard no_grad;
-  auto detections = model->forward({torch::rand({3, 96, 160})}).detections;
+  auto detections = TakeInstances(model->forward({torch::rand({3, 96, 160})}));
   REQUIRE(detections.size() == 1);
   const ImageResult& r = detections[0];
   REQUIRE(r.keypoints.defined());

@@ -14,8 +14,11 @@
 #include "trainer/model/config.h"
 #include "trainer/model/inference/inference.h"
 #include "trainer/model/inference/mask_bits.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/generalized_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
+#include "trainer/model/parts.h"
 #include "trainer/model/registry.h"
+#include "trainer/model/roi_heads/roi_heads.h"
 #include "trainer/model/safetensors.h"
 
 using namespace mrcnn::model;
@@ -53,11 +56,14 @@ void WriteBytes(const std::filesystem::path& path, const std::string& bytes) {
 std::string Header(const std::string& json, const std::string& data) {
   std::string out(8, '\0');
   uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + json + data;
 }
 
-ModelConfig SmallConfig() { return mrcnn::test::SmallModelConfig(); }
+ModelConfig SmallConfig() {
+  return mrcnn::test::SmallModelConfig();
+}
 
 }  // namespace
 
@@ -72,7 +78,7 @@ TEST_CASE("registry lists the built-in parts and rejects unknown names", "[regis
   ModelConfig c = SmallConfig();
   c.backbone = "resnet7";
   try {
-    MaskRcnn model(c);
+    auto model = BuildModel(c);
     FAIL("unknown backbone accepted");
   } catch (const std::runtime_error& e) {
     const std::string msg = e.what();
@@ -83,11 +89,68 @@ TEST_CASE("registry lists the built-in parts and rejects unknown names", "[regis
   CHECK_THROWS_AS(BoxHeadRegistry().Add("two_mlp", nullptr), std::logic_error);
 }
 
+TEST_CASE("meta-architecture, proposal generator and ROI heads are looked up by their config keys",
+          "[registry]") {
+  CHECK(MetaArchRegistry().Names() == std::vector<std::string>{"GeneralizedRCNN", "RetinaNet"});
+  CHECK(ProposalGeneratorRegistry().Names() == std::vector<std::string>{"RPN"});
+  CHECK(RoiHeadsRegistry().Names() ==
+        std::vector<std::string>{"CascadeROIHeads", "Res5ROIHeads", "StandardROIHeads"});
+  CHECK(KeypointHeadRegistry().Contains("KRCNNConvDeconvUpsampleHead"));
+  struct Unknown {
+    const char* key;
+    void (*set)(ModelConfig&);
+    const char* registered;
+  };
+  const Unknown cases[] = {
+      {"MODEL.META_ARCHITECTURE", [](ModelConfig& c) { c.meta_architecture = "Nope"; },
+       "GeneralizedRCNN, RetinaNet"},
+      {"MODEL.PROPOSAL_GENERATOR.NAME", [](ModelConfig& c) { c.proposal_generator = "Nope"; },
+       "RPN"},
+      {"MODEL.ROI_HEADS.NAME", [](ModelConfig& c) { c.roi_heads_name = "Nope"; },
+       "CascadeROIHeads, Res5ROIHeads, StandardROIHeads"},
+      {"MODEL.ROI_KEYPOINT_HEAD.NAME",
+       [](ModelConfig& c) {
+         c.keypoint_on = true;
+         c.keypoint_head = "Nope";
+       },
+       "KRCNNConvDeconvUpsampleHead"},
+  };
+  for (const Unknown& u : cases) {
+    INFO(u.key);
+    ModelConfig c = SmallConfig();
+    u.set(c);
+    // At config time: Validate, which FromYaml and every model build run first.
+    try {
+      c.Validate("job.yaml");
+      FAIL("an unknown name passed Validate");
+    } catch (const std::runtime_error& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find("job.yaml") != std::string::npos);
+      CHECK(msg.find(u.key) != std::string::npos);
+      CHECK(msg.find("'Nope'") != std::string::npos);
+      CHECK(msg.find(std::string("(registered: ") + u.registered + ")") != std::string::npos);
+    }
+    CHECK_THROWS_WITH(BuildModel(c), Catch::Contains(u.key));
+  }
+  // The YAML keys reach the same fields.
+  const ModelConfig read = ModelConfig::FromYaml(
+      YAML::Load("MODEL: {PROPOSAL_GENERATOR: {NAME: RPN}, ROI_HEADS: {NAME: StandardROIHeads}}"),
+      "names.yaml");
+  CHECK(read.proposal_generator == "RPN");
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {PROPOSAL_GENERATOR: {NAME: PrecomputedProposals}}"),
+                            "fast_rcnn.yaml")
+          .Validate("fast_rcnn.yaml"),
+      Catch::Contains("MODEL.PROPOSAL_GENERATOR.NAME"));
+}
+
 namespace {
 class ConstantBoxHead : public BoxHead {
  public:
   explicit ConstantBoxHead(int64_t in) { fc_ = register_module("fc", torch::nn::Linear(in, 8)); }
-  at::Tensor Forward(const at::Tensor& pooled) override { return torch::relu(fc_->forward(pooled.flatten(1))); }
+  at::Tensor Forward(const at::Tensor& pooled) override {
+    return torch::relu(fc_->forward(pooled.flatten(1)));
+  }
   int64_t RepresentationSize() const override { return 8; }
 
  private:
@@ -98,12 +161,13 @@ class ConstantBoxHead : public BoxHead {
 TEST_CASE("a registered part is chosen by name from the config", "[registry]") {
   if (!BoxHeadRegistry().Contains("test_one_fc")) {
     BoxHeadRegistry().Add("test_one_fc", [](const ModelConfig& c) {
-      return std::make_shared<ConstantBoxHead>(c.fpn_out_channels * c.box_pooler_resolution * c.box_pooler_resolution);
+      return std::make_shared<ConstantBoxHead>(c.fpn_out_channels * c.box_pooler_resolution *
+                                               c.box_pooler_resolution);
     });
   }
   ModelConfig c = SmallConfig();
   c.box_head = "test_one_fc";
-  MaskRcnn model(c);
+  auto model = BuildModel(c);
   TensorMap state = StateDict(*model);
   CHECK(state.count("roi_heads.box_head.fc.weight") == 1);
   CHECK(state.count("roi_heads.box_head.fc6.weight") == 0);
@@ -113,17 +177,18 @@ TEST_CASE("a registered part is chosen by name from the config", "[registry]") {
 TEST_CASE("state_dict names follow torchvision", "[registry]") {
   ModelConfig c;
   c.num_classes = 4;
-  MaskRcnn model(c);
+  auto model = BuildModel(c);
   TensorMap state = StateDict(*model);
-  for (const char* key : {"backbone.body.conv1.weight", "backbone.body.bn1.running_var",
-                          "backbone.body.layer1.0.downsample.0.weight", "backbone.body.layer1.0.downsample.1.weight",
-                          "backbone.body.layer4.2.bn3.bias", "backbone.fpn.inner_blocks.0.0.weight",
-                          "backbone.fpn.layer_blocks.3.0.bias", "rpn.head.conv.0.0.weight", "rpn.head.cls_logits.weight",
-                          "rpn.head.bbox_pred.bias", "roi_heads.box_head.fc6.weight", "roi_heads.box_head.fc7.bias",
-                          "roi_heads.box_predictor.cls_score.weight", "roi_heads.box_predictor.bbox_pred.weight",
-                          "roi_heads.mask_head.0.0.weight", "roi_heads.mask_head.3.0.bias",
-                          "roi_heads.mask_predictor.conv5_mask.weight",
-                          "roi_heads.mask_predictor.mask_fcn_logits.weight"}) {
+  for (const char* key :
+       {"backbone.body.conv1.weight", "backbone.body.bn1.running_var",
+        "backbone.body.layer1.0.downsample.0.weight", "backbone.body.layer1.0.downsample.1.weight",
+        "backbone.body.layer4.2.bn3.bias", "backbone.fpn.inner_blocks.0.0.weight",
+        "backbone.fpn.layer_blocks.3.0.bias", "rpn.head.conv.0.0.weight",
+        "rpn.head.cls_logits.weight", "rpn.head.bbox_pred.bias", "roi_heads.box_head.fc6.weight",
+        "roi_heads.box_head.fc7.bias", "roi_heads.box_predictor.cls_score.weight",
+        "roi_heads.box_predictor.bbox_pred.weight", "roi_heads.mask_head.0.0.weight",
+        "roi_heads.mask_head.3.0.bias", "roi_heads.mask_predictor.conv5_mask.weight",
+        "roi_heads.mask_predictor.mask_fcn_logits.weight"}) {
     INFO(key);
     CHECK(state.count(key) == 1);
   }
@@ -133,7 +198,8 @@ TEST_CASE("state_dict names follow torchvision", "[registry]") {
   CHECK(state.size() == 307);
   // trainable_layers = 3 freezes conv1 and layer1 like torchvision.
   for (const auto& p : model->named_parameters()) {
-    const bool frozen = p.key().rfind("backbone.body.conv1", 0) == 0 || p.key().rfind("backbone.body.layer1", 0) == 0;
+    const bool frozen = p.key().rfind("backbone.body.conv1", 0) == 0 ||
+                        p.key().rfind("backbone.body.layer1", 0) == 0;
     INFO(p.key());
     CHECK(p.value().requires_grad() == !frozen);
   }
@@ -141,8 +207,10 @@ TEST_CASE("state_dict names follow torchvision", "[registry]") {
 
 TEST_CASE("config reads Detectron2-style keys and round-trips through ToYaml", "[config]") {
   YAML::Node root = YAML::Load(
-      "MODEL: {ROI_HEADS: {NUM_CLASSES: 7, SCORE_THRESH_TEST: 0.3}, RPN: {IOU_THRESHOLDS: [0.2, 0.8]},"
-      " BACKBONE: {NAME: resnet101}}\nINPUT: {MIN_SIZE_TEST: 600, MIN_SIZE_TRAIN: 640}\nSOLVER: {BASE_LR: 0.02}\n");
+      "MODEL: {ROI_HEADS: {NUM_CLASSES: 7, SCORE_THRESH_TEST: 0.3}, RPN: {IOU_THRESHOLDS: [0.2, "
+      "0.8]},"
+      " BACKBONE: {NAME: resnet101}}\nINPUT: {MIN_SIZE_TEST: 600, MIN_SIZE_TRAIN: 640}\nSOLVER: "
+      "{BASE_LR: 0.02}\n");
   ModelConfig c = ModelConfig::FromYaml(root, "test.yaml");
   CHECK(c.num_classes == 7);
   CHECK(c.box_score_thresh == Approx(0.3));
@@ -154,10 +222,12 @@ TEST_CASE("config reads Detectron2-style keys and round-trips through ToYaml", "
   CHECK(c.max_size_test == 1333);
   ModelConfig again = ModelConfig::FromYaml(YAML::Load(c.ToYaml()), "round trip");
   CHECK(again.ToYaml() == c.ToYaml());
-  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: abc}}"), "bad.yaml"),
-                    Catch::Contains("bad.yaml") && Catch::Contains("MODEL.ROI_HEADS.NUM_CLASSES"));
-  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: 0}}"), "zero.yaml"),
-                    Catch::Contains("NUM_CLASSES"));
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: abc}}"), "bad.yaml"),
+      Catch::Contains("bad.yaml") && Catch::Contains("MODEL.ROI_HEADS.NUM_CLASSES"));
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_HEADS: {NUM_CLASSES: 0}}"), "zero.yaml"),
+      Catch::Contains("NUM_CLASSES"));
 }
 
 namespace {
@@ -183,7 +253,8 @@ ModelConfig Detectron2Config(const std::string& extra) {
 
 }  // namespace
 
-TEST_CASE("Detectron2's backbone names select its convention, read from its keys", "[config][detectron2]") {
+TEST_CASE("Detectron2's backbone names select its convention, read from its keys",
+          "[config][detectron2]") {
   const ModelConfig fpn = Detectron2Config(
       "  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
       "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_FC: 2, POOLER_TYPE: ROIAlignV2}\n"
@@ -210,7 +281,8 @@ TEST_CASE("Detectron2's backbone names select its convention, read from its keys
 
   const ModelConfig c4 = Detectron2Config(
       "  BACKBONE: {NAME: build_resnet_backbone}\n"
-      "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, WIDTH_PER_GROUP: 8}\n"
+      "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, "
+      "WIDTH_PER_GROUP: 8}\n"
       "  ROI_HEADS: {NAME: Res5ROIHeads, NUM_CLASSES: 3}\n"
       "  ROI_BOX_HEAD: {NAME: \"\", POOLER_RESOLUTION: 14}\n");
   CHECK(c4.neck == "none");
@@ -220,9 +292,10 @@ TEST_CASE("Detectron2's backbone names select its convention, read from its keys
   CHECK(c4.MaskResolution() == 14);
   CHECK(ModelConfig::FromYaml(YAML::Load(c4.ToYaml()), "round trip").ToYaml() == c4.ToYaml());
 
-  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
-                                     "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_CONV: 4, NUM_FC: 1}\n"),
-                    Catch::Contains("d2.yaml") && Catch::Contains("NUM_FC"));
+  CHECK_THROWS_WITH(
+      Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+                       "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_CONV: 4, NUM_FC: 1}\n"),
+      Catch::Contains("d2.yaml") && Catch::Contains("NUM_FC"));
   CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
                                      "  ROI_BOX_HEAD: {POOLER_TYPE: ROIPool}\n"),
                     Catch::Contains("POOLER_TYPE") && Catch::Contains("ROIPool"));
@@ -233,11 +306,13 @@ TEST_CASE("Detectron2's backbone names select its convention, read from its keys
                                      "  RESNETS: {OUT_FEATURES: [res5]}\n"
                                      "  ROI_HEADS: {NAME: Res5ROIHeads}\n"),
                     Catch::Contains("Res5ROIHeads") && Catch::Contains("res4"));
-  CHECK_THROWS_WITH(Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n  RESNETS: {DEPTH: 34}\n"),
-                    Catch::Contains("MODEL.RESNETS.DEPTH"));
+  CHECK_THROWS_WITH(
+      Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n  RESNETS: {DEPTH: 34}\n"),
+      Catch::Contains("MODEL.RESNETS.DEPTH"));
 }
 
-TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "[registry][detectron2]") {
+TEST_CASE("Detectron2's R-CNN families build with its stages under our names",
+          "[registry][detectron2]") {
   struct Family {
     std::string yaml;
     std::vector<std::string> present, absent;
@@ -245,24 +320,29 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "
   };
   const std::vector<Family> families = {
       {"  BACKBONE: {NAME: build_resnet_fpn_backbone}\n",
-       {"backbone.body.layer4.2.conv3.weight", "backbone.fpn.inner_blocks.3.0.weight", "roi_heads.box_head.fc6.weight",
-        "roi_heads.mask_head.3.0.weight"},
+       {"backbone.body.layer4.2.conv3.weight", "backbone.fpn.inner_blocks.3.0.weight",
+        "roi_heads.box_head.fc6.weight", "roi_heads.mask_head.3.0.weight"},
        {"roi_heads.box_head.layer4.0.conv1.weight"},
        307},
       {"  BACKBONE: {NAME: build_resnet_backbone}\n"
-       "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, WIDTH_PER_GROUP: 8}\n"
+       "  RESNETS: {OUT_FEATURES: [res4], STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, "
+       "WIDTH_PER_GROUP: 8}\n"
        "  ANCHOR_GENERATOR: {SIZES: [[32, 64, 128, 256, 512]]}\n"
        "  ROI_HEADS: {NAME: Res5ROIHeads, NUM_CLASSES: 3}\n"
        "  ROI_BOX_HEAD: {POOLER_RESOLUTION: 14}\n",
        {"backbone.body.layer3.5.conv3.weight", "roi_heads.box_head.layer4.2.bn3.running_var",
-        "roi_heads.box_head.layer4.0.downsample.0.weight", "roi_heads.mask_predictor.conv5_mask.weight"},
-       {"backbone.body.layer4.0.conv1.weight", "backbone.fpn.inner_blocks.0.0.weight", "roi_heads.mask_head.0.0.weight"},
+        "roi_heads.box_head.layer4.0.downsample.0.weight",
+        "roi_heads.mask_predictor.conv5_mask.weight"},
+       {"backbone.body.layer4.0.conv1.weight", "backbone.fpn.inner_blocks.0.0.weight",
+        "roi_heads.mask_head.0.0.weight"},
        0},
       {"  BACKBONE: {NAME: build_resnet_backbone}\n"
-       "  RESNETS: {OUT_FEATURES: [res5], RES5_DILATION: 2, STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32,"
+       "  RESNETS: {OUT_FEATURES: [res5], RES5_DILATION: 2, STEM_OUT_CHANNELS: 8, "
+       "RES2_OUT_CHANNELS: 32,"
        " WIDTH_PER_GROUP: 8}\n"
        "  ANCHOR_GENERATOR: {SIZES: [[32, 64, 128, 256, 512]]}\n",
-       {"backbone.body.layer4.2.conv2.weight", "roi_heads.box_head.fc6.weight", "roi_heads.mask_head.0.0.weight"},
+       {"backbone.body.layer4.2.conv2.weight", "roi_heads.box_head.fc6.weight",
+        "roi_heads.mask_head.0.0.weight"},
        {"backbone.fpn.inner_blocks.0.0.weight"},
        0},
   };
@@ -270,7 +350,7 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "
   for (const Family& f : families) {
     INFO(f.yaml);
     const ModelConfig c = Detectron2Config(f.yaml);
-    MaskRcnn model(c);
+    auto model = BuildModel(c);
     const TensorMap state = StateDict(*model);
     for (const auto& key : f.present) {
       INFO(key);
@@ -284,26 +364,28 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names", "
       CHECK(static_cast<int64_t>(state.size()) == f.tensors);
     model->eval();
     torch::NoGradGuard no_grad;
-    const MaskRcnnOutput out = model->forward({torch::rand({3, 96, 128})});
-    REQUIRE(out.detections.size() == 1);
-    CHECK(out.detections[0].boxes.size(1) == 4);
+    const ModelOutput out = model->forward({torch::rand({3, 96, 128})});
+    REQUIRE(out.images.size() == 1);
+    CHECK(out.images[0].instances.boxes.size(1) == 4);
     // No proposal at all (a random RPN can keep none) gives no detections, not an error.
     model->detection_settings().score_thresh = 1.0;
     std::vector<at::Tensor> none = {torch::empty({0, 4})};
     std::vector<ImageResult> empty;
-    model->RoiHeads(model->Features(torch::rand({1, 3, 96, 128})), none, {{96, 128}}, nullptr, &empty);
+    auto& rcnn = dynamic_cast<GeneralizedRcnn&>(*model);
+    rcnn.roi_heads().Forward(rcnn.PooledLevels(rcnn.Features(torch::rand({1, 3, 96, 128}))), none,
+                             {{96, 128}}, nullptr, &empty);
     REQUIRE(empty.size() == 1);
     CHECK(empty[0].boxes.size(0) == 0);
   }
   // ResNeXt: NUM_GROUPS x WIDTH_PER_GROUP channels in grouped 3x3s; depth 101 has 23 res4 blocks.
   const ModelConfig msra = Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n");
-  const TensorMap m = StateDict(*MaskRcnn(msra));
+  const TensorMap m = StateDict(*BuildModel(msra));
   CHECK(m.at("backbone.body.layer2.0.conv2.weight").sizes() == at::IntArrayRef({16, 16, 3, 3}));
   const ModelConfig fair = Detectron2Config(
       "  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
       "  RESNETS: {STEM_OUT_CHANNELS: 8, RES2_OUT_CHANNELS: 32, NUM_GROUPS: 4, WIDTH_PER_GROUP: 2,"
       " STRIDE_IN_1X1: false, DEPTH: 101}\n");
-  const TensorMap x = StateDict(*MaskRcnn(fair));
+  const TensorMap x = StateDict(*BuildModel(fair));
   CHECK(x.at("backbone.body.layer2.0.conv2.weight").sizes() == at::IntArrayRef({16, 4, 3, 3}));
   CHECK(x.count("backbone.body.layer3.22.conv1.weight") == 1);
 }
@@ -321,24 +403,28 @@ TEST_CASE("box regression loss type, weight and box-coder weights per head", "[c
   CHECK(c.bbox_reg_weights == std::array<double, 4>{20, 20, 10, 10});
   CHECK(ModelConfig::FromYaml(YAML::Load(c.ToYaml()), "round trip").ToYaml() == c.ToYaml());
   CHECK(ModelConfig().bbox_reg_loss_type == "smooth_l1");
+  CHECK_THROWS_WITH(ModelConfig::FromYaml(
+                        YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: l1}}"), "l1.yaml"),
+                    Catch::Contains("l1.yaml") &&
+                        Catch::Contains("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") &&
+                        Catch::Contains("must be smooth_l1 or giou, got \"l1\""));
   CHECK_THROWS_WITH(
-      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: l1}}"), "l1.yaml"),
-      Catch::Contains("l1.yaml") && Catch::Contains("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") &&
-          Catch::Contains("must be smooth_l1 or giou, got \"l1\""));
-  CHECK_THROWS_WITH(
-      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_WEIGHTS: [1, 1, 0, 1]}}"), "w.yaml"),
+      ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_WEIGHTS: [1, 1, 0, 1]}}"),
+                            "w.yaml"),
       Catch::Contains("BBOX_REG_WEIGHTS") && Catch::Contains("> 0"));
-  CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_WEIGHT: -1}}"), "n.yaml"),
-                    Catch::Contains("MODEL.RPN.BBOX_REG_LOSS_WEIGHT"));
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_WEIGHT: -1}}"), "n.yaml"),
+      Catch::Contains("MODEL.RPN.BBOX_REG_LOSS_WEIGHT"));
 }
 
 TEST_CASE("transform resizes like torchvision and pads to a multiple of 32", "[transform]") {
   ModelConfig c = SmallConfig();
-  MaskRcnn model(c);
+  auto model = BuildModel(c);
   model->eval();
   // 480 x 640: scale = min(800/480, 1333/640) = 1.6667 -> 800 x 1066, padded to 800 x 1088.
   // 300 x 1000: scale = min(800/300, 1333/1000) = 1.333 -> 399 x 1333.
-  std::vector<at::Tensor> images = {torch::full({3, 480, 640}, 0.5), torch::full({3, 300, 1000}, 0.25)};
+  std::vector<at::Tensor> images = {torch::full({3, 480, 640}, 0.5),
+                                    torch::full({3, 300, 1000}, 0.25)};
   std::vector<ImageTarget> targets(2);
   targets[0].boxes = torch::tensor({{10.f, 20.f, 110.f, 220.f}});
   targets[0].labels = torch::tensor({1}, torch::kLong);
@@ -386,26 +472,34 @@ TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bytes", "[safe
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
   CHECK(n % 8 == 0);
 }
 
-TEST_CASE("safetensors rejects malformed files with the file name in the message", "[safetensors]") {
+TEST_CASE("safetensors rejects malformed files with the file name in the message",
+          "[safetensors]") {
   TensorMap tensors{{"w", torch::randn({4, 4})}};
   const std::string good = SerializeSafetensors(tensors);
   const auto truncated = TempPath("truncated.safetensors");
   WriteBytes(truncated, good.substr(0, good.size() - 10));
-  CHECK_THROWS_WITH(ReadSafetensors(truncated),
-                    Catch::Contains(truncated.string()) && Catch::Contains("'w'") && Catch::Contains("outside"));
+  CHECK_THROWS_WITH(ReadSafetensors(truncated), Catch::Contains(truncated.string()) &&
+                                                    Catch::Contains("'w'") &&
+                                                    Catch::Contains("outside"));
   CHECK_THROWS_WITH(ParseSafetensors(good.substr(0, 5), "short"), Catch::Contains("short"));
-  CHECK_THROWS_WITH(ParseSafetensors(good.substr(0, 20), "cut header"), Catch::Contains("exceeds the file size"));
-  CHECK_THROWS_WITH(ParseSafetensors(Header("[1,2]", ""), "array"), Catch::Contains("not a JSON object"));
-  CHECK_THROWS_WITH(ParseSafetensors(Header("{not json", ""), "garbage"), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(ParseSafetensors(good.substr(0, 20), "cut header"),
+                    Catch::Contains("exceeds the file size"));
+  CHECK_THROWS_WITH(ParseSafetensors(Header("[1,2]", ""), "array"),
+                    Catch::Contains("not a JSON object"));
+  CHECK_THROWS_WITH(ParseSafetensors(Header("{not json", ""), "garbage"),
+                    Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(
-      ParseSafetensors(Header(R"({"x":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})", "a"), "dtype"),
+      ParseSafetensors(Header(R"({"x":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})", "a"),
+                       "dtype"),
       Catch::Contains("unknown dtype 'F8_E9'") && Catch::Contains("'x'"));
   CHECK_THROWS_WITH(
-      ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"), "size"),
+      ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd"),
+                       "size"),
       Catch::Contains("dtype x shape needs 8"));
   CHECK_THROWS_WITH(
       ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
@@ -415,41 +509,47 @@ TEST_CASE("safetensors rejects malformed files with the file name in the message
       Catch::Contains("overlap"));
   CHECK_THROWS_WITH(ParseSafetensors(Header(R"({"x":{"dtype":"F32","shape":[1]}})", ""), "fields"),
                     Catch::Contains("data_offsets"));
-  CHECK_THROWS_WITH(ReadSafetensors(TempPath("absent.safetensors")), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(ReadSafetensors(TempPath("absent.safetensors")),
+                    Catch::Contains("cannot open"));
 }
 
 TEST_CASE("loading weights rejects wrong shapes, unknown and missing keys", "[safetensors]") {
   ModelConfig c = SmallConfig();
-  MaskRcnn model(c);
+  auto model = BuildModel(c);
   TensorMap state;
-  for (const auto& [k, v] : StateDict(*model)) state[k] = v.clone();
+  for (const auto& [k, v] : StateDict(*model))
+    state[k] = v.clone();
   const auto path = TempPath("model.safetensors");
 
   SECTION("exact state loads and copies values") {
     state["rpn.head.cls_logits.bias"].fill_(0.25);
     WriteSafetensors(path, state);
-    MaskRcnn other(c);
+    auto other = BuildModel(c);
     LoadStateDict(*other, ReadSafetensors(path), path.string());
-    CHECK(torch::allclose(StateDict(*other).at("rpn.head.cls_logits.bias"), torch::full({3}, 0.25)));
+    CHECK(
+        torch::allclose(StateDict(*other).at("rpn.head.cls_logits.bias"), torch::full({3}, 0.25)));
   }
   SECTION("wrong shape") {
     state["roi_heads.box_predictor.cls_score.weight"] = torch::zeros({7, 32});
     WriteSafetensors(path, state);
     CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
-                      Catch::Contains(path.string()) && Catch::Contains("roi_heads.box_predictor.cls_score.weight") &&
+                      Catch::Contains(path.string()) &&
+                          Catch::Contains("roi_heads.box_predictor.cls_score.weight") &&
                           Catch::Contains("NUM_CLASSES"));
   }
   SECTION("unknown key") {
     state["backbone.body.layer9.weight"] = torch::zeros({1});
     WriteSafetensors(path, state);
-    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
-                      Catch::Contains("backbone.body.layer9.weight") && Catch::Contains("not a parameter"));
+    CHECK_THROWS_WITH(
+        LoadStateDict(*model, ReadSafetensors(path), path.string()),
+        Catch::Contains("backbone.body.layer9.weight") && Catch::Contains("not a parameter"));
   }
   SECTION("missing key") {
     state.erase("backbone.fpn.inner_blocks.0.0.bias");
     WriteSafetensors(path, state);
-    CHECK_THROWS_WITH(LoadStateDict(*model, ReadSafetensors(path), path.string()),
-                      Catch::Contains("backbone.fpn.inner_blocks.0.0.bias") && Catch::Contains("missing"));
+    CHECK_THROWS_WITH(
+        LoadStateDict(*model, ReadSafetensors(path), path.string()),
+        Catch::Contains("backbone.fpn.inner_blocks.0.0.bias") && Catch::Contains("missing"));
   }
   SECTION("wrong dtype") {
     state["rpn.head.bbox_pred.bias"] = state["rpn.head.bbox_pred.bias"].to(torch::kHalf);
@@ -466,7 +566,7 @@ std::filesystem::path WriteSmallModelDir() {
   const auto dir = TempPath("model_dir");
   std::filesystem::create_directories(dir);
   torch::manual_seed(7);
-  MaskRcnn model(SmallConfig());
+  auto model = BuildModel(SmallConfig());
   WriteSafetensors(dir / "model.safetensors", StateDict(*model));
   std::ofstream(dir / "config.yaml") << SmallConfig().ToYaml();
   std::ofstream(dir / "classes.json")

@@ -3,20 +3,26 @@
 Every `#include "trainer/model/..."` in trainer/model/ is checked against what its room may
 include:
 
-    the top     (mask_rcnn, parts, registry, config, ...) the top, backbone/fast_conv.h
+    the top     (structures, registry, parts, config, ...) the top, backbone/fast_conv.h
     backbone/   the top, backbone/
-    rpn/        the top, rpn/, backbone/fast_conv.h
+    proposal_generator/  the top, proposal_generator/, backbone/fast_conv.h
     roi_heads/  the top, roi_heads/, backbone/fast_conv.h
-    retinanet/  the top, retinanet/, backbone/fast_conv.h, rpn/detectron2_anchors.h (RetinaNet's
-                dense head and stage in place of the RPN and ROI heads, on Detectron2's anchors)
+    meta_arch/  the top, meta_arch/, backbone/fast_conv.h, and of the other rooms their
+                interfaces only: backbone/backbone.h, proposal_generator/proposal_generator.h,
+                roi_heads/roi_heads.h (a meta-architecture gets its parts from the registries)
     inference/  anything of trainer/model (the inference API over the model)
     tiles/      anything of trainer/model (tiled inference, part of that API)
     weights/    weights/ only (Detectron2 and Caffe2 checkpoints read and mapped to our
                 names; it knows the model as a torch::nn::Module, nothing of its parts)
 
-so the network knows nothing of the inference API, the RPN nothing of the ROI heads (and the
-other way round), and the backbone nothing of the heads. Nothing in trainer/model includes the
-engine, the commands or the server.
+so the network knows nothing of the inference API, the proposal generators nothing of the ROI
+heads (and the other way round), the backbone nothing of the heads, and a meta-architecture
+nothing of the parts the registries give it. Nothing in trainer/model includes the engine, the
+commands or the server.
+
+And the model is built as Detectron2's modeling/ is: no friend classes, and no part asks which
+family of model it is in (the config's retinanet() / cascade() are for the config's own checks);
+a family is a meta-architecture, a set of ROI heads or a head of its own, chosen by registry.
 """
 import pathlib
 import re
@@ -29,9 +35,15 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 FAST_CONV = "trainer/model/backbone/fast_conv.h"
 ROOMS = {
     "backbone": {"trainer/model/backbone/"},
-    "rpn": {"trainer/model/rpn/", FAST_CONV},
+    "proposal_generator": {"trainer/model/proposal_generator/", FAST_CONV},
     "roi_heads": {"trainer/model/roi_heads/", FAST_CONV},
-    "retinanet": {"trainer/model/retinanet/", FAST_CONV, "trainer/model/rpn/detectron2_anchors.h"},
+    "meta_arch": {
+        "trainer/model/meta_arch/",
+        FAST_CONV,
+        "trainer/model/backbone/backbone.h",
+        "trainer/model/proposal_generator/proposal_generator.h",
+        "trainer/model/roi_heads/roi_heads.h",
+    },
     "inference": {"trainer/model/"},
     "tiles": {"trainer/model/"},
     "weights": {"trainer/model/weights/"},
@@ -87,14 +99,53 @@ def test_the_model_includes_nothing_above_it():
 
 
 def test_the_rules_refuse_what_they_should(tmp_path):
-    assert is_top("trainer/model/mask_rcnn.h") and not is_top("trainer/model/rpn/x.h")
-    rpn = tmp_path / "rpn_stage.cpp"
-    rpn.write_text('#include "trainer/model/mask_rcnn.h"\n#include "trainer/model/backbone/fast_conv.h"\n'
+    assert is_top("trainer/model/structures.h") and not is_top("trainer/model/roi_heads/x.h")
+    rpn = tmp_path / "rpn.cpp"
+    rpn.write_text('#include "trainer/model/structures.h"\n#include "trainer/model/backbone/fast_conv.h"\n'
                    '#include "trainer/model/roi_heads/x.h"\n#include "trainer/model/inference/y.h"\n')
-    assert offenders([rpn], ROOMS["rpn"]) == [
-        "rpn_stage.cpp includes trainer/model/roi_heads/x.h",
-        "rpn_stage.cpp includes trainer/model/inference/y.h",
+    assert offenders([rpn], ROOMS["proposal_generator"]) == [
+        "rpn.cpp includes trainer/model/roi_heads/x.h",
+        "rpn.cpp includes trainer/model/inference/y.h",
     ]
     assert offenders([rpn], ROOMS["inference"]) == []
-    sample = '#include <vector>\n#include "trainer/model/rpn/a.h"\n  # include "kernels/ops.h"\n'
-    assert INCLUDE.findall(sample) == ["trainer/model/rpn/a.h", "kernels/ops.h"]
+    arch = tmp_path / "meta.cpp"
+    arch.write_text('#include "trainer/model/roi_heads/roi_heads.h"\n'
+                    '#include "trainer/model/roi_heads/standard_roi_heads.h"\n')
+    assert offenders([arch], ROOMS["meta_arch"]) == [
+        "meta.cpp includes trainer/model/roi_heads/standard_roi_heads.h"]
+    sample = '#include <vector>\n#include "trainer/model/roi_heads/a.h"\n  # include "kernels/ops.h"\n'
+    assert INCLUDE.findall(sample) == ["trainer/model/roi_heads/a.h", "kernels/ops.h"]
+
+
+# What a part would write to ask which family it is in, and the files allowed to: the config
+# defines and checks them.
+FAMILY_FLAGS = re.compile(r"\b(retinanet|cascade)\(\)|\bfriend\s+(class|struct)\b")
+CONFIG_FILES = {"config.h", "config.cpp"}
+
+
+def family_flag_offenders(paths):
+    found = []
+    for path in paths:
+        if path.name in CONFIG_FILES:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if FAMILY_FLAGS.search(line.split("//", 1)[0]):
+                shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+                found.append(f"{shown}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_part_asks_which_family_it_is_in():
+    paths = sources(None) + [p for room in ROOMS for p in sources(room)]
+    found = family_flag_offenders(paths)
+    assert not found, "family flags or friends in trainer/model:\n" + "\n".join(found)
+
+
+def test_the_family_rule_refuses_what_it_should(tmp_path):
+    probe = tmp_path / "roi_heads.cpp"
+    probe.write_text("  if (config_.cascade())\n  friend class RetinaNetStage;\n"
+                     "  // config_.retinanet() in a comment\n  bool cascade_ok = true;\n")
+    assert family_flag_offenders([probe, tmp_path / "config.cpp"]) == [
+        "roi_heads.cpp:1: if (config_.cascade())",
+        "roi_heads.cpp:2: friend class RetinaNetStage;",
+    ]

@@ -13,7 +13,7 @@
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/backbone/onednn_fused_conv.h"
 #include "trainer/model/inference/inference_state.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/parts.h"
 
 using namespace mrcnn::model;
@@ -285,7 +285,7 @@ TEST_CASE("bf16 weight copies follow in-place weight updates", "[bf16]") {
 
 TEST_CASE("the model's dense stages run in bf16 and its detections stay float32", "[bf16]") {
   torch::manual_seed(5);
-  MaskRcnn model(TinyReducedPrecisionConfig());
+  auto model = BuildModel(TinyReducedPrecisionConfig());
   model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor image = torch::rand({3, 480, 640});
@@ -296,9 +296,9 @@ TEST_CASE("the model's dense stages run in bf16 and its detections stay float32"
   // P5 (15×20): fp32 Winograd, unless AMX makes bf16 faster at every size.
   CHECK(features[3].scalar_type() == (CpuHasAmxBf16() ? at::kBFloat16 : at::kFloat));
   model->detection_settings().score_thresh = 0.0;
-  const auto out = model->forward({image});
-  REQUIRE(out.detections.size() == 1);
-  const ImageResult& r = out.detections[0];
+  const auto out = TakeInstances(model->forward({image}));
+  REQUIRE(out.size() == 1);
+  const ImageResult& r = out[0];
   CHECK(r.boxes.scalar_type() == at::kFloat);
   CHECK(r.scores.scalar_type() == at::kFloat);
   CHECK(r.boxes.size(0) > 0);

@@ -1,4 +1,4 @@
-// RetinaNet (Detectron2's, issue 52) built from a config: its layout (P3-P7 from res3-res5 and
+// RetinaNet (Detectron2's) built from a config: its layout (P3-P7 from res3-res5 and
 // LastLevelP6P7, the dense head under Detectron2's names), a focal loss that trains, and
 // detections in eval mode. Numerical equality with Detectron2 is test_detectron2_parity.py's.
 #include <torch/torch.h>
@@ -6,9 +6,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "trainer/model/mask_rcnn.h"
-#include "trainer/model/retinanet/retinanet_head.h"
-#include "trainer/model/retinanet/retinanet_stage.h"
+#include "trainer/model/meta_arch/meta_arch.h"
+#include "trainer/model/meta_arch/retinanet.h"
+#include "trainer/model/meta_arch/retinanet_head.h"
 
 using namespace mrcnn::model;
 
@@ -46,7 +46,7 @@ TEST_CASE("a RetinaNet config builds Detectron2's layout", "[retinanet]") {
   CHECK(again.retinanet());
   CHECK(again.fpn_top_block == "p6p7");
   CHECK(again.ToYaml() == c.ToYaml());
-  MaskRcnn model(c);
+  auto model = BuildModel(c);
   const auto params = model->named_parameters();
   CHECK(params.contains("backbone.fpn.inner_blocks.1.0.weight"));  // res3's lateral
   CHECK_FALSE(params.contains("backbone.fpn.inner_blocks.0.0.weight"));
@@ -76,7 +76,7 @@ TEST_CASE("the focal loss is fvcore's", "[retinanet]") {
 
 TEST_CASE("RetinaNet trains its losses and detects", "[retinanet]") {
   torch::manual_seed(3);
-  MaskRcnn model(SmallRetinaNet());
+  auto model = BuildModel(SmallRetinaNet());
   const at::Tensor image = torch::rand({3, 128, 128});
   ImageTarget target;
   target.boxes = torch::tensor({{20.0f, 30.0f, 90.0f, 100.0f}, {5.0f, 5.0f, 40.0f, 30.0f}});
@@ -114,7 +114,7 @@ TEST_CASE("RetinaNet trains its losses and detects", "[retinanet]") {
   model->eval();
   model->detection_settings().score_thresh = 0.0;
   torch::NoGradGuard no_grad;
-  auto detections = model->forward({torch::rand({3, 96, 160})}).detections;
+  auto detections = TakeInstances(model->forward({torch::rand({3, 96, 160})}));
   REQUIRE(detections.size() == 1);
   const ImageResult& r = detections[0];
   CHECK(r.boxes.size(0) > 0);

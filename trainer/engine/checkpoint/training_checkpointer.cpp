@@ -12,7 +12,7 @@
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/solver/grad_scaler.h"
 #include "trainer/engine/solver/optimizer.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/safetensors.h"
 
 namespace mrcnn::engine {
@@ -75,7 +75,8 @@ void TrainingCheckpointer::AgreeWithRoot(int64_t& start_iter) {
 int64_t TrainingCheckpointer::ResumeOrLoad(std::optional<bool> resume, bool eval_only) {
   if (dp_.rank() == 0) {
     for (const auto& removed : dir_.RemoveStaleTemporaries())
-      log_.Line("[checkpoint] removed a partial write left by a stopped writer: " + removed.string());
+      log_.Line("[checkpoint] removed a partial write left by a stopped writer: " +
+                removed.string());
   }
   int64_t start_iter = 0;
   if (resume.value_or(true)) {

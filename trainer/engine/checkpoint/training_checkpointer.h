@@ -16,7 +16,7 @@
 #include "trainer/engine/events/console_log.h"
 
 namespace mrcnn::model {
-class MaskRcnnImpl;
+class MetaArchitecture;
 }
 
 namespace mrcnn::engine {
@@ -30,7 +30,7 @@ class Optimizer;
 // What a checkpoint holds, by reference; `seed` and `batches_consumed` are updated by
 // the trainer as it runs and restored by a resume.
 struct TrainingState {
-  model::MaskRcnnImpl& net;
+  model::MetaArchitecture& net;
   Optimizer& optimizer;
   GradScaler& scaler;
   int64_t seed = 0;

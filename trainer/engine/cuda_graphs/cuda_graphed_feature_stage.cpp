@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -31,8 +31,8 @@ struct FeatureStageGraph {
 
 std::vector<at::Tensor> Flatten(const model::FeatureStageOutput& o) {
   std::vector<at::Tensor> out(o.features);
-  out.insert(out.end(), o.rpn_logits.begin(), o.rpn_logits.end());
-  out.insert(out.end(), o.rpn_deltas.begin(), o.rpn_deltas.end());
+  out.insert(out.end(), o.head_logits.begin(), o.head_logits.end());
+  out.insert(out.end(), o.head_deltas.begin(), o.head_deltas.end());
   return out;
 }
 
@@ -41,9 +41,9 @@ model::FeatureStageOutput Unflatten(const std::vector<at::Tensor>& flat, size_t 
   model::FeatureStageOutput out;
   const auto begin = flat.begin();
   out.features.assign(begin, begin + static_cast<std::ptrdiff_t>(features));
-  out.rpn_logits.assign(begin + static_cast<std::ptrdiff_t>(features),
-                        begin + static_cast<std::ptrdiff_t>(features + logits));
-  out.rpn_deltas.assign(begin + static_cast<std::ptrdiff_t>(features + logits), flat.end());
+  out.head_logits.assign(begin + static_cast<std::ptrdiff_t>(features),
+                         begin + static_cast<std::ptrdiff_t>(features + logits));
+  out.head_deltas.assign(begin + static_cast<std::ptrdiff_t>(features + logits), flat.end());
   return out;
 }
 
@@ -88,7 +88,7 @@ std::vector<at::Tensor> StageGradients(const std::vector<at::Tensor>& outputs,
                                /*create_graph=*/false, /*allow_unused=*/true);
 }
 
-std::unique_ptr<FeatureStageGraph> Capture(model::MaskRcnnImpl& net, const at::Tensor& sample,
+std::unique_ptr<FeatureStageGraph> Capture(model::MetaArchitecture& net, const at::Tensor& sample,
                                            const std::vector<at::Tensor>& params,
                                            std::optional<at::ScalarType> amp_dtype) {
   auto g = std::make_unique<FeatureStageGraph>();
@@ -98,7 +98,7 @@ std::unique_ptr<FeatureStageGraph> Capture(model::MaskRcnnImpl& net, const at::T
   // Benchmarks synchronize in the phase hook; nothing may wait on a capturing stream. The
   // hook comes back on every exit, a failed capture included.
   struct PhaseHookOff {
-    model::MaskRcnnImpl& net;
+    model::MetaArchitecture& net;
     const std::function<void(const char*)> saved;
     ~PhaseHookOff() { net.set_phase_hook(saved); }
   } phase_hook_off{net, net.phase_hook()};
@@ -130,7 +130,7 @@ std::unique_ptr<FeatureStageGraph> Capture(model::MaskRcnnImpl& net, const at::T
       return out;
     }();
     g->feature_count = captured.features.size();
-    g->logit_count = captured.rpn_logits.size();
+    g->logit_count = captured.head_logits.size();
     g->outputs = Flatten(captured);
     for (const at::Tensor& o : g->outputs) {
       g->differentiable.push_back(o.requires_grad());
@@ -188,7 +188,7 @@ class ReplayFeatureStage : public torch::autograd::Function<ReplayFeatureStage> 
 
 class CudaGraphedFeatureStage final : public PaddedFeatureStage {
  public:
-  CudaGraphedFeatureStage(model::MaskRcnnImpl& net, std::vector<std::array<int64_t, 2>> shapes,
+  CudaGraphedFeatureStage(model::MetaArchitecture& net, std::vector<std::array<int64_t, 2>> shapes,
                           int64_t full_batch, std::optional<at::ScalarType> amp_dtype)
       : PaddedFeatureStage(net, std::move(shapes), full_batch),
         amp_dtype_(amp_dtype),
@@ -222,7 +222,7 @@ bool CudaGraphsCompiled() {
 }
 
 std::unique_ptr<PaddedFeatureStage> MakeCudaGraphedFeatureStage(
-    model::MaskRcnnImpl& net, std::vector<std::array<int64_t, 2>> shapes, int64_t full_batch,
+    model::MetaArchitecture& net, std::vector<std::array<int64_t, 2>> shapes, int64_t full_batch,
     std::optional<at::ScalarType> amp_dtype) {
   return std::make_unique<CudaGraphedFeatureStage>(net, std::move(shapes), full_batch, amp_dtype);
 }

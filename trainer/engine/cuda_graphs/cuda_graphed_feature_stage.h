@@ -27,7 +27,7 @@ bool CudaGraphsCompiled();
 
 // The graphed stage. Throws std::runtime_error on a build without CUDA.
 std::unique_ptr<PaddedFeatureStage> MakeCudaGraphedFeatureStage(
-    model::MaskRcnnImpl& net, std::vector<std::array<int64_t, 2>> shapes, int64_t full_batch,
+    model::MetaArchitecture& net, std::vector<std::array<int64_t, 2>> shapes, int64_t full_batch,
     std::optional<at::ScalarType> amp_dtype);
 
 }  // namespace mrcnn::engine

@@ -11,7 +11,7 @@ bool CudaGraphsCompiled() {
 }
 
 std::unique_ptr<PaddedFeatureStage> MakeCudaGraphedFeatureStage(
-    model::MaskRcnnImpl& /*net*/, std::vector<std::array<int64_t, 2>> /*shapes*/,
+    model::MetaArchitecture& /*net*/, std::vector<std::array<int64_t, 2>> /*shapes*/,
     int64_t /*full_batch*/, std::optional<at::ScalarType> /*amp_dtype*/) {
   throw std::runtime_error(
       "SOLVER.CUDA_GRAPHS needs a build with CUDA (this one was built with MRCNN_CUDA=OFF)");

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -21,7 +21,7 @@ std::vector<at::Tensor> FirstImages(const std::vector<at::Tensor>& tensors, int6
 
 }  // namespace
 
-PaddedFeatureStage::PaddedFeatureStage(model::MaskRcnnImpl& net,
+PaddedFeatureStage::PaddedFeatureStage(model::MetaArchitecture& net,
                                        std::vector<std::array<int64_t, 2>> shapes,
                                        int64_t full_batch)
     : net_(net), shapes_(std::move(shapes)), full_batch_(full_batch) {
@@ -58,8 +58,8 @@ model::FeatureStageOutput PaddedFeatureStage::Run(const at::Tensor& batch, at::T
   *rpn_input = padded.narrow(0, 0, n);
   if (n == full_batch_)
     return full;
-  return {FirstImages(full.features, n), FirstImages(full.rpn_logits, n),
-          FirstImages(full.rpn_deltas, n)};
+  return {FirstImages(full.features, n), FirstImages(full.head_logits, n),
+          FirstImages(full.head_deltas, n)};
 }
 
 model::FeatureStageOutput PaddedFeatureStage::RunPadded(size_t /*shape_index*/,

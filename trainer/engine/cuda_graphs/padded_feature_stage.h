@@ -1,5 +1,5 @@
 #pragma once
-// The training step's image-wide stage (backbone, neck, RPN head: MaskRcnnImpl::
+// The training step's image-wide stage (backbone, neck, RPN head: MetaArchitecture::
 // FeatureStage) on batches padded to a fixed set of shapes, the form a CUDA graph needs:
 // a graph replays fixed sizes at fixed addresses. A micro-batch whose padded image fits
 // one of `shapes` (height, width) is padded with zeros to the smallest such shape, and to
@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace mrcnn::model {
-class MaskRcnnImpl;
+class MetaArchitecture;
 struct FeatureStageOutput;
 }  // namespace mrcnn::model
 
@@ -28,7 +28,7 @@ class PaddedFeatureStage {
  public:
   // `shapes`: (height, width) pairs, each a multiple of the model's size divisibility
   // (checked where the config is read). `full_batch` >= 1.
-  PaddedFeatureStage(model::MaskRcnnImpl& net, std::vector<std::array<int64_t, 2>> shapes,
+  PaddedFeatureStage(model::MetaArchitecture& net, std::vector<std::array<int64_t, 2>> shapes,
                      int64_t full_batch);
   virtual ~PaddedFeatureStage() = default;
   PaddedFeatureStage(const PaddedFeatureStage&) = delete;
@@ -51,7 +51,7 @@ class PaddedFeatureStage {
   // The stage on a full padded batch (full_batch × 3 × shape). Eager here.
   virtual model::FeatureStageOutput RunPadded(size_t shape_index, const at::Tensor& padded);
 
-  model::MaskRcnnImpl& net_;
+  model::MetaArchitecture& net_;
   std::vector<std::array<int64_t, 2>> shapes_;
   int64_t full_batch_;
 

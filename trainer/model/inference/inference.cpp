@@ -4,17 +4,17 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "kernels/ops.h"
+#include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/config.h"
 #include "trainer/model/inference/detections_transfer.h"
-#include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/inference/inference_state.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/safetensors.h"
 #include "trainer/model/tiles/tile_grid.h"
 #include "trainer/model/tiles/tiled_prediction.h"
@@ -35,8 +35,7 @@ std::string ResolvePrecision(const std::string& requested, bool cuda) {
     throw std::runtime_error(
         "inference option precision: fp32-fast is the CPU's Winograd mode (on CUDA use fp32, "
         "bf16 or fp16)");
-  if (requested != "fp32" && requested != "fp32-fast" && requested != "fp16" &&
-      requested != "bf16")
+  if (requested != "fp32" && requested != "fp32-fast" && requested != "fp16" && requested != "bf16")
     throw std::runtime_error("inference option precision: '" + requested +
                              "' is not auto, fp32, fp32-fast, fp16 or bf16");
   return requested;
@@ -45,7 +44,7 @@ std::string ResolvePrecision(const std::string& requested, bool cuda) {
 std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Tensor>& images) {
   const CpuPrecisionScope cpu_precision(cpu_mode);
   if (autocast_dtype == at::kFloat) {
-    return model->forward(images).detections;
+    return TakeInstances(model->forward(images));
   }
   // Restores the thread's autocast state on every exit path.
   struct AutocastScope {
@@ -58,7 +57,7 @@ std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Te
       at::autocast::clear_cache();
     }
   } scope(autocast_dtype);
-  return model->forward(images).detections;
+  return TakeInstances(model->forward(images));
 }
 
 Detection InferenceModel::State::Describe(int64_t label, const std::array<float, 4>& box,
@@ -116,7 +115,8 @@ void ReadClasses(const std::filesystem::path& path, std::vector<std::string>& na
 
 // A detectron2-sagemaker model dir holds Detectron2's checkpoint beside its config.yaml
 // dump: model_final.pth, else model_final.pkl, else the dir's one .pth or .pkl.
-std::optional<std::filesystem::path> Detectron2CheckpointIn(const std::filesystem::path& model_dir) {
+std::optional<std::filesystem::path> Detectron2CheckpointIn(
+    const std::filesystem::path& model_dir) {
   for (const char* name : {"model_final.pth", "model_final.pkl"}) {
     if (std::filesystem::is_regular_file(model_dir / name))
       return model_dir / name;
@@ -148,9 +148,10 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   const std::optional<std::filesystem::path> detectron2 =
       ours ? std::nullopt : Detectron2CheckpointIn(model_dir);
   if (!ours && !detectron2) {
-    throw std::runtime_error(model_dir.string() +
-                             ": holds neither model.safetensors (with config.yaml and classes.json) nor a "
-                             "Detectron2 checkpoint (model_final.pth or model_final.pkl beside its config.yaml)");
+    throw std::runtime_error(
+        model_dir.string() +
+        ": holds neither model.safetensors (with config.yaml and classes.json) nor a "
+        "Detectron2 checkpoint (model_final.pth or model_final.pkl beside its config.yaml)");
   }
   if (detectron2 && !std::filesystem::exists(model_dir / "classes.json")) {
     // Detectron2's config names no classes: its class index i (0-based, as Detectron2's
@@ -184,12 +185,13 @@ std::unique_ptr<InferenceModel> InferenceModel::Load(const std::filesystem::path
   if (state->device.is_cuda() && state->precision != "fp32")
     state->autocast_dtype = state->precision == "fp16" ? at::kHalf : at::kBFloat16;
   state->cpu_mode = CpuDenseModeOf(state->precision);
-  state->model = MaskRcnn(config);
+  state->model = BuildModel(config);
   if (detectron2) {
     // Every tensor of the model must come from the file (serving has no initialisation to
     // fall back on): LoadStateDict names the first one missing.
     std::ostringstream lines;
-    LoadStateDict(*state->model, weights::ReadDetectron2StateDict(*detectron2, *state->model, lines),
+    LoadStateDict(*state->model,
+                  weights::ReadDetectron2StateDict(*detectron2, *state->model, lines),
                   detectron2->string());
   } else {
     LoadStateDict(*state->model, ReadSafetensors(model_dir / "model.safetensors"),

@@ -150,7 +150,7 @@ class InferenceModel {
   bool HasMasks() const;
   int64_t NumKeypoints() const;
   // Benchmarks: called with nullptr as each forward pass starts and with each stage's name
-  // as it ends (MaskRcnnImpl::set_phase_hook).
+  // as it ends (MetaArchitecture::set_phase_hook).
   void SetPhaseHook(std::function<void(const char*)> hook);
 
   ~InferenceModel();

@@ -8,12 +8,12 @@
 
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/inference/inference.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::model {
 
 struct InferenceModel::State {
-  MaskRcnn model{nullptr};
+  std::shared_ptr<MetaArchitecture> model;
   torch::Device device{torch::kCPU};
   at::ScalarType autocast_dtype = at::kFloat;   // kFloat: no autocast (CUDA fp16/bf16)
   CpuDenseMode cpu_mode = CpuDenseMode::kFp32;  // the CPU fast path's (CpuPrecisionScope)

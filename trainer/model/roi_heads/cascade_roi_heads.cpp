@@ -6,19 +6,10 @@
 
 #include "kernels/ops.h"
 #include "trainer/model/box_stage_ops.h"
+#include "trainer/model/parts.h"
 
 namespace mrcnn::model {
 namespace {
-
-// Stage s's head and predictor: stage 0 is the standard head's pair.
-std::pair<BoxHead*, FastRcnnPredictor*> StageModules(
-    const std::shared_ptr<BoxHead>& head0, const std::shared_ptr<FastRcnnPredictor>& pred0,
-    const std::vector<std::shared_ptr<BoxHead>>& heads,
-    const std::vector<std::shared_ptr<FastRcnnPredictor>>& preds, size_t stage) {
-  if (stage == 0)
-    return {head0.get(), pred0.get()};
-  return {heads.at(stage - 1).get(), preds.at(stage - 1).get()};
-}
 
 // Forward unchanged, gradient times `scale` (Detectron2's _ScaleGradient): x's value plus a
 // term that is exactly 0 forwards and carries scale x the gradient backwards.
@@ -38,11 +29,36 @@ std::vector<at::Tensor> SplitClipped(const at::Tensor& boxes, const std::vector<
 
 }  // namespace
 
-std::map<std::string, at::Tensor> CascadeRoiHeads::Losses(
-    MaskRcnnImpl& net, const BoxPooler& pool, const Stage0Samples& samples,
-    const std::vector<ImageTarget>& targets,
+CascadeRoiHeads::CascadeRoiHeads(const ModelConfig& config, SharedContext context)
+    : StandardRoiHeads(config, std::move(context), BoxHeadOnly{}) {
+  // Stage 0 is the standard head; stage s > 0 at roi_heads.cascade.{s}.
+  auto cascade = register_module("cascade", std::make_shared<torch::nn::Module>("Cascade"));
+  for (size_t s = 1; s < config_.cascade_ious.size(); ++s) {
+    auto stage = cascade->register_module(std::to_string(s),
+                                          std::make_shared<torch::nn::Module>("CascadeStage"));
+    stage_heads_.push_back(
+        stage->register_module("box_head", BoxHeadRegistry().Create(config_.box_head, config_)));
+    stage_predictors_.push_back(stage->register_module(
+        "box_predictor",
+        std::make_shared<FastRcnnPredictor>(stage_heads_.back()->RepresentationSize(),
+                                            config_.num_classes + 1, true)));
+  }
+  if (config_.mask_on)
+    RegisterMaskHead(MaskHeadRegistry().Create(config_.mask_head, config_), true);
+  if (config_.keypoint_on)
+    RegisterKeypointHead();
+}
+
+std::pair<BoxHead*, FastRcnnPredictor*> CascadeRoiHeads::Stage(size_t s) const {
+  if (s == 0)
+    return {box_head_.get(), box_predictor_.get()};
+  return {stage_heads_.at(s - 1).get(), stage_predictors_.at(s - 1).get()};
+}
+
+std::map<std::string, at::Tensor> CascadeRoiHeads::BoxLosses(
+    const BoxPooler& pool, const RoiSamples& samples, const std::vector<ImageTarget>& targets,
     const std::vector<std::array<int64_t, 2>>& image_sizes) {
-  const ModelConfig& config = net.config_;
+  const ModelConfig& config = config_;
   const size_t num_stages = config.cascade_ious.size();
   const size_t num_images = samples.proposals.size();
   std::vector<int64_t> per_image;
@@ -76,18 +92,17 @@ std::map<std::string, at::Tensor> CascadeRoiHeads::Losses(
       matched_boxes = torch::cat(stage_matched);
     }
     const at::Tensor all_proposals = torch::cat(proposals);
-    net.Phase("roi_maps");
+    context_->Phase("roi_maps");
     const at::Tensor pooled = ScaleGradient(pool(proposals), 1.0 / static_cast<double>(num_stages));
-    net.Phase("box_pool");
-    auto [head, predictor] = StageModules(net.box_head_, net.box_predictor_, net.cascade_box_heads_,
-                                          net.cascade_box_predictors_, s);
+    context_->Phase("box_pool");
+    auto [head, predictor] = Stage(s);
     auto [logits_raw, deltas_raw] = predictor->Forward(head->Forward(pooled));
-    net.Phase("box_head");
+    context_->Phase("box_head");
     const at::Tensor logits = logits_raw.to(torch::kFloat);
     const at::Tensor deltas = deltas_raw.to(torch::kFloat);
 
     const std::string suffix = "_stage" + std::to_string(s);
-    std::tie(losses["loss_cls" + suffix], losses["loss_box_reg" + suffix]) = net.BoxHeadLosses(
+    std::tie(losses["loss_cls" + suffix], losses["loss_box_reg" + suffix]) = BoxHeadLosses(
         logits, deltas, labels, valid, kernels::EncodeBoxes(matched_boxes, all_proposals, weights),
         all_proposals, matched_boxes, weights);
     if (s + 1 < num_stages) {
@@ -100,10 +115,10 @@ std::map<std::string, at::Tensor> CascadeRoiHeads::Losses(
   return losses;
 }
 
-std::vector<ImageResult> CascadeRoiHeads::Detect(
-    MaskRcnnImpl& net, const BoxPooler& pool, const std::vector<at::Tensor>& proposals_in,
+std::vector<ImageResult> CascadeRoiHeads::BoxDetections(
+    const BoxPooler& pool, const std::vector<at::Tensor>& proposals_in,
     const std::vector<std::array<int64_t, 2>>& image_sizes) {
-  const ModelConfig& config = net.config_;
+  const ModelConfig& config = config_;
   const size_t num_stages = config.cascade_ious.size();
   std::vector<int64_t> per_image;
   for (const at::Tensor& p : proposals_in)
@@ -116,13 +131,12 @@ std::vector<ImageResult> CascadeRoiHeads::Detect(
       // Empty boxes stay: every stage scores the same rows, whose scores are averaged.
       proposals = SplitClipped(boxes, per_image, image_sizes);
     }
-    net.Phase("roi_maps");
+    context_->Phase("roi_maps");
     const at::Tensor pooled = pool(proposals);
-    net.Phase("box_pool");
-    auto [head, predictor] = StageModules(net.box_head_, net.box_predictor_, net.cascade_box_heads_,
-                                          net.cascade_box_predictors_, s);
+    context_->Phase("box_pool");
+    auto [head, predictor] = Stage(s);
     auto [logits_raw, deltas_raw] = predictor->Forward(head->Forward(pooled));
-    net.Phase("box_head");
+    context_->Phase("box_head");
     const at::Tensor scores = torch::softmax(logits_raw.to(torch::kFloat), -1);
     score_sum = s == 0 ? scores : score_sum + scores;
     boxes = kernels::DecodeBoxes(deltas_raw.to(torch::kFloat), torch::cat(proposals),
@@ -137,10 +151,16 @@ std::vector<ImageResult> CascadeRoiHeads::Detect(
   for (size_t i = 0; i < proposals.size(); ++i) {
     // One box per RoI, the same for every class (SelectDetections takes R x K x 4).
     const at::Tensor clipped = ClipBoxes(boxes_split[i], image_sizes[i][0], image_sizes[i][1]);
-    detections.push_back(net.SelectDetections(
+    detections.push_back(SelectDetections(
         clipped.unsqueeze(1).expand({clipped.size(0), num_classes, 4}), scores_split[i]));
   }
   return detections;
+}
+
+void RegisterCascadeRoiHeads(Registry<RoiHeads, SharedContext>& registry) {
+  registry.Add("CascadeROIHeads", [](const ModelConfig& c, SharedContext context) {
+    return std::make_shared<CascadeRoiHeads>(c, std::move(context));
+  });
 }
 
 }  // namespace mrcnn::model

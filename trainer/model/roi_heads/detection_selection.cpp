@@ -4,11 +4,12 @@
 
 #include "kernels/ops.h"
 #include "trainer/model/box_stage_ops.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/roi_heads/standard_roi_heads.h"
 
 namespace mrcnn::model {
 
-ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) const {
+ImageResult StandardRoiHeads::SelectDetections(at::Tensor boxes, at::Tensor scores) const {
+  const DetectionSettings& settings = context_->settings;
   const int64_t num_classes = scores.size(-1);
   at::Tensor cls = torch::arange(num_classes, scores.options().dtype(torch::kLong))
                        .view({1, -1})
@@ -17,7 +18,7 @@ ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) 
   boxes = boxes.index({Slice(), Slice(1)}).reshape({-1, 4});
   scores = scores.index({Slice(), Slice(1)}).reshape({-1});
   cls = cls.index({Slice(), Slice(1)}).reshape({-1});
-  at::Tensor keep = torch::where(scores.gt(settings_.score_thresh))[0];
+  at::Tensor keep = torch::where(scores.gt(settings.score_thresh))[0];
   boxes = boxes.index_select(0, keep);
   scores = scores.index_select(0, keep);
   cls = cls.index_select(0, keep);
@@ -30,7 +31,7 @@ ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) 
     cls = cls.index_select(0, keep);
   }
   keep = kernels::BatchedNms(boxes, scores, cls, config_.box_nms_thresh);
-  keep = keep.narrow(0, 0, std::min<int64_t>(settings_.detections_per_image, keep.size(0)));
+  keep = keep.narrow(0, 0, std::min<int64_t>(settings.detections_per_image, keep.size(0)));
   ImageResult r;
   r.boxes = boxes.index_select(0, keep);
   r.scores = scores.index_select(0, keep);
@@ -38,8 +39,8 @@ ImageResult MaskRcnnImpl::SelectDetections(at::Tensor boxes, at::Tensor scores) 
   return r;
 }
 
-void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits,
-                               std::vector<ImageResult>& detections) const {
+void StandardRoiHeads::AttachMasks(const at::Tensor& mask_logits,
+                                   std::vector<ImageResult>& detections) const {
   int64_t offset = 0;
   for (auto& r : detections) {
     const int64_t n = r.boxes.size(0);
@@ -53,7 +54,7 @@ void MaskRcnnImpl::AttachMasks(const at::Tensor& mask_logits,
   }
 }
 
-std::vector<ImageResult> MaskRcnnImpl::SelectAllDetections(
+std::vector<ImageResult> StandardRoiHeads::SelectAllDetections(
     const at::Tensor& class_logits, const at::Tensor& box_regression,
     const std::vector<at::Tensor>& proposals,
     const std::vector<std::array<int64_t, 2>>& image_sizes) const {
@@ -62,8 +63,9 @@ std::vector<ImageResult> MaskRcnnImpl::SelectAllDetections(
   for (const auto& p : proposals)
     per_image.push_back(p.size(0));
   at::Tensor all_props = torch::cat(proposals);
-  at::Tensor pred_boxes = kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
-                              .reshape({all_props.size(0), box_regression.size(1) / 4, 4});  // also with no proposals
+  at::Tensor pred_boxes =
+      kernels::DecodeBoxes(box_regression, all_props, config_.bbox_reg_weights)
+          .reshape({all_props.size(0), box_regression.size(1) / 4, 4});  // also with no proposals
   at::Tensor pred_scores = torch::softmax(class_logits, -1);
   if (pred_boxes.size(1) == 1 && pred_scores.size(1) > 1) {
     // Class-agnostic regression: every class's box is the RoI's one box.

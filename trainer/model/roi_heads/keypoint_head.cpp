@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "trainer/model/conv_layers.h"
+#include "trainer/model/registry.h"
 
 namespace mrcnn::model {
 namespace nn = torch::nn;
@@ -24,7 +25,7 @@ at::Tensor KeypointPredictor::Forward(const at::Tensor& x) {
                                  /*align_corners=*/false);
 }
 
-KeypointHead::KeypointHead(const ModelConfig& config) {
+ConvDeconvUpsampleKeypointHead::ConvDeconvUpsampleKeypointHead(const ModelConfig& config) {
   int64_t in = config.FeatureChannels();
   for (size_t i = 0; i < config.keypoint_conv_dims.size(); ++i) {
     const int64_t out = config.keypoint_conv_dims[i];
@@ -37,7 +38,7 @@ KeypointHead::KeypointHead(const ModelConfig& config) {
   predictor_ = std::make_shared<KeypointPredictor>(in, config.num_keypoints);
 }
 
-at::Tensor KeypointHead::Forward(const at::Tensor& pooled) {
+at::Tensor ConvDeconvUpsampleKeypointHead::Forward(const at::Tensor& pooled) {
   at::Tensor x = pooled;
   for (auto& conv : convs_)
     x = conv.Forward(x, /*relu=*/true);
@@ -52,12 +53,16 @@ at::Tensor KeypointHead::Forward(const at::Tensor& pooled) {
 
 namespace mrcnn::model {
 
-// Called by MaskRcnnImpl's constructor (the top does not include the rooms' headers).
-std::shared_ptr<KeypointHead> RegisterKeypointHead(torch::nn::Module& roi_heads,
-                                                   const ModelConfig& config) {
-  auto head = roi_heads.register_module("keypoint_head", std::make_shared<KeypointHead>(config));
-  roi_heads.register_module("keypoint_predictor", head->predictor());
-  return head;
+Registry<KeypointHead>& KeypointHeadRegistry() {
+  static Registry<KeypointHead> registry("keypoint head", "MODEL.ROI_KEYPOINT_HEAD.NAME");
+  static bool populated = [] {
+    registry.Add("KRCNNConvDeconvUpsampleHead", [](const ModelConfig& c) {
+      return std::make_shared<ConvDeconvUpsampleKeypointHead>(c);
+    });
+    return true;
+  }();
+  (void)populated;
+  return registry;
 }
 
 }  // namespace mrcnn::model

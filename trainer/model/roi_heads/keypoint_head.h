@@ -13,6 +13,7 @@
 
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/config.h"
+#include "trainer/model/parts.h"
 
 namespace mrcnn::model {
 
@@ -26,14 +27,15 @@ class KeypointPredictor : public torch::nn::Module {
   torch::nn::ConvTranspose2d kps_score_lowres_{nullptr};
 };
 
-class KeypointHead : public torch::nn::Module {
+// MODEL.ROI_KEYPOINT_HEAD.NAME KRCNNConvDeconvUpsampleHead.
+class ConvDeconvUpsampleKeypointHead : public KeypointHead {
  public:
-  explicit KeypointHead(const ModelConfig& config);
+  explicit ConvDeconvUpsampleKeypointHead(const ModelConfig& config);
   // N x K x 4R x 4R heatmap logits for N x C x R x R pooled features.
-  at::Tensor Forward(const at::Tensor& pooled);
-  // The predictor is a sibling module (roi_heads.keypoint_predictor), registered by the
-  // model beside this head, as torchvision lays them out.
-  const std::shared_ptr<KeypointPredictor>& predictor() const { return predictor_; }
+  at::Tensor Forward(const at::Tensor& pooled) override;
+  // The predictor is a sibling module (roi_heads.keypoint_predictor), registered by the ROI
+  // heads beside this head, as torchvision lays them out.
+  std::shared_ptr<torch::nn::Module> Predictor() const override { return predictor_; }
 
  private:
   std::vector<FastConv> convs_;

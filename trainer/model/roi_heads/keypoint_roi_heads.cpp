@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "kernels/ops.h"
-#include "trainer/model/roi_heads/keypoint_head.h"
 
 namespace mrcnn::model {
 
@@ -61,17 +60,16 @@ at::Tensor HeatmapsToKeypoints(const at::Tensor& heatmaps, const at::Tensor& box
   return out;
 }
 
-at::Tensor KeypointRoiHeads::Loss(MaskRcnnImpl& net, const std::vector<at::Tensor>& maps,
-                                  const std::vector<double>& scales, const at::Tensor& rois,
-                                  const std::vector<at::Tensor>& boxes,
-                                  const std::vector<at::Tensor>& matched, const at::Tensor& valid,
-                                  const std::vector<ImageTarget>& targets) {
-  const ModelConfig& c = net.config_;
+at::Tensor KeypointRcnnLoss(const ModelConfig& c, KeypointHead& head,
+                            const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                            const at::Tensor& rois, const std::vector<at::Tensor>& boxes,
+                            const std::vector<at::Tensor>& matched, const at::Tensor& valid,
+                            const std::vector<ImageTarget>& targets) {
   const int64_t side = 4 * c.keypoint_pooler_resolution;
   const at::Tensor pooled = kernels::MultiLevelRoiAlign(
       maps, rois, scales, c.keypoint_pooler_resolution, c.keypoint_pooler_resolution,
       c.keypoint_pooler_sampling_ratio, c.keypoint_pooler_aligned);
-  const at::Tensor logits = net.keypoint_head_->Forward(pooled).to(torch::kFloat);
+  const at::Tensor logits = head.Forward(pooled).to(torch::kFloat);
   std::vector<at::Tensor> cells, point_valid;
   for (size_t i = 0; i < boxes.size(); ++i) {
     const at::Tensor& gt = targets[i].keypoints;
@@ -104,16 +102,15 @@ at::Tensor KeypointRoiHeads::Loss(MaskRcnnImpl& net, const std::vector<at::Tenso
   return sum / normalizer * c.keypoint_loss_weight;
 }
 
-void KeypointRoiHeads::Predict(MaskRcnnImpl& net, const std::vector<at::Tensor>& maps,
-                               const std::vector<double>& scales, const at::Tensor& rois,
-                               std::vector<ImageResult>& detections) {
-  const ModelConfig& c = net.config_;
+void KeypointRcnnInference(const ModelConfig& c, KeypointHead& head,
+                           const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                           const at::Tensor& rois, std::vector<ImageResult>& detections) {
   at::Tensor points;
   if (rois.size(0) > 0) {
     const at::Tensor pooled = kernels::MultiLevelRoiAlign(
         maps, rois, scales, c.keypoint_pooler_resolution, c.keypoint_pooler_resolution,
         c.keypoint_pooler_sampling_ratio, c.keypoint_pooler_aligned);
-    points = HeatmapsToKeypoints(net.keypoint_head_->Forward(pooled), rois.narrow(1, 1, 4));
+    points = HeatmapsToKeypoints(head.Forward(pooled), rois.narrow(1, 1, 4));
   } else {
     points = torch::zeros({0, c.num_keypoints, 3}, rois.options().dtype(torch::kFloat));
   }

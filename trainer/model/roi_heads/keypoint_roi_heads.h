@@ -1,36 +1,35 @@
 #pragma once
-// Keypoint R-CNN's part of the ROI heads (Detectron2's StandardROIHeads._forward_keypoint):
-// the keypoint head over the positive proposals (training: the heatmap loss) or over the
-// detections (inference: keypoints decoded from the heatmaps). Called by RoiHeads
-// (roi_heads_stage.cpp) when MODEL.KEYPOINT_ON.
+// Keypoint R-CNN's part of the ROI heads (Detectron2's keypoint_rcnn_loss and
+// keypoint_rcnn_inference): the keypoint head over the positive proposals (training: the
+// heatmap loss) or over the detections (inference: keypoints decoded from the heatmaps).
+// StandardRoiHeads calls them when it has a keypoint head (MODEL.KEYPOINT_ON).
 #include <ATen/core/Tensor.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/config.h"
+#include "trainer/model/parts.h"
+#include "trainer/model/structures.h"
 
 namespace mrcnn::model {
 
-class KeypointRoiHeads {
- public:
-  // loss_keypoint over the rows the mask head would train on (MaskRows: sampled positives,
-  // padding rows marked invalid): Detectron2's keypoint_rcnn_loss. Its filter of positives
-  // with no visible keypoint in the box changes only which rows are computed, not the loss
-  // (such rows have no valid target), so the rows are taken as they are and no size
-  // depends on the data. Images without keypoint annotations count as all unlabelled.
-  static at::Tensor Loss(MaskRcnnImpl& net, const std::vector<at::Tensor>& maps,
-                         const std::vector<double>& scales, const at::Tensor& rois,
-                         const std::vector<at::Tensor>& boxes,
-                         const std::vector<at::Tensor>& matched, const at::Tensor& valid,
-                         const std::vector<ImageTarget>& targets);
-  // Fills each detection's keypoints (N x K x 3: x, y in the resized image's continuous
-  // coordinates, and the score) from the heatmaps over its box.
-  static void Predict(MaskRcnnImpl& net, const std::vector<at::Tensor>& maps,
-                      const std::vector<double>& scales, const at::Tensor& rois,
-                      std::vector<ImageResult>& detections);
-};
+// loss_keypoint over the rows the mask head would train on (MaskRows: sampled positives,
+// padding rows marked invalid): Detectron2's keypoint_rcnn_loss. Its filter of positives
+// with no visible keypoint in the box changes only which rows are computed, not the loss
+// (such rows have no valid target), so the rows are taken as they are and no size
+// depends on the data. Images without keypoint annotations count as all unlabelled.
+at::Tensor KeypointRcnnLoss(const ModelConfig& c, KeypointHead& head,
+                            const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                            const at::Tensor& rois, const std::vector<at::Tensor>& boxes,
+                            const std::vector<at::Tensor>& matched, const at::Tensor& valid,
+                            const std::vector<ImageTarget>& targets);
+// Fills each detection's keypoints (N x K x 3: x, y in the resized image's continuous
+// coordinates, and the score) from the heatmaps over its box.
+void KeypointRcnnInference(const ModelConfig& c, KeypointHead& head,
+                           const std::vector<at::Tensor>& maps, const std::vector<double>& scales,
+                           const at::Tensor& rois, std::vector<ImageResult>& detections);
 
 // Detectron2's heatmaps_to_keypoints: per RoI, the heatmaps (K x S x S logits) resized
 // bicubically to the box's ceiled size, the peak of each, its position mapped back into the

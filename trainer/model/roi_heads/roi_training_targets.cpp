@@ -6,16 +6,16 @@
 
 #include "kernels/ops.h"
 #include "trainer/model/box_stage_ops.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/roi_heads/standard_roi_heads.h"
 
 namespace mrcnn::model {
 namespace F = torch::nn::functional;
 
-at::Tensor MaskRcnnImpl::MaskLoss(const at::Tensor& mask_logits,
-                                  const std::vector<ImageTarget>& targets,
-                                  const std::vector<at::Tensor>& mask_boxes,
-                                  const std::vector<at::Tensor>& mask_matched,
-                                  const at::Tensor& valid) const {
+at::Tensor StandardRoiHeads::MaskLoss(const at::Tensor& mask_logits,
+                                      const std::vector<ImageTarget>& targets,
+                                      const std::vector<at::Tensor>& mask_boxes,
+                                      const std::vector<at::Tensor>& mask_matched,
+                                      const at::Tensor& valid) const {
   std::vector<at::Tensor> mask_labels, mask_targets;
   const int64_t m = mask_logits.size(-1);
   for (size_t i = 0; i < mask_boxes.size(); ++i) {
@@ -47,11 +47,13 @@ at::Tensor MaskRcnnImpl::MaskLoss(const at::Tensor& mask_logits,
   return at::where(valid, per_row, at::zeros({}, per_row.options())).sum() / count;
 }
 
-MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(
-    const std::vector<ImageTarget>& targets, std::vector<at::Tensor>& proposals,
+StandardRoiHeads::RoiSamples StandardRoiHeads::SampleRoiTargets(
+    const std::vector<ImageTarget>& targets, const std::vector<at::Tensor>& proposals_in,
     const std::vector<at::Tensor>* proposal_valid) const {
-  const size_t num_images = proposals.size();
+  const size_t num_images = proposals_in.size();
   RoiSamples s;
+  s.proposals = proposals_in;
+  std::vector<at::Tensor>& proposals = s.proposals;
   s.labels.resize(num_images);
   s.matched_idxs.resize(num_images);
   s.regression_targets.resize(num_images);
@@ -70,8 +72,9 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(
           {(*proposal_valid)[i], torch::ones({gt.size(0)}, (*proposal_valid)[i].options())});
       a.labels.masked_fill_(valid.logical_not(), -1);
     }
-    auto [pos, neg] = kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image,
-                                              config_.box_positive_fraction, SamplingGenerator(i));
+    auto [pos, neg] =
+        kernels::SampleBalanced(a.labels, config_.box_batch_size_per_image,
+                                config_.box_positive_fraction, context_->SamplingGenerator(i));
     // A fixed number of rows, known on the host: the sampler takes at most
     // box_batch_size_per_image. A stable sort puts the sampled candidates first, in index
     // order (nonzero's order); rows past their count are padding, marked invalid, with label
@@ -93,10 +96,10 @@ MaskRcnnImpl::RoiSamples MaskRcnnImpl::SampleRoiTargets(
   return s;
 }
 
-MaskRcnnImpl::MaskRows MaskRcnnImpl::SelectMaskRows(const RoiSamples& samples,
-                                                    const std::vector<at::Tensor>& proposals,
-                                                    const std::vector<ImageTarget>& targets,
-                                                    bool fixed_rows) const {
+StandardRoiHeads::MaskRows StandardRoiHeads::SelectMaskRows(const RoiSamples& samples,
+                                                            const std::vector<ImageTarget>& targets,
+                                                            bool fixed_rows) const {
+  const std::vector<at::Tensor>& proposals = samples.proposals;
   const auto max_positives = static_cast<int64_t>(
       static_cast<double>(config_.box_batch_size_per_image) * config_.box_positive_fraction);
   MaskRows out;

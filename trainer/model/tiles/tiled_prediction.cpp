@@ -69,7 +69,7 @@ int64_t TiledDetectionCap(const PredictOptions& options, int64_t passes) {
   return std::max(per_pass, std::min<int64_t>(grown, options.max_detections_cap));
 }
 
-std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
+std::vector<TiledDetection> PredictTiled(MetaArchitecture& net, const BatchForward& forward,
                                          const torch::Device& device, const at::Tensor& hwc,
                                          const PredictOptions& options) {
   const TileOptions& tiling = options.tiles;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "trainer/model/inference/inference.h"
-#include "trainer/model/mask_rcnn.h"
+#include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/tiles/mask_region_paste.h"
 
 namespace mrcnn::model {
@@ -44,7 +44,7 @@ int64_t TiledDetectionCap(const PredictOptions& options, int64_t passes);
 // `options` for the call and restored afterwards. Detections by decreasing score, at most
 // options.max_detections per tile and TiledDetectionCap in all. Throws std::invalid_argument for
 // invalid tile options.
-std::vector<TiledDetection> PredictTiled(MaskRcnnImpl& net, const BatchForward& forward,
+std::vector<TiledDetection> PredictTiled(MetaArchitecture& net, const BatchForward& forward,
                                          const torch::Device& device, const at::Tensor& hwc,
                                          const PredictOptions& options);
 

@@ -1,23 +1,40 @@
-// The region proposal network's stage (torchvision's RegionProposalNetwork): anchors, the
-// proposals kept per image (filter_proposals), and in training the anchors' sampling and losses.
+// The region proposal network (torchvision's RegionProposalNetwork, Detectron2's RPN):
+// anchors, the proposals kept per image (filter_proposals), and in training the anchors'
+// sampling and losses. Registered as MODEL.PROPOSAL_GENERATOR.NAME "RPN".
+#include "trainer/model/proposal_generator/rpn.h"
+
 #include <torch/torch.h>
 
 #include <limits>
 #include <tuple>
 
 #include "kernels/ops.h"
+#include "trainer/model/anchor_generator.h"
 #include "trainer/model/box_stage_ops.h"
-#include "trainer/model/mask_rcnn.h"
-#include "trainer/model/rpn/detectron2_anchors.h"
+#include "trainer/model/parts.h"
 
 namespace mrcnn::model {
 namespace F = torch::nn::functional;
 
+Rpn::Rpn(const ModelConfig& config, SharedContext context)
+    : config_(config), context_(std::move(context)) {
+  box_loss_ = ParseBoxRegLoss(config_.rpn_bbox_reg_loss_type, "MODEL.RPN.BBOX_REG_LOSS_TYPE");
+  head_ = register_module("head", RpnHeadRegistry().Create(config_.rpn_head, config_));
+}
+
+void Rpn::HeadOutputs(FeatureStageOutput& stage) {
+  std::tie(stage.head_logits, stage.head_deltas) = head_->Forward(stage.features);
+}
+
+std::vector<at::Tensor> Rpn::HeadParameters() const {
+  return head_->parameters();
+}
+
 // torchvision's RPN filter_proposals: per image, the top pre-NMS-N anchors of each level by
 // objectness, clipped, small and low-scoring boxes dropped, NMS per level, the best post-NMS-N.
-void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& proposals,
-                                   const at::Tensor& objectness,
-                                   const std::vector<int64_t>& per_level, RpnOutput& out) const {
+void Rpn::FilterProposals(const ImageBatch& batch, const at::Tensor& proposals,
+                          const at::Tensor& objectness, const std::vector<int64_t>& per_level,
+                          RpnOutput& out) const {
   const bool training = is_training();
   const int64_t pre_nms =
       training ? config_.rpn_pre_nms_top_n_train : config_.rpn_pre_nms_top_n_test;
@@ -57,10 +74,10 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
       scores_of.push_back(torch::sigmoid(scores_all[i].index_select(0, top[i])));
       // Detectron2 keeps boxes strictly larger than its MIN_SIZE (0: non-empty ones).
       const bool strictly = config_.detectron2();
-      usable_of.push_back((strictly ? ws.gt(config_.rpn_min_size) : ws.ge(config_.rpn_min_size))
-                              .logical_and(strictly ? hs.gt(config_.rpn_min_size)
-                                                    : hs.ge(config_.rpn_min_size))
-                              .logical_and(scores_of.back().ge(config_.rpn_score_thresh)));
+      usable_of.push_back(
+          (strictly ? ws.gt(config_.rpn_min_size) : ws.ge(config_.rpn_min_size))
+              .logical_and(strictly ? hs.gt(config_.rpn_min_size) : hs.ge(config_.rpn_min_size))
+              .logical_and(scores_of.back().ge(config_.rpn_score_thresh)));
       boxes_of.push_back(std::move(boxes));
     }
     const at::Tensor scores = torch::stack(scores_of);
@@ -118,29 +135,11 @@ void MaskRcnnImpl::FilterProposals(const ImageBatch& batch, const at::Tensor& pr
   }
 }
 
-// retinanet/retinanet_stage.cpp: RetinaNet's head outputs and its losses or detections.
-void RetinaNetHeadOutputs(MaskRcnnImpl& net, FeatureStageOutput& stage);
-RpnOutput RetinaNetOutputs(MaskRcnnImpl& net, const ImageBatch& batch,
-                           const FeatureStageOutput& stage, const std::vector<ImageTarget>* targets);
-
-RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const std::vector<at::Tensor>& features,
-                            const std::vector<ImageTarget>* targets) {
-  FeatureStageOutput stage;
-  stage.features = features;
-  if (config_.retinanet())
-    RetinaNetHeadOutputs(*this, stage);
-  else
-    std::tie(stage.rpn_logits, stage.rpn_deltas) = rpn_head_->Forward(features);
-  return Rpn(batch, stage, targets);
-}
-
-RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& stage,
-                            const std::vector<ImageTarget>* targets) {
-  if (config_.retinanet())
-    return RetinaNetOutputs(*this, batch, stage, targets);
+RpnOutput Rpn::Forward(const ImageBatch& batch, const FeatureStageOutput& stage,
+                       const std::vector<ImageTarget>* targets) {
   const std::vector<at::Tensor>& features = stage.features;
-  const std::vector<at::Tensor>& logits = stage.rpn_logits;
-  const std::vector<at::Tensor>& deltas = stage.rpn_deltas;
+  const std::vector<at::Tensor>& logits = stage.head_logits;
+  const std::vector<at::Tensor>& deltas = stage.head_deltas;
   const int64_t num_images = batch.tensors.size(0);
   const int64_t image_h = batch.tensors.size(-2), image_w = batch.tensors.size(-1);
   std::vector<std::array<int64_t, 2>> sizes, strides;
@@ -179,7 +178,7 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
   const bool training = is_training();
 
   if (training) {
-    TORCH_CHECK(targets != nullptr, "MaskRcnn: training mode needs targets");
+    TORCH_CHECK(targets != nullptr, "RPN: training mode needs targets");
     std::vector<at::Tensor> labels, regression_targets, matched_boxes, pos_masks, neg_masks;
     for (int64_t i = 0; i < num_images; ++i) {
       const ImageTarget& t = (*targets)[static_cast<size_t>(i)];
@@ -191,9 +190,9 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
       labels.push_back(a.labels.to(torch::kFloat));
       regression_targets.push_back(kernels::EncodeBoxes(matched_gt, anchors, {1.0, 1.0, 1.0, 1.0}));
       matched_boxes.push_back(matched_gt);
-      auto [pos, neg] = kernels::SampleBalanced(a.labels, config_.rpn_batch_size_per_image,
-                                                config_.rpn_positive_fraction,
-                                                SamplingGenerator(static_cast<size_t>(i)));
+      auto [pos, neg] = kernels::SampleBalanced(
+          a.labels, config_.rpn_batch_size_per_image, config_.rpn_positive_fraction,
+          context_->SamplingGenerator(static_cast<size_t>(i)));
       pos_masks.push_back(pos);
       neg_masks.push_back(neg);
     }
@@ -204,8 +203,8 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
     const at::Tensor sampled = pos.logical_or(torch::cat(neg_masks));
     const at::Tensor num_sampled = sampled.sum().to(torch::kFloat);
     at::Tensor box_loss = BoxRegressionLossSumWhere(
-                              rpn_box_loss_, pred_deltas, torch::cat(regression_targets),
-                              all_anchors, torch::cat(matched_boxes), {1.0, 1.0, 1.0, 1.0}, pos) *
+                              box_loss_, pred_deltas, torch::cat(regression_targets), all_anchors,
+                              torch::cat(matched_boxes), {1.0, 1.0, 1.0, 1.0}, pos) *
                           config_.rpn_bbox_reg_loss_weight / num_sampled;
     const at::Tensor bce = F::binary_cross_entropy_with_logits(
         objectness.flatten(), torch::cat(labels).clamp_min(0),
@@ -215,6 +214,23 @@ RpnOutput MaskRcnnImpl::Rpn(const ImageBatch& batch, const FeatureStageOutput& s
     out.losses["loss_rpn_box_reg"] = box_loss;
   }
   return out;
+}
+
+void RegisterRpn(Registry<ProposalGenerator, SharedContext>& registry) {
+  registry.Add("RPN", [](const ModelConfig& c, SharedContext context) {
+    return std::make_shared<Rpn>(c, std::move(context));
+  });
+}
+
+Registry<ProposalGenerator, SharedContext>& ProposalGeneratorRegistry() {
+  static Registry<ProposalGenerator, SharedContext> registry("proposal generator",
+                                                             "MODEL.PROPOSAL_GENERATOR.NAME");
+  static bool populated = [] {
+    RegisterRpn(registry);
+    return true;
+  }();
+  (void)populated;
+  return registry;
 }
 
 }  // namespace mrcnn::model

@@ -1,4 +1,4 @@
-#include "trainer/model/rpn/detectron2_anchors.h"
+#include "trainer/model/anchor_generator.h"
 
 #include <ATen/ATen.h>
 

@@ -1,5 +1,5 @@
 // RetinaNet's head (retinanet_head.h).
-#include "trainer/model/retinanet/retinanet_head.h"
+#include "trainer/model/meta_arch/retinanet_head.h"
 
 #include <torch/torch.h>
 
@@ -59,12 +59,6 @@ std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> RetinaNetHead::Forwa
     deltas.push_back(bbox_pred_.Forward(b));
   }
   return {std::move(logits), std::move(deltas)};
-}
-
-// Called by MaskRcnnImpl's constructor (the top does not include the rooms' headers).
-std::shared_ptr<RetinaNetHead> RegisterRetinaNetHead(torch::nn::Module& model,
-                                                     const ModelConfig& config) {
-  return model.register_module("head", std::make_shared<RetinaNetHead>(config));
 }
 
 }  // namespace mrcnn::model
