@@ -1,0 +1,62 @@
+// Every Detectron2 model-zoo config this project ships builds its model through the registries
+// (MODEL.META_ARCHITECTURE, PROPOSAL_GENERATOR.NAME, ROI_HEADS.NAME and the heads' names) and
+// predicts: each config as a job reads it (TrainConfig over its _BASE_ chain), the model in
+// eval mode on a small image, its outputs those of its family (masks with MODEL.MASK_ON,
+// keypoints with MODEL.KEYPOINT_ON). Fresh weights: Detectron2's own numbers on the zoo's
+// weights are test_detectron2_parity.py's.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "trainer/engine/builders.h"
+#include "trainer/engine/config/config.h"
+#include "trainer/engine/config/model_zoo.h"
+#include "trainer/model/meta_arch/meta_arch.h"
+
+using namespace mrcnn::engine;
+namespace fs = std::filesystem;
+
+TEST_CASE("every shipped model-zoo config builds its model by registry and predicts",
+          "[model-zoo]") {
+  const fs::path configs = fs::path(MRCNN_SOURCE_DIR) / "configs";
+  REQUIRE(SupportedModelZooNames().size() >= 30);
+  torch::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : SupportedModelZooNames()) {
+    INFO(name);
+    TrainConfig config = TrainConfig::Defaults();
+    config.MergeFile(configs / name);
+    config.MergeOpts(
+        {"MODEL.DEVICE", "cpu", "INPUT.MIN_SIZE_TEST", "64", "INPUT.MAX_SIZE_TEST", "96"});
+    const mrcnn::model::ModelConfig mc = BuildModelConfig(config);
+    CHECK(mc.meta_architecture == config.GetString("MODEL.META_ARCHITECTURE"));
+    const auto model = mrcnn::model::BuildModel(mc);
+    // Random box regressors on a deep random backbone can push every box out of the image;
+    // with zero deltas the proposals are the anchors and the detections the proposals, so
+    // every config keeps detections and each of its heads runs on them.
+    for (const auto& p : model->named_parameters())
+      if (p.key().find("bbox_pred") != std::string::npos)
+        p.value().zero_();
+    model->eval();
+    // Random weights score near 1 / classes: keep everything so each head runs.
+    model->detection_settings().score_thresh = 0.0;
+    const mrcnn::model::ModelOutput out = model->forward({torch::rand({3, 60, 90})});
+    REQUIRE(out.images.size() == 1);
+    const mrcnn::model::ImageResult& r = out.images[0].instances;
+    REQUIRE(r.boxes.dim() == 2);
+    CHECK(r.boxes.size(1) == 4);
+    CHECK(r.boxes.size(0) > 0);
+    CHECK(r.scores.size(0) == r.boxes.size(0));
+    CHECK(r.labels.size(0) == r.boxes.size(0));
+    CHECK(r.masks.defined() == mc.mask_on);
+    if (mc.mask_on) {
+      CHECK(r.masks.size(0) == r.boxes.size(0));
+      CHECK(r.masks.size(-2) == 60);
+      CHECK(r.masks.size(-1) == 90);
+    }
+    CHECK(r.keypoints.defined() == mc.keypoint_on);
+    if (mc.keypoint_on)
+      CHECK(r.keypoints.size(1) == mc.num_keypoints);
+  }
+}
