@@ -66,9 +66,29 @@ std::string Flow(const std::vector<T>& values) {
   return out.str();
 }
 
+// Keys of Detectron2's configs that change a block this build does not implement: refused, so
+// that a config asking for them never trains or predicts as if the block were plain (its
+// checkpoint's extra tensors are refused on load too, weights/weights_import.cpp).
+void RefuseUnbuiltBlocks(const YAML::Node& root, const std::string& source) {
+  std::vector<bool> deform;
+  Read(root, "MODEL.RESNETS.DEFORM_ON_PER_STAGE", source, deform);
+  Require(std::find(deform.begin(), deform.end(), true) == deform.end(), source,
+          "MODEL.RESNETS.DEFORM_ON_PER_STAGE",
+          "asks for deformable convolutions, which are not implemented: the model would predict as if "
+          "its 3x3s were plain. Set it to [False, False, False, False] or use a config without them");
+  for (const char* key : {"MODEL.FPN.NORM", "MODEL.ROI_BOX_HEAD.NORM", "MODEL.ROI_MASK_HEAD.NORM"}) {
+    std::string norm;
+    Read(root, key, source, norm);
+    Require(norm.empty(), source, key,
+            "is \"" + norm + "\": a norm after these convolutions is not implemented (only \"\" is); "
+            "use a config without it");
+  }
+}
+
 // Detectron2's part names -> ours, and the keys only Detectron2's configs have. Keys of a
 // Detectron2 config dump that are not read here are listed in trainer/model/README.md.
 void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConfig& c) {
+  RefuseUnbuiltBlocks(root, source);
   c.convention = "detectron2";
   const bool retinanet_backbone = c.backbone == "build_retinanet_resnet_fpn_backbone";
   c.neck = c.backbone == "build_resnet_fpn_backbone" || retinanet_backbone ? "fpn" : "none";

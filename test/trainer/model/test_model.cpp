@@ -704,3 +704,32 @@ TEST_CASE("a started batch finishes on another thread with Predict's answers whi
   }
   ::rmdir(dir.c_str());
 }
+
+TEST_CASE("Detectron2 keys for blocks that are not built are refused, naming the key",
+          "[config]") {
+  const std::string base = "MODEL: {BACKBONE: {NAME: build_resnet_fpn_backbone}, ";
+  struct Refused {
+    std::string yaml, key;
+  };
+  const Refused cases[] = {
+      {"RESNETS: {DEFORM_ON_PER_STAGE: [False, True, True, True]}}",
+       "MODEL.RESNETS.DEFORM_ON_PER_STAGE"},
+      {"FPN: {NORM: GN}}", "MODEL.FPN.NORM"},
+      {"ROI_BOX_HEAD: {NORM: GN}}", "MODEL.ROI_BOX_HEAD.NORM"},
+      {"ROI_MASK_HEAD: {NORM: SyncBN}}", "MODEL.ROI_MASK_HEAD.NORM"},
+  };
+  for (const Refused& r : cases) {
+    INFO(r.yaml);
+    CHECK_THROWS_WITH(ModelConfig::FromYaml(YAML::Load(base + r.yaml), "dconv.yaml"),
+                      Catch::Contains("dconv.yaml") && Catch::Contains(r.key) &&
+                          Catch::Contains("not implemented"));
+  }
+  // Their defaults, as every Detectron2 config dump writes them, are accepted.
+  const ModelConfig plain = ModelConfig::FromYaml(
+      YAML::Load(base +
+                 "RESNETS: {DEFORM_ON_PER_STAGE: [false, false, false, false]}, FPN: {NORM: ''}, "
+                 "ROI_BOX_HEAD: {NORM: ''}, ROI_MASK_HEAD: {NORM: '', CLS_AGNOSTIC_MASK: false}}"),
+      "plain.yaml");
+  CHECK(plain.detectron2());
+}
+

@@ -285,6 +285,19 @@ void RelayoutClassLayer(ClassLayout layout, RawTensor& tensor, std::optional<int
   }
 }
 
+namespace {
+
+// Detectron2's names of the parts every meta-architecture of ours has: a tensor under one that
+// no rule maps belongs to a block we build differently, not to a part the model lacks.
+bool InsideModelPart(std::string_view name) {
+  for (std::string_view part : {"backbone.", "proposal_generator.", "roi_heads.", "head."})
+    if (name.starts_with(part))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelShapes* model) {
   WeightMapping out;
   bool backbone_has_res5 = model == nullptr;
@@ -305,7 +318,8 @@ WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelS
       name = WithModelPrefix(name, backbone_has_res5);
     const auto mapping = MapDetectron2Name(name);
     if (!mapping) {
-      out.unknown.push_back(key == name ? key : key + " (as " + name + ")");
+      (InsideModelPart(name) ? out.unplaced : out.unknown)
+          .push_back(key == name ? key : key + " (as " + name + ")");
       continue;
     }
     if (!mapping->ignored_because.empty()) {

@@ -93,6 +93,11 @@ struct WeightMapping {
   std::vector<std::string> ignored;  // "key (why)": dropped on purpose
   // File keys no rule maps ("key"), or whose name the model lacks ("key -> ours").
   std::vector<std::string> unknown;
+  // File keys inside a part every model of ours has by that name (backbone., proposal_generator.,
+  // roi_heads., head.) that no rule maps: tensors of a block built otherwise than ours (a
+  // deformable convolution's conv2_offset, a norm after an FPN or head convolution). Loading
+  // the rest would give a model that predicts as if that block were plain.
+  std::vector<std::string> unplaced;
   std::vector<ShapeMismatch> shape_mismatches;  // with a model: skipped, as Detectron2 does
   std::vector<std::string> missing;             // with a model: its keys the file does not give
   std::vector<std::string> notes;               // what was done beyond renaming

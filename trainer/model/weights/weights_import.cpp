@@ -74,6 +74,11 @@ void LogMapping(const WeightMapping& mapping, const std::vector<std::string>& no
         << " keys of the file match nothing in the model:\n";
     LogGrouped(log, mapping.unknown);
   }
+  if (!mapping.unplaced.empty()) {
+    log << "[weights] " << mapping.unplaced.size()
+        << " keys of the file belong to blocks this model builds otherwise:\n";
+    LogGrouped(log, mapping.unplaced);
+  }
   if (!mapping.missing.empty()) {
     log << "[weights] " << mapping.missing.size()
         << " tensors of the model are not in the file (left as initialised):\n";
@@ -126,6 +131,16 @@ std::map<std::string, at::Tensor> ReadDetectron2StateDict(const std::filesystem:
   summary.missing = mapping.missing.size();
   if (summary_out != nullptr)
     *summary_out = summary;
+  if (!mapping.unplaced.empty()) {
+    throw std::runtime_error(
+        file + ": " + std::to_string(mapping.unplaced.size()) +
+        " tensors of the checkpoint belong to blocks the model builds otherwise (e.g. " +
+        mapping.unplaced.front() +
+        "): it was trained with an architecture the config does not describe (a deformable "
+        "convolution, MODEL.RESNETS.DEFORM_ON_PER_STAGE; a norm, MODEL.FPN.NORM or "
+        "MODEL.ROI_*_HEAD.NORM; ...). Give the config the checkpoint was trained with; loading "
+        "the rest would predict as if those blocks were plain");
+  }
   if (mapping.tensors.empty()) {
     std::string example = mapping.unknown.empty() ? "" : " (e.g. " + mapping.unknown.front() + ")";
     throw std::runtime_error(

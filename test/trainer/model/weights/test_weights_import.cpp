@@ -69,7 +69,8 @@ struct NamedModule : torch::nn::Module {
 
 // A Detectron2 model zoo .pkl: stem conv and norm (scale and shift only), an fp16 classifier
 // with background last, a box regressor our test model lacks.
-std::string ZooPickle(float stem_bias = 0.5f) {
+// `extra`: further keys with one float each (blocks the model does not build).
+std::string ZooPickle(float stem_bias = 0.5f, const std::vector<std::string>& extra = {}) {
   PickleBytes p;
   p.Proto(2).Op('}').Mark().Py2Str("model").Op('}').Mark();
   p.Py2Str("backbone.bottom_up.stem.conv1.weight")
@@ -83,6 +84,8 @@ std::string ZooPickle(float stem_bias = 0.5f) {
                   std::string("\x00\x3c\x00\x3c\x00\x40\x00\x40\x00\xc2\x00\xc2", 12));
   p.Py2Str("roi_heads.box_predictor.bbox_pred.weight")
       .NumpyArray({8, 2}, "f4", FloatBytes(std::vector<float>(16, 1)));
+  for (const std::string& key : extra)
+    p.Py2Str(key).NumpyArray({1}, "f4", FloatBytes({1}));
   p.Op('u').Py2Str("__author__").Py2Str("test").Op('u').Stop();
   return p.bytes();
 }
@@ -172,4 +175,29 @@ TEST_CASE("files with nothing for the model, or with NaN, are refused with the f
       Catch::StartsWith(nan.path.string() +
                         ": tensor 'backbone.bottom_up.stem.conv1.norm.bias' holds NaN"));
   CHECK(model.Get("backbone.body.conv1.weight").sum().item<float>() == 42.0f);  // nothing copied
+}
+
+TEST_CASE("a tensor of a block the model builds otherwise fails the load, naming it", "[import]") {
+  // A deformable convolution's offsets (Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5's
+  // conv2_offset) inside a part the model has: loading the rest would predict as if res3-res5
+  // were plain, so the load is refused.
+  const TempFile file(ZooPickle(0.5f, {"backbone.bottom_up.res3.0.conv2_offset.weight",
+                                       "backbone.bottom_up.res3.0.conv2_offset.bias"}));
+  NamedModule model;
+  AddModelTensors(model, 3);
+  std::ostringstream log;
+  CHECK_THROWS_WITH(ImportDetectron2Weights(file.path, model, log),
+                    Catch::Contains(file.path.string()) &&
+                        Catch::Contains("2 tensors of the checkpoint belong to blocks") &&
+                        Catch::Contains("backbone.bottom_up.res3.0.conv2_offset") &&
+                        Catch::Contains("MODEL.RESNETS.DEFORM_ON_PER_STAGE"));
+  CHECK_THAT(log.str(), Catch::Contains("2 keys of the file belong to blocks this model builds "
+                                        "otherwise"));
+  CHECK(model.Get("roi_heads.mask_head.0.0.weight").item<float>() == 7.0f);  // nothing copied
+  // Outside the model's parts an unknown key is reported and the rest loads, as before.
+  const TempFile other(ZooPickle(0.5f, {"some_other_model.fc.weight"}));
+  NamedModule loaded;
+  AddModelTensors(loaded, 3);
+  std::ostringstream quiet;
+  CHECK(ImportDetectron2Weights(other.path, loaded, quiet).unknown == 2);
 }
