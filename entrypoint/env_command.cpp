@@ -76,6 +76,8 @@ nlohmann::json Describe(const LaunchPlan& plan) {
 int PrintEnvironment(const TrainOptions& options) {
   try {
     const LaunchPlan plan = MakeLaunchPlan(options, common::CurrentEnvironment());
+    for (const std::string& note : plan.notes)
+      LogLine(note);
     std::cout << Describe(plan).dump(2) << '\n';
     return 0;
   } catch (const std::exception& error) {

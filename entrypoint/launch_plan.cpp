@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/config_error.h"
+#include "common/socket_interface.h"
 #include "common/training_env.h"
 
 namespace mrcnn::entrypoint {
@@ -91,12 +92,20 @@ LaunchPlan MakeLaunchPlan(const TrainOptions& options, const common::EnvMap& env
 
   const common::EnvMap job_variables =
       common::TrainingEnvironmentVariables(plan.job, plan.world, plan.program.user_entry_point);
+  // SM_NETWORK_INTERFACE_NAME keeps what the file says (the toolkit's byte for byte); only
+  // what NCCL and Gloo act on is left out when the host lacks the interface.
+  const common::SocketInterface socket_interface = common::SocketInterfaceVariables(
+      plan.job.resources, env, plan.job.paths.input_config / "resourceconfig.json");
+  if (socket_interface.note)
+    plan.notes.push_back(*socket_interface.note);
   for (int local_rank : local_ranks) {
     ChildPlan child;
     child.local_rank = local_rank;
     child.rank = plan.world.node_rank * plan.world.nproc_per_node + local_rank;
     child.added_env = job_variables;
     for (auto& [key, value] : common::ProcessVariables(plan.world, local_rank))
+      child.added_env[key] = value;
+    for (const auto& [key, value] : socket_interface.variables)
       child.added_env[key] = value;
     child.added_env.insert_or_assign(std::string("PYTHONUNBUFFERED"), std::string("1"));
     // The base dir may come from --base-dir, which children cannot see otherwise; the

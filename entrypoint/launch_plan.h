@@ -29,7 +29,7 @@ struct TrainOptions {
 struct ChildPlan {
   int local_rank = 0;
   int rank = 0;
-  common::EnvMap added_env;  // SM_*, torchrun variables, PYTHONUNBUFFERED
+  common::EnvMap added_env;  // SM_*, torchrun variables, PYTHONUNBUFFERED, *_SOCKET_IFNAME
 };
 
 struct LaunchPlan {
@@ -44,6 +44,9 @@ struct LaunchPlan {
   // launcher (torchrun, mpirun) has done that already and starts one child.
   bool wait_for_peers = false;
   int rendezvous_port = 0;
+  // What the log should say before anything starts: settings of the job that were
+  // ignored, with the reason (`train` and `env` write them to stderr).
+  std::vector<std::string> notes;
 };
 
 // Output/failure location even when the rest of the configuration is broken.

@@ -1,10 +1,12 @@
 // entrypoint: the container's PID 1. `train` supervises the training processes,
-// `serve` becomes the model server, `env` prints what `train` would do.
+// `serve` becomes the model server, `env` prints what `train` would do; no argument at
+// all is `train`.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "entrypoint/commands.h"
+#include "entrypoint/fd_io.h"
 
 namespace {
 
@@ -39,6 +41,17 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "serve") {
     return mrcnn::entrypoint::ExecServer(std::vector<std::string>(argv + 2, argv + argc));
   }
+  // SageMaker starts a training image with `train` and a hosting one with `serve`, but the
+  // local mode of the SageMaker Python SDK v3 starts the training image with no argument at
+  // all (its compose service has no command). Only a bare start means `train`: options
+  // without a command, an unknown command and --help stay the parser's.
+  std::vector<const char*> args(argv, argv + argc);
+  if (argc <= 1) {
+    mrcnn::entrypoint::LogLine(
+        "no command given: running `entrypoint train` (SageMaker passes train or serve; the "
+        "SageMaker Python SDK v3's local mode passes none)");
+    args = {argc == 1 ? argv[0] : "entrypoint", "train"};
+  }
   CLI::App app{"Mask R-CNN container entrypoint: train | serve | env"};
   app.require_subcommand(1);
   mrcnn::entrypoint::TrainOptions train_options;
@@ -52,7 +65,7 @@ int main(int argc, char** argv) {
                      "else $SM_MODEL_DIR, else <base>/model with base = --base-dir, else "
                      "$SAGEMAKER_BASE_DIR, else /opt/ml (as train does)");
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
     return code == 0 ? 0 : mrcnn::entrypoint::kExitConfigError;

@@ -101,6 +101,8 @@ int RunTrain(const TrainOptions& options) {
   } catch (const std::exception& error) {
     return Fail(paths, env, kExitConfigError, fmt::format("configuration error: {}", error.what()));
   }
+  for (const std::string& note : plan.notes)
+    LogLine(note);
 
   std::unique_ptr<RendezvousListener> listener;
   if (plan.wait_for_peers) {

@@ -151,3 +151,85 @@ TEST_CASE("hyperparameters: argv is sorted --key value pairs the way the toolkit
       "1e-05",       "--words", "['a', \"it's\"]", "-x",      "5"};
   CHECK(argv == expected);
 }
+
+// SageMaker Python SDK v3 (ModelTrainer) writes each value through safe_serialize: strings as
+// they are, anything else json.dumps'd with Python's default separators. v2's framework
+// estimators json.dumps every value, strings included. Both must reach the program alike.
+TEST_CASE("hyperparameters: SDK v3's strings decode to what v2's JSON encoding gives",
+          "[hyperparameters]") {
+  JobTree v2_tree;
+  JobTree v3_tree;
+  const auto v2 = ParseHyperparameters(v2_tree.WriteConfig("hyperparameters.json", R"({
+    "config-file": "\"COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml\"",
+    "local-config-file": "\"my_config.yaml\"",
+    "opts": "[\"SOLVER.MAX_ITER\", \"100\", \"SOLVER.STEPS\", \"[60, 80]\"]",
+    "resume": "true", "eval-only": "false", "lr": "0.02", "sizes": "[1, 2]", "dict": "{\"a\": 1}",
+    "none": "null", "sagemaker_program": "\"train.py\"",
+    "sagemaker_submit_directory": "\"/opt/ml/code\"",
+    "sagemaker_mpi_num_of_processes_per_host": "2"})"));
+  const auto v3 = ParseHyperparameters(v3_tree.WriteConfig("hyperparameters.json", R"({
+    "config-file": "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
+    "local-config-file": "my_config.yaml",
+    "opts": "[\"SOLVER.MAX_ITER\", \"100\", \"SOLVER.STEPS\", \"[60, 80]\"]",
+    "resume": "true", "eval-only": "false", "lr": "0.02", "sizes": "[1, 2]", "dict": "{\"a\": 1}",
+    "none": "null", "sagemaker_program": "train.py",
+    "sagemaker_submit_directory": "/opt/ml/code",
+    "sagemaker_mpi_num_of_processes_per_host": "2"})"));
+  CHECK(v3.user == v2.user);
+  CHECK(v3.framework == v2.framework);
+  CHECK(v3.user["opts"] == json::array({"SOLVER.MAX_ITER", "100", "SOLVER.STEPS", "[60, 80]"}));
+  CHECK(v3.user["resume"] == json(true));
+  CHECK(v3.framework["sagemaker_program"] == json("train.py"));
+  CHECK(v3.framework["sagemaker_mpi_num_of_processes_per_host"] == json(2));
+  // The list reaches the trainer as Python's str() of it, which its --opts reads as a list.
+  const std::vector<std::string> expected = {
+      "--config-file",
+      "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml",
+      "--dict",
+      "a=1",
+      "--eval-only",
+      "False",
+      "--local-config-file",
+      "my_config.yaml",
+      "--lr",
+      "0.02",
+      "--none",
+      "",
+      "--opts",
+      "['SOLVER.MAX_ITER', '100', 'SOLVER.STEPS', '[60, 80]']",
+      "--resume",
+      "True",
+      "--sizes",
+      "[1, 2]"};
+  CHECK(v3.UserArgv() == expected);
+  CHECK(v2.UserArgv() == expected);
+}
+
+TEST_CASE("hyperparameters: opts as a space-separated string reaches the program unchanged",
+          "[hyperparameters]") {
+  JobTree tree;
+  const std::string text = "SOLVER.MAX_ITER 100 MODEL.WEIGHTS ''";
+  for (const json& written : {json(text), json(json(text).dump())}) {  // v3 raw, v2 encoded
+    INFO(written.dump());
+    const auto hps = ParseHyperparameters(
+        tree.WriteConfig("hyperparameters.json", json{{"opts", written}}.dump()));
+    CHECK(hps.user["opts"] == json(text));
+    CHECK(hps.UserArgv() == std::vector<std::string>{"--opts", text});
+  }
+}
+
+TEST_CASE("hyperparameters: booleans in every form the SDKs write give True/False on argv",
+          "[hyperparameters]") {
+  JobTree tree;
+  // "true"/"false": json.dumps (v2 frameworks, v3 safe_serialize); "True"/"False": str() (v2's
+  // generic Estimator, v3's tuner) or typed by hand; JSON booleans: raw-API users.
+  const std::vector<std::pair<json, std::string>> forms = {{"true", "True"}, {"false", "False"},
+                                                           {"True", "True"}, {"False", "False"},
+                                                           {true, "True"},   {false, "False"}};
+  for (const auto& [written, argv] : forms) {
+    INFO(written.dump());
+    const auto hps = ParseHyperparameters(tree.WriteConfig(
+        "hyperparameters.json", json{{"resume", written}, {"eval-only", written}}.dump()));
+    CHECK(hps.UserArgv() == std::vector<std::string>{"--eval-only", argv, "--resume", argv});
+  }
+}

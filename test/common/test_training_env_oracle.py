@@ -38,6 +38,28 @@ EXAMPLE_RESOURCES = {
     "network_interface_name": "eth0",
 }
 
+
+def v3_encoded(values: dict) -> dict:
+    """hyperparameters.json as the SageMaker Python SDK v3 (ModelTrainer) writes it: strings as
+    they are, every other value json.dumps'd (Python's default separators)."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+
+
+def v2_encoded(values: dict) -> dict:
+    """The v2 framework estimators' encoding: every value json.dumps'd, strings included."""
+    return {k: json.dumps(v) for k, v in values.items()}
+
+
+# What SDK users pass for the hyperparameters this project's trainer reads, plus the
+# framework keys SDK v3's local mode sets (it rewrites a local source dir to /opt/ml/code).
+SDK_VALUES = {
+    "sagemaker_program": "train.py", "sagemaker_submit_directory": "/opt/ml/code",
+    "config-file": "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml", "local-config-file": "mine.yaml",
+    "opts": ["SOLVER.MAX_ITER", "100", "SOLVER.STEPS", "[60, 80]"], "resume": True, "eval-only": False,
+    "lr": 0.02, "tiny": 1e-05, "sizes": [1, 2], "d": {"b": 1, "a": "x"}, "none": None, "name": "run one",
+}
+
+
 CASES = {
     "sdk_encoded": dict(
         hyperparameters={
@@ -54,6 +76,23 @@ CASES = {
                 "val": {"TrainingInputMode": "Pipe"}},
         entry_point="train.py",
         env={"TRAINING_JOB_NAME": "job-1"},
+    ),
+    # ModelTrainer's local mode: its resourceconfig.json names "ethwe" and has no instance groups.
+    "sdk_v3_local_mode": dict(
+        hyperparameters=v3_encoded(SDK_VALUES),
+        resources={"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "ethwe",
+                   "current_instance_type": "local"},
+        inputs={"train": {"TrainingInputMode": "File"}},
+        entry_point="train.py",
+        env={"TRAINING_JOB_NAME": "local-v3"},
+    ),
+    "sdk_v3_opts_as_text": dict(
+        hyperparameters=v3_encoded({"opts": "SOLVER.MAX_ITER 100 MODEL.WEIGHTS ''", "resume": "True",
+                                    "eval-only": "false", "config-file": "my.yaml"}),
+        resources={"current_host": "algo-1", "hosts": ["algo-1"]},
+        inputs={},
+        entry_point="",
+        env={},
     ),
     "minimal_single_host": dict(
         hyperparameters={},
@@ -184,3 +223,18 @@ def test_bad_tree_is_reported_with_file_and_field(tmp_path):
     out = subprocess.run([str(PRINTER)], env=clean_env(base, {}), capture_output=True, text=True)
     assert out.returncode == 1
     assert 'resourceconfig.json: "current_host" must be one of "hosts" ["algo-2","algo-1"], got "algo-3"' in out.stderr
+
+
+def test_sdk_v3_and_v2_encodings_give_the_same_argv_and_values(tmp_path):
+    seen = []
+    for name, encode in (("v2", v2_encoded), ("v3", v3_encoded)):
+        base = tmp_path / name / "ml"
+        write_tree(base, dict(hyperparameters=encode(SDK_VALUES), resources={"current_host": "algo-1",
+                              "hosts": ["algo-1"]}, inputs={}))
+        ours = run_ours(clean_env(base, {}), "train.py")
+        seen.append((ours["argv"], ours["sm"]["SM_HPS"], ours["sm"]["SM_USER_ARGS"]))
+    assert seen[0] == seen[1]
+    argv = seen[1][0]
+    assert argv[argv.index("--opts") + 1] == "['SOLVER.MAX_ITER', '100', 'SOLVER.STEPS', '[60, 80]']"
+    assert argv[argv.index("--resume") + 1] == "True"
+    assert argv[argv.index("--config-file") + 1] == "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_3x.yaml"

@@ -62,13 +62,17 @@ void JobTree::WriteHyperparameters(const nlohmann::json& values) const {
   WriteText(base / "input/config/hyperparameters.json", encoded.dump());
 }
 
-void JobTree::WriteResourceConfig(const std::vector<std::string>& hosts,
-                                  const std::string& current) const {
+void JobTree::WriteHyperparametersAsIs(const nlohmann::json& file) const {
+  WriteText(base / "input/config/hyperparameters.json", file.dump());
+}
+
+void JobTree::WriteResourceConfig(const std::vector<std::string>& hosts, const std::string& current,
+                                  const std::string& network_interface) const {
   nlohmann::json config = {{"current_host", current},
                            {"current_instance_type", "ml.c5.xlarge"},
                            {"current_group_name", "homogeneousCluster"},
                            {"hosts", hosts},
-                           {"network_interface_name", "eth0"}};
+                           {"network_interface_name", network_interface}};
   WriteText(base / "input/config/resourceconfig.json", config.dump());
 }
 

@@ -35,7 +35,10 @@ struct JobTree {
   explicit JobTree(const std::filesystem::path& dir);
   void WriteHyperparameters(
       const nlohmann::json& sdk_style) const;  // values JSON-encoded like the SDK
-  void WriteResourceConfig(const std::vector<std::string>& hosts, const std::string& current) const;
+  // The file exactly as given (SDK v3's safe_serialize strings, raw-API values).
+  void WriteHyperparametersAsIs(const nlohmann::json& file) const;
+  void WriteResourceConfig(const std::vector<std::string>& hosts, const std::string& current,
+                           const std::string& network_interface = "eth0") const;
   // Puts the test child into code/ under `name` (a symlink) or writes a script.
   void InstallChildAs(const std::string& name) const;
   void WriteCode(const std::string& name, const std::string& text, bool executable) const;

@@ -13,7 +13,8 @@
 //   --mode grandchild forks a grandchild that writes its pid to <marker-dir>/grandchild.<rank>
 //                     and sleeps; the child exits 0
 //   --mode partial    prints a line and then text without a newline
-//   --mode world      prints "world KEY=VALUE ..." for the launcher variables, and its argv
+//   --mode world      prints "world KEY=VALUE ..." for the launcher variables (and the socket
+//                     interfaces NCCL and Gloo are told), and its argv
 //   --mode stamp      writes CLOCK_REALTIME in ns to --stamp-file and exits (launch benchmark)
 //   --mode flood      writes --megabytes MB of --line-bytes long lines to stdout, fast (throughput
 //   benchmark)
@@ -224,7 +225,8 @@ int main(int argc, char** argv) {
   if (mode == "world") {
     std::string line = "world";
     for (const char* key : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                            "MASTER_ADDR", "MASTER_PORT", "SM_CURRENT_HOST", "PYTHONUNBUFFERED"}) {
+                            "MASTER_ADDR", "MASTER_PORT", "SM_CURRENT_HOST", "PYTHONUNBUFFERED",
+                            "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
       const char* value = std::getenv(key);
       line += std::string(" ") + key + "=" + (value ? value : "<unset>");
     }

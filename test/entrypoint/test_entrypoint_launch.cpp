@@ -2,6 +2,7 @@
 // executables), the default trainer, multi-host jobs on loopback, `env`,
 // `serve`, and configuration errors.
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -185,6 +186,136 @@ TEST_CASE(
     CHECK(run.exit_code == 2);
     CHECK(ReadFile(job.Failure()).find("trainer") != std::string::npos);
   }
+}
+
+TEST_CASE("With no argument at all the entrypoint runs `train` and says so") {
+  // The SageMaker Python SDK v3's local mode starts the training image without a command.
+  TempDir dir;
+  JobTree job(dir.path());
+  const fs::path bin = dir.path() / "bin";
+  fs::create_directories(bin);
+  fs::copy_file(EntrypointBinary(), bin / "entrypoint");
+  fs::permissions(bin / "entrypoint", fs::perms::owner_all);
+  fs::create_symlink(ChildBinary(), bin / "trainer");
+  job.WriteHyperparameters({{"mode", "world"}});
+  const auto run = [&](const std::vector<std::string>& args) {
+    return RunEntrypoint(args, {{"SAGEMAKER_BASE_DIR", job.base.string()}}, dir.path(),
+                         std::chrono::seconds(30), (bin / "entrypoint").string());
+  };
+  SECTION("none: `train` with the base dir from SAGEMAKER_BASE_DIR") {
+    const Finished done = run({});
+    INFO(done.err);
+    REQUIRE(done.exit_code == 0);
+    CHECK(LinesStartingWith(done.out, "argv") ==
+          std::vector<std::string>{"argv train --mode world"});
+    CHECK(LinesStartingWith(done.err, "[entrypoint] no command given: running `entrypoint train`")
+              .size() == 1);
+  }
+  SECTION("--help still prints the usage and starts nothing") {
+    const Finished done = run({"--help"});
+    CHECK(done.exit_code == 0);
+    CHECK(done.out.find("SUBCOMMAND") != std::string::npos);
+    CHECK(LinesStartingWith(done.out, "argv").empty());
+    CHECK(done.err.find("no command given") == std::string::npos);
+  }
+  SECTION("an unknown command or options without one are still errors") {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"trian"}, std::vector<std::string>{"--nproc-per-node", "1"}}) {
+      const Finished done = run(args);
+      INFO(done.err);
+      CHECK(done.exit_code == 2);
+      CHECK(LinesStartingWith(done.out, "argv").empty());
+      CHECK(done.err.find("no command given") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("resourceconfig.json's network interface reaches NCCL and Gloo only if the host has it") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  job.WriteHyperparameters({{"sagemaker_program", "child"}, {"mode", "world"}});
+  const auto world_of = [](const Finished& done) {
+    const auto lines = LinesStartingWith(done.out, "world ");
+    REQUIRE(lines.size() == 1);
+    return ParseWorld(lines[0]);
+  };
+  SECTION("present (lo): exported to both") {
+    job.WriteResourceConfig({"algo-1"}, "algo-1", "lo");
+    const Finished done = RunEntrypoint(Train(job), {}, dir.path());
+    INFO(done.err);
+    REQUIRE(done.exit_code == 0);
+    const auto world = world_of(done);
+    CHECK(world.at("NCCL_SOCKET_IFNAME") == "lo");
+    CHECK(world.at("GLOO_SOCKET_IFNAME") == "lo");
+    CHECK(done.err.find("network_interface_name") == std::string::npos);
+  }
+  SECTION("absent (SDK v3 local mode's ethwe): not exported, one line says so") {
+    REQUIRE(if_nametoindex("ethwe") == 0);  // this test needs a host without it
+    job.WriteResourceConfig({"algo-1"}, "algo-1", "ethwe");
+    const Finished done = RunEntrypoint(Train(job), {}, dir.path());
+    INFO(done.err);
+    REQUIRE(done.exit_code == 0);
+    const auto world = world_of(done);
+    CHECK(world.at("NCCL_SOCKET_IFNAME") == "<unset>");
+    CHECK(world.at("GLOO_SOCKET_IFNAME") == "<unset>");
+    const auto notes =
+        LinesStartingWith(done.err, "[entrypoint] " + job.base.string() +
+                                        "/input/config/resourceconfig.json: "
+                                        "\"network_interface_name\" names \"ethwe\"");
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0].find("which this host does not have; ignored") != std::string::npos);
+    // SM_NETWORK_INTERFACE_NAME still says what the file says, as the public toolkit's does.
+    const Finished env = RunEntrypoint({"env", "--base-dir", job.base.string()}, {}, dir.path());
+    REQUIRE(env.exit_code == 0);
+    const auto child_env = nlohmann::json::parse(env.out)["child_environment"];
+    CHECK(child_env["SM_NETWORK_INTERFACE_NAME"] == "ethwe");
+    CHECK_FALSE(child_env.contains("NCCL_SOCKET_IFNAME"));
+    CHECK(LinesStartingWith(env.err, "[entrypoint] " + job.base.string()).size() == 1);
+  }
+  SECTION("set by the user: left as it is") {
+    job.WriteResourceConfig({"algo-1"}, "algo-1", "lo");
+    const Finished done =
+        RunEntrypoint(Train(job), {{"NCCL_SOCKET_IFNAME", "^docker"}}, dir.path());
+    REQUIRE(done.exit_code == 0);
+    const auto world = world_of(done);
+    CHECK(world.at("NCCL_SOCKET_IFNAME") == "^docker");
+    CHECK(world.at("GLOO_SOCKET_IFNAME") == "lo");
+  }
+}
+
+TEST_CASE("SDK v3's hyperparameter strings give the program the argv v2's encoding gives") {
+  TempDir dir;
+  JobTree job(dir.path());
+  job.InstallChildAs("child");
+  const auto argv_of = [&](const nlohmann::json& file) {
+    job.WriteHyperparametersAsIs(file);
+    const Finished done = RunEntrypoint(Train(job), {}, dir.path());
+    INFO(done.err);
+    REQUIRE(done.exit_code == 0);
+    return LinesStartingWith(done.out, "argv");
+  };
+  // v3 (safe_serialize): strings as they are, other values json.dumps'd.
+  const auto v3 = argv_of({{"sagemaker_program", "child"},
+                           {"mode", "world"},
+                           {"config-file", "COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml"},
+                           {"opts", R"(["SOLVER.MAX_ITER", "100"])"},
+                           {"resume", "true"},
+                           {"eval-only", "false"},
+                           {"lr", "0.02"}});
+  // v2 (framework estimators): every value json.dumps'd, strings quoted.
+  const auto v2 = argv_of({{"sagemaker_program", "\"child\""},
+                           {"mode", "\"world\""},
+                           {"config-file", "\"COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml\""},
+                           {"opts", R"(["SOLVER.MAX_ITER", "100"])"},
+                           {"resume", "true"},
+                           {"eval-only", "false"},
+                           {"lr", "0.02"}});
+  CHECK(v3 ==
+        std::vector<std::string>{"argv --config-file COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml "
+                                 "--eval-only False --lr 0.02 --mode world --opts "
+                                 "['SOLVER.MAX_ITER', '100'] --resume True"});
+  CHECK(v2 == v3);
 }
 
 TEST_CASE("Two supervisors on loopback hosts give their children one consistent world") {
