@@ -148,7 +148,7 @@ def test_the_run_holds_the_config_every_metric_and_the_artifacts(server, shapes,
     assert tags["job_name"] == "finished-job"
     assert_histories_equal(client, run, root)
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"config.yaml", "metrics.jsonl", "report.html"} <= names, names
+    assert {"config.yaml", "metrics.jsonl", "report.html"} <= names, (names, out[-3000:])
     local = client.download_artifacts(run.info.run_id, "metrics.jsonl", str(tmp_path))
     assert pathlib.Path(local).read_bytes() == (root / "output" / "data" / "metrics.jsonl").read_bytes()
     saved = json.loads((root / "checkpoints" / "mlflow_run.json").read_text())

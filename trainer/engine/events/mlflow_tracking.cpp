@@ -111,8 +111,12 @@ class MlflowTrackingImpl : public MlflowTracking {
     if (!failure.empty()) {
       run_->SetTags({{"mrcnn.failure", failure.substr(0, failure.find('\n'))}});
     }
-    UploadArtifacts();
+    // Finish first: the sender thread creates the run, and on a slow server it may not have
+    // done so yet when a short job ends; Finish waits (bounded by
+    // MRCNN_MLFLOW_FINISH_TIMEOUT_S) until the run exists and everything queued is sent. The
+    // artifact store takes files for a finished run as for a running one.
     run_->Finish(status);
+    UploadArtifacts();
     if (const std::string id = run_->run_id(); !id.empty()) {
       std::error_code ignored;
       std::filesystem::create_directories(run_file_.parent_path(), ignored);
