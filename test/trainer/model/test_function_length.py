@@ -2,7 +2,7 @@
 
 A function is a brace block opened at namespace or class scope by text that ends in a
 parameter list (`...) {`, `...) const {`, `...) override {`, a constructor's initialiser list);
-its length runs from the line of its opening brace to the line of its closing one. Lambdas and
+its length runs from the first line of its signature to the line of its closing brace. Lambdas and
 local blocks count as part of the function they are in. Comments, string and character
 literals are blanked first, so braces inside them do not count.
 """
@@ -37,7 +37,10 @@ def functions(text):
             elif SCOPE.search(head) or not re.search(r"\)[^;{}]*$", head):
                 stack.append("scope")
             else:
-                stack.append(("function", line))
+                # From the head's first line (the signature), as a reader counts it.
+                lead = re.match(r"\s*(?:(?:public|private|protected)\s*:\s*)*", code[start:i])
+                head_start = start + lead.end()
+                stack.append(("function", code.count("\n", 0, head_start) + 1))
             start = i + 1
         elif ch == "}":
             top = stack.pop() if stack else "scope"
@@ -78,3 +81,7 @@ def test_the_scanner_measures_functions(tmp_path):
     assert spans[0] == (4, 4)
     assert spans[1][1] - spans[1][0] + 1 == LIMIT  # at the limit: allowed
     assert long_functions([source]) == [f"probe.cpp:{spans[2][0]}: {LIMIT + 3} lines"]
+    # A signature over several lines counts from its first.
+    wrapped = tmp_path / "wrapped.cpp"
+    wrapped.write_text(f"void F(int a,\n       int b) {{\n{body}\n}}\n")
+    assert functions(wrapped.read_text()) == [(1, LIMIT + 1)]

@@ -16,6 +16,38 @@
 namespace mrcnn::model {
 namespace F = torch::nn::functional;
 
+namespace {
+
+// Eval mode: per image, the top-scored boxes clipped, small and low-scoring ones dropped, NMS
+// per level, the best post_nms (torchvision's filter_proposals as it reads).
+void KeepEvalProposals(const ModelConfig& config, const ImageBatch& batch,
+                       const at::Tensor& proposals, const at::Tensor& scores_all,
+                       const at::Tensor& top, const at::Tensor& levels, int64_t post_nms,
+                       RpnOutput& out) {
+  const int64_t num_images = proposals.size(0);
+  for (int64_t i = 0; i < num_images; ++i) {
+    at::Tensor boxes = proposals[i].index_select(0, top[i]);
+    at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
+    at::Tensor lvl = levels;
+    boxes = ClipBoxes(boxes, batch.image_sizes[static_cast<size_t>(i)][0],
+                      batch.image_sizes[static_cast<size_t>(i)][1]);
+    at::Tensor keep = KeepNonSmall(boxes, config.rpn_min_size, config.detectron2());
+    boxes = boxes.index_select(0, keep);
+    scores = scores.index_select(0, keep);
+    lvl = lvl.index_select(0, keep);
+    keep = torch::where(scores.ge(config.rpn_score_thresh))[0];
+    boxes = boxes.index_select(0, keep);
+    scores = scores.index_select(0, keep);
+    lvl = lvl.index_select(0, keep);
+    keep = kernels::BatchedNms(boxes, scores, lvl, config.rpn_nms_thresh);
+    keep = keep.narrow(0, 0, std::min<int64_t>(post_nms, keep.size(0)));
+    out.proposals.push_back(boxes.index_select(0, keep));
+    out.scores.push_back(scores.index_select(0, keep));
+  }
+}
+
+}  // namespace
+
 Rpn::Rpn(const ModelConfig& config, SharedContext context)
     : config_(config), context_(std::move(context)) {
   box_loss_ = ParseBoxRegLoss(config_.rpn_bbox_reg_loss_type, "MODEL.RPN.BBOX_REG_LOSS_TYPE");
@@ -114,25 +146,7 @@ void Rpn::FilterProposals(const ImageBatch& batch, const at::Tensor& proposals,
     }
     return;
   }
-  for (int64_t i = 0; i < num_images; ++i) {
-    at::Tensor boxes = proposals[i].index_select(0, top[i]);
-    at::Tensor scores = torch::sigmoid(scores_all[i].index_select(0, top[i]));
-    at::Tensor lvl = levels;
-    boxes = ClipBoxes(boxes, batch.image_sizes[static_cast<size_t>(i)][0],
-                      batch.image_sizes[static_cast<size_t>(i)][1]);
-    at::Tensor keep = KeepNonSmall(boxes, config_.rpn_min_size, config_.detectron2());
-    boxes = boxes.index_select(0, keep);
-    scores = scores.index_select(0, keep);
-    lvl = lvl.index_select(0, keep);
-    keep = torch::where(scores.ge(config_.rpn_score_thresh))[0];
-    boxes = boxes.index_select(0, keep);
-    scores = scores.index_select(0, keep);
-    lvl = lvl.index_select(0, keep);
-    keep = kernels::BatchedNms(boxes, scores, lvl, config_.rpn_nms_thresh);
-    keep = keep.narrow(0, 0, std::min<int64_t>(post_nms, keep.size(0)));
-    out.proposals.push_back(boxes.index_select(0, keep));
-    out.scores.push_back(scores.index_select(0, keep));
-  }
+  KeepEvalProposals(config_, batch, proposals, scores_all, top, levels, post_nms, out);
 }
 
 RpnOutput Rpn::Forward(const ImageBatch& batch, const FeatureStageOutput& stage,
