@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <limits>
 #include <variant>
 
 #include "download/download_error.h"
@@ -174,7 +175,9 @@ AnswerHead HttpConnection::Get(const tracking::HeaderList& headers) {
   }
   for (const auto& [name, value] : headers)
     request.set(name, value);
-  s.parser.body_limit(boost::none);  // the body goes to disk, whatever its size
+  // The body goes to disk, whatever its size. Not boost::none: Boost 1.74 compares the
+  // length with the optional itself, and any length is "greater" than none.
+  s.parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   beast::error_code ec;
   std::visit(
       [&](auto& stream) {

@@ -104,13 +104,20 @@ void ReceiveBody(HttpConnection& connection, const ResumePlan& plan, const fs::p
   uint64_t have = start;
   ProgressClock clock(options.progress_period);
   const auto started = std::chrono::steady_clock::now();
-  for (size_t n; (n = connection.ReadBody(buffer.data(), buffer.size())) > 0;) {
-    file.Write(buffer.data(), n);
-    have += n;
-    if (clock.Due(std::chrono::steady_clock::now())) {
-      log(ProgressLine(target.name, have, plan.total, start,
-                       std::chrono::steady_clock::now() - started));
+  try {
+    for (size_t n; (n = connection.ReadBody(buffer.data(), buffer.size())) > 0;) {
+      file.Write(buffer.data(), n);
+      have += n;
+      if (clock.Due(std::chrono::steady_clock::now())) {
+        log(ProgressLine(target.name, have, plan.total, start,
+                         std::chrono::steady_clock::now() - started));
+      }
     }
+  } catch (const DownloadError& e) {
+    throw DownloadError(e.retryable(), std::string(e.what()) + " (" + std::to_string(have) +
+                                           " of " +
+                                           (plan.total ? std::to_string(*plan.total) : "?") +
+                                           " bytes received: truncated)");
   }
   file.Sync();
   if (plan.total && have != *plan.total) {
