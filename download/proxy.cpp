@@ -11,13 +11,6 @@
 namespace mrcnn::download {
 namespace {
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 // The first of `names` that is set and not empty, with the name it came from.
 std::optional<std::pair<std::string, std::string>> FirstSet(
     const common::EnvMap& env, std::initializer_list<const char*> names) {
@@ -83,8 +76,8 @@ bool EntryExempts(std::string entry, const std::string& host, uint16_t port) {
 }  // namespace
 
 bool NoProxyExempts(std::string_view list, std::string_view host, uint16_t port) {
-  const std::string lower_host = Lower(host);
-  const std::string lower = Lower(list);
+  const std::string lower_host = LowerAscii(host);
+  const std::string lower = LowerAscii(list);
   size_t start = 0;
   while (start < lower.size()) {
     const size_t end = std::min(lower.find_first_of(", \t", start), lower.size());
@@ -106,7 +99,7 @@ std::optional<Url> ProxyFor(const Url& target, const common::EnvMap& env) {
   if (!proxy)
     return std::nullopt;
   const std::string& value = proxy->second;
-  if (Lower(value).starts_with("https://")) {
+  if (LowerAscii(value).starts_with("https://")) {
     throw std::invalid_argument(proxy->first + "=" + value +
                                 ": a proxy reached over TLS is not supported; give its http:// "
                                 "address (https downloads still go through it as a CONNECT "

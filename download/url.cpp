@@ -8,13 +8,6 @@
 namespace mrcnn::download {
 namespace {
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 [[noreturn]] void Refuse(std::string_view url, const std::string& why) {
   throw std::invalid_argument("\"" + std::string(url) + "\" is not a usable URL: " + why);
 }
@@ -26,7 +19,7 @@ void ParseAuthority(std::string_view text, std::string_view authority, Url& url)
     const size_t close = authority.find(']');
     if (close == std::string_view::npos)
       Refuse(text, "an IPv6 address without ']'");
-    url.host = Lower(authority.substr(1, close - 1));
+    url.host = LowerAscii(authority.substr(1, close - 1));
     const std::string_view rest = authority.substr(close + 1);
     if (!rest.empty() && !rest.starts_with(':'))
       Refuse(text, "junk after the IPv6 address");
@@ -34,7 +27,7 @@ void ParseAuthority(std::string_view text, std::string_view authority, Url& url)
       port = rest.substr(1);
   } else {
     const size_t colon = authority.rfind(':');
-    url.host = Lower(authority.substr(0, colon));
+    url.host = LowerAscii(authority.substr(0, colon));
     if (colon != std::string_view::npos)
       port = authority.substr(colon + 1);
   }
@@ -52,6 +45,13 @@ void ParseAuthority(std::string_view text, std::string_view authority, Url& url)
 
 }  // namespace
 
+std::string LowerAscii(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
 std::string Url::HostHeader() const {
   const std::string name = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return port == (tls ? 443 : 80) ? name : name + ":" + std::to_string(port);
@@ -66,7 +66,7 @@ Url ParseUrl(std::string_view text) {
   const size_t scheme_end = text.find("://");
   if (scheme_end == std::string_view::npos)
     Refuse(text, "no scheme (http:// or https://)");
-  const std::string scheme = Lower(text.substr(0, scheme_end));
+  const std::string scheme = LowerAscii(text.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https")
     Refuse(text, "the scheme is not http or https");
   url.tls = scheme == "https";

@@ -21,6 +21,9 @@ struct Url {
   std::string ToString() const;
 };
 
+// `text` with A-Z turned into a-z (host names, schemes and NO_PROXY entries compare so).
+std::string LowerAscii(std::string_view text);
+
 // Parses an http:// or https:// URL. Throws std::invalid_argument naming the URL for any other
 // scheme, an empty host, a bad port or a fragment-only mess.
 Url ParseUrl(std::string_view text);

@@ -22,6 +22,8 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "trainer" / "engine"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "trainer" / "model"))
+from caffe2_names import caffe2_name_of_detectron2  # noqa: E402
 from engine_test_job import TRAINER, entrypoint_env, log_path, make_shapes, start_entrypoint  # noqa: E402
 from zoo_server import SilentServer, ZooFile, ZooServer, make_ca_and_server_cert  # noqa: E402
 
@@ -48,32 +50,13 @@ def narrow_opts() -> list:
             if k.startswith(("MODEL.RESNETS.", "MODEL.FPN.", "MODEL.ROI_BOX_HEAD.", "MODEL.ROI_MASK_HEAD."))]
 
 
-def caffe2_name(name: str):
-    """Caffe2's blob name of a Detectron2 ResNet body tensor (as ImageNetPretrained/MSRA/R-50.pkl
-    names them: scale and shift norms), or None for the rest of the model."""
-    param = {"weight": "s", "bias": "b"}
-    if name == "backbone.bottom_up.stem.conv1.weight":
-        return "conv1_w"
-    if m := re.fullmatch(r"backbone\.bottom_up\.stem\.conv1\.norm\.(weight|bias)", name):
-        return "res_conv1_bn_" + param[m[1]]
-    if m := re.fullmatch(r"backbone\.bottom_up\.res(\d)\.(\d+)\.conv(\d)\.weight", name):
-        return f"res{m[1]}_{m[2]}_branch2{'abc'[int(m[3]) - 1]}_w"
-    if m := re.fullmatch(r"backbone\.bottom_up\.res(\d)\.(\d+)\.conv(\d)\.norm\.(weight|bias)", name):
-        return f"res{m[1]}_{m[2]}_branch2{'abc'[int(m[3]) - 1]}_bn_{param[m[4]]}"
-    if m := re.fullmatch(r"backbone\.bottom_up\.res(\d)\.(\d+)\.shortcut\.weight", name):
-        return f"res{m[1]}_{m[2]}_branch1_w"
-    if m := re.fullmatch(r"backbone\.bottom_up\.res(\d)\.(\d+)\.shortcut\.norm\.(weight|bias)", name):
-        return f"res{m[1]}_{m[2]}_branch1_bn_{param[m[3]]}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def backbone_pkl(tmp_path_factory) -> bytes:
     """An ImageNet R-50 in Caffe2's names, at the golden variant's narrow widths, random values."""
     state = torch.load(GOLDEN / "model_final.pth", map_location="cpu", weights_only=True)["model"]
     rng = np.random.default_rng(7)
     blobs = {c2: rng.standard_normal(tuple(v.shape)).astype(np.float32)
-             for k, v in state.items() if (c2 := caffe2_name(k)) is not None}
+             for k, v in state.items() if (c2 := caffe2_name_of_detectron2(k)) is not None}
     assert "res5_2_branch2c_bn_b" in blobs and "conv1_w" in blobs
     blobs["fc1000_w"] = rng.standard_normal((1000, 8)).astype(np.float32)
     return pickle.dumps(blobs, protocol=2)
