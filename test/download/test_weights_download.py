@@ -25,7 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "trainer" /
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "trainer" / "model"))
 from caffe2_names import caffe2_name_of_detectron2  # noqa: E402
 from engine_test_job import TRAINER, entrypoint_env, log_path, make_shapes, start_entrypoint  # noqa: E402
-from zoo_server import SilentServer, ZooFile, ZooServer, make_ca_and_server_cert  # noqa: E402
+from zoo_server import ConnectProxy, SilentServer, ZooFile, ZooServer, make_ca_and_server_cert  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "test" / "data" / "detectron2" / "mask_rcnn_R_50_FPN"
@@ -217,6 +217,25 @@ def test_a_download_cut_half_way_resumes(zoo, tls, tmp_path, ignore_range):
     expected = "the server ignored Range: starting again" if ignore_range else "resuming after 1500000 bytes"
     assert expected in run.stderr, run.stderr
     assert not list((tmp_path / "cache").rglob("*.partial"))
+
+
+def test_https_goes_through_the_proxy_as_a_tunnel_unless_no_proxy_exempts_it(zoo, tls, tmp_path):
+    data = os.urandom(200_000)
+    zoo.files[R50_PATH] = ZooFile(data)
+    proxy = ConnectProxy()
+    try:
+        env = download_env(tls, f"https://127.0.0.1:{zoo.port}/", HTTPS_PROXY=f"http://127.0.0.1:{proxy.port}")
+        run = fetch_weights("detectron2://ImageNetPretrained/MSRA/R-50.pkl", tmp_path / "a", env)
+        assert run.returncode == 0, run.stderr
+        assert pathlib.Path(run.stdout.strip()).read_bytes() == data
+        assert proxy.targets == [f"127.0.0.1:{zoo.port}"]
+        env["no_proxy"] = "localhost,127.0.0.0/8"
+        run = fetch_weights("detectron2://ImageNetPretrained/MSRA/R-50.pkl", tmp_path / "b", env)
+        assert run.returncode == 0, run.stderr
+        assert proxy.targets == [f"127.0.0.1:{zoo.port}"]  # no second tunnel
+        assert len(zoo.requests_for(R50_PATH)) == 2
+    finally:
+        proxy.close()
 
 
 def failing_job(root, shapes, env, extra_opts=()):
