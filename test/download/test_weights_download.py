@@ -52,10 +52,12 @@ def narrow_opts() -> list:
 
 @pytest.fixture(scope="module")
 def backbone_pkl(tmp_path_factory) -> bytes:
-    """An ImageNet R-50 in Caffe2's names, at the golden variant's narrow widths, random values."""
+    """An ImageNet R-50 in Caffe2's names at the golden variant's narrow widths: its body's
+    tensors (Detectron2's own initialisation; plain normal values would make the 50 layers'
+    activations overflow at the first step), and the classifier Caffe2's files carry."""
     state = torch.load(GOLDEN / "model_final.pth", map_location="cpu", weights_only=True)["model"]
     rng = np.random.default_rng(7)
-    blobs = {c2: rng.standard_normal(tuple(v.shape)).astype(np.float32)
+    blobs = {c2: v.numpy().astype(np.float32)
              for k, v in state.items() if (c2 := caffe2_name_of_detectron2(k)) is not None}
     assert "res5_2_branch2c_bn_b" in blobs and "conv1_w" in blobs
     blobs["fc1000_w"] = rng.standard_normal((1000, 8)).astype(np.float32)
