@@ -118,17 +118,15 @@ class ZooServer:
         self.httpd.server_close()
 
 
-class SilentServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte."""
+class _Listener:
+    """A TCP listener on 127.0.0.1, a free port; each connection goes to `_accepted`."""
 
     def __init__(self):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
-        self.held = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
         while True:
@@ -136,33 +134,38 @@ class SilentServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            self.held.append(conn)
+            self._accepted(conn)
 
     def close(self):
         self.sock.close()
+
+
+class SilentServer(_Listener):
+    """Accepts TCP connections and never sends a byte."""
+
+    def __init__(self):
+        self.held = []
+        super().__init__()
+
+    def _accepted(self, conn):
+        self.held.append(conn)
+
+    def close(self):
+        super().close()
         for conn in self.held:
             conn.close()
 
 
-class ConnectProxy:
-    """An HTTP proxy on 127.0.0.1 that only tunnels (CONNECT host:port), as https downloads
-    use it; `targets` lists what it was asked to connect to."""
+class ConnectProxy(_Listener):
+    """An HTTP proxy that only tunnels (CONNECT host:port), as https downloads use it;
+    `targets` lists what it was asked to connect to."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.targets = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._tunnel, args=(client,), daemon=True).start()
+    def _accepted(self, conn):
+        threading.Thread(target=self._tunnel, args=(conn,), daemon=True).start()
 
     def _tunnel(self, client):
         head = b""
@@ -197,6 +200,3 @@ class ConnectProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-    def close(self):
-        self.sock.close()
