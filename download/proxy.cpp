@@ -55,7 +55,7 @@ bool EntryExempts(std::string entry, const std::string& host, uint16_t port) {
     if (close == std::string::npos)
       return false;
     const std::string rest = entry.substr(close + 1);
-    if (!rest.empty() && rest != ":" + std::to_string(port))
+    if (!rest.empty() && rest != std::string(":").append(std::to_string(port)))
       return false;
     return entry.substr(1, close - 1) == host;
   }
