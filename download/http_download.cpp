@@ -134,13 +134,14 @@ void DownloadOnce(const DownloadTarget& target, const fs::path& partial,
                   const DownloadOptions& options, const common::EnvMap& env, const LogLine& log) {
   const ConnectionTimeouts timeouts{options.connect_timeout, options.idle_timeout};
   Url url = target.url;
+  bool redirected = false;  // the signature is for the first URL alone
   // Redirects, and one fresh start when a server's answer to Range cannot be used.
   for (int hop = 0; hop <= options.max_redirects + 1; ++hop) {
     const uint64_t have = SizeOf(partial);
     tracking::HeaderList headers;
     if (have > 0)
       headers.emplace_back("Range", "bytes=" + std::to_string(have) + "-");
-    if (hop == 0 && target.sign) {
+    if (!redirected && target.sign) {
       const tracking::HeaderList signature = target.sign(headers);
       headers.insert(headers.end(), signature.begin(), signature.end());
     }
@@ -148,6 +149,7 @@ void DownloadOnce(const DownloadTarget& target, const fs::path& partial,
     const AnswerHead head = connection.Get(headers);
     if (IsRedirect(head.status) && !head.location.empty()) {
       url = ResolveRedirect(url, head.location);
+      redirected = true;
       continue;
     }
     const ResumePlan plan = PlanResume(have, head.status, head.content_length, head.content_range);
@@ -171,7 +173,9 @@ void DownloadOnce(const DownloadTarget& target, const fs::path& partial,
     return;
   }
   throw DownloadError(false, "more than " + std::to_string(options.max_redirects) +
-                                 " redirects, the last to " + url.ToString());
+                                 " redirects (or answers to Range that could not be used), the "
+                                 "last from " +
+                                 url.ToString());
 }
 
 }  // namespace mrcnn::download
