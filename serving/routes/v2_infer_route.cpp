@@ -145,9 +145,7 @@ RouteHandler V2InferRoute(V2Services services) {
     exchange.run = [call = std::move(call)](std::vector<uint8_t> body, Reply reply) {
       Admission admission = call.services.lifecycle->TryAdmit();
       if (!admission) {
-        reply(V2ErrorAnswer(503, fmt::format("{} requests are already being processed "
-                                             "(--max-inflight); retry later",
-                                             call.services.lifecycle->max_inflight())));
+        reply(AsV2ErrorAnswer(NotAdmittedAnswer(*call.services.lifecycle)));
         return;
       }
       net::post(*call.services.cpu_pool,
