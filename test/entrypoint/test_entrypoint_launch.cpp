@@ -474,10 +474,12 @@ TEST_CASE(
     REQUIRE(run.exit_code == 0);
     CHECK(LinesStartingWith(run.out, "argv") ==
           std::vector<std::string>{"argv --model_name site-a --mode world"});
-    const Finished joined = RunEntrypoint({"--model_name=site-a", "--http_port=8080"},
-                                          {{"MRCNN_SERVER", ChildBinary()}}, dir.path());
+    const Finished joined =
+        RunEntrypoint({"--model_name=site-a", "--http_port=8080", "--mode", "world"},
+                      {{"MRCNN_SERVER", ChildBinary()}}, dir.path());
+    REQUIRE(joined.exit_code == 0);
     CHECK(LinesStartingWith(joined.out, "argv") ==
-          std::vector<std::string>{"argv --model_name=site-a --http_port=8080"});
+          std::vector<std::string>{"argv --model_name=site-a --http_port=8080 --mode world"});
   }
   SECTION("missing") {
     const Finished run =
