@@ -38,8 +38,8 @@ void FuzzInfer(std::span<const uint8_t> body, std::optional<size_t> header_lengt
   V2DetectorLimits limits;
   limits.image_limits = kLimits;
   limits.max_images = 4;
-  V2DetectorRequest request = InterpretV2DetectorRequest(
-      ParseV2InferRequest(body, header_length), PredictorOutputs{true, 1, "fuzz"}, limits);
+  V2DetectorRequest request = InterpretV2DetectorRequest(ParseV2InferRequest(body, header_length),
+                                                         PredictorOutputs{true, 1, "fuzz"}, limits);
   std::vector<RgbImage> images = std::move(request.pixels);
   for (const auto& bytes : request.encoded) {
     images.push_back(DecodeImage(bytes, kLimits));
