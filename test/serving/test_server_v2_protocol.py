@@ -288,3 +288,19 @@ def test_sigterm_drains_an_infer_in_flight(tmp_path):
     worker.join(timeout=60)
     assert server.proc.wait(timeout=60) == 0
     assert answers and answers[0].as_numpy("num_detections")[0] > 0
+
+
+def test_the_payload_limit_and_the_deadline_hold_for_infer(tmp_path):
+    image, _ = png()
+    tensor, blob = bytes_input([image])
+    model = statistics_model(tmp_path, image_delay_ms=1500)
+    with ModelServer(model, tmp_path, "--max-payload-mb", "0.01", "--request-deadline-s", "0.5",
+                     predictor="statistics") as server:
+        status, answer = raw_infer(server, {"inputs": [tensor]}, blob)
+        assert status == 503 and "ms" in answer["error"], answer  # no result within the deadline
+        big_tensor, big_blob = bytes_input([bytes(20000)])
+        status, _, body = http(server, "POST", "/v2/models/model/infer",
+                               json.dumps({"inputs": [big_tensor]}).encode() + big_blob,
+                               {"Inference-Header-Content-Length": str(len(json.dumps({"inputs": [big_tensor]})))})
+        assert status == 413, body
+        assert client(server).is_server_live()
