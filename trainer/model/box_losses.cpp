@@ -46,49 +46,54 @@ at::Tensor SmoothL1Sum(const at::Tensor& input, const at::Tensor& target, double
 
 namespace {
 
-// 1 - GIoU per row.
-at::Tensor GiouLossRows(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
-  // As torchvision: half precision is upcast, the eps keeps degenerate boxes finite.
-  constexpr double kEps = 1e-7;
+// As torchvision: half precision is upcast, the eps keeps degenerate boxes finite.
+constexpr double kEps = 1e-7;
+
+// What every IoU-type loss reads of a row pair: the coordinates (in float32 at least), the
+// IoU and the union's area.
+struct BoxPairTerms {
+  at::Tensor x1, y1, x2, y2, x1g, y1g, x2g, y2g, iou, union_area;
+};
+
+BoxPairTerms PairTerms(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
   const auto dtype = at::promote_types(
       at::promote_types(pred_boxes.scalar_type(), target_boxes.scalar_type()), at::kFloat);
   const at::Tensor p = pred_boxes.to(dtype);
   const at::Tensor t = target_boxes.to(dtype);
-  const at::Tensor x1 = p.select(1, 0), y1 = p.select(1, 1), x2 = p.select(1, 2),
-                   y2 = p.select(1, 3);
-  const at::Tensor x1g = t.select(1, 0), y1g = t.select(1, 1), x2g = t.select(1, 2),
-                   y2g = t.select(1, 3);
-  const at::Tensor xkis1 = at::max(x1, x1g), ykis1 = at::max(y1, y1g);
-  const at::Tensor xkis2 = at::min(x2, x2g), ykis2 = at::min(y2, y2g);
-  const at::Tensor intersection = at::where((ykis2 > ykis1).logical_and(xkis2 > xkis1),
-                                            (xkis2 - xkis1) * (ykis2 - ykis1), at::zeros_like(x1));
-  const at::Tensor union_area = (x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - intersection;
-  const at::Tensor iou = intersection / (union_area + kEps);
-  const at::Tensor xc1 = at::min(x1, x1g), yc1 = at::min(y1, y1g);
-  const at::Tensor xc2 = at::max(x2, x2g), yc2 = at::max(y2, y2g);
-  const at::Tensor enclosing = (xc2 - xc1) * (yc2 - yc1);
-  const at::Tensor giou = iou - (enclosing - union_area) / (enclosing + kEps);
+  BoxPairTerms b{p.select(1, 0),
+                 p.select(1, 1),
+                 p.select(1, 2),
+                 p.select(1, 3),
+                 t.select(1, 0),
+                 t.select(1, 1),
+                 t.select(1, 2),
+                 t.select(1, 3),
+                 {},
+                 {}};
+  const at::Tensor xkis1 = at::max(b.x1, b.x1g), ykis1 = at::max(b.y1, b.y1g);
+  const at::Tensor xkis2 = at::min(b.x2, b.x2g), ykis2 = at::min(b.y2, b.y2g);
+  const at::Tensor intersection =
+      at::where((ykis2 > ykis1).logical_and(xkis2 > xkis1), (xkis2 - xkis1) * (ykis2 - ykis1),
+                at::zeros_like(b.x1));
+  b.union_area = (b.x2 - b.x1) * (b.y2 - b.y1) + (b.x2g - b.x1g) * (b.y2g - b.y1g) - intersection;
+  b.iou = intersection / (b.union_area + kEps);
+  return b;
+}
+
+// 1 - GIoU per row.
+at::Tensor GiouLossRows(const at::Tensor& pred_boxes, const at::Tensor& target_boxes) {
+  const BoxPairTerms b = PairTerms(pred_boxes, target_boxes);
+  const at::Tensor enclosing =
+      (at::max(b.x2, b.x2g) - at::min(b.x1, b.x1g)) * (at::max(b.y2, b.y2g) - at::min(b.y1, b.y1g));
+  const at::Tensor giou = b.iou - (enclosing - b.union_area) / (enclosing + kEps);
   return 1 - giou;
 }
 
 // 1 - DIoU (or 1 - CIoU) per row.
 at::Tensor DistanceIouLossRows(const at::Tensor& pred_boxes, const at::Tensor& target_boxes,
                                bool complete) {
-  constexpr double kEps = 1e-7;
-  const auto dtype = at::promote_types(
-      at::promote_types(pred_boxes.scalar_type(), target_boxes.scalar_type()), at::kFloat);
-  const at::Tensor p = pred_boxes.to(dtype);
-  const at::Tensor t = target_boxes.to(dtype);
-  const at::Tensor x1 = p.select(1, 0), y1 = p.select(1, 1), x2 = p.select(1, 2),
-                   y2 = p.select(1, 3);
-  const at::Tensor x1g = t.select(1, 0), y1g = t.select(1, 1), x2g = t.select(1, 2),
-                   y2g = t.select(1, 3);
-  const at::Tensor xkis1 = at::max(x1, x1g), ykis1 = at::max(y1, y1g);
-  const at::Tensor xkis2 = at::min(x2, x2g), ykis2 = at::min(y2, y2g);
-  const at::Tensor intersection = at::where((ykis2 > ykis1).logical_and(xkis2 > xkis1),
-                                            (xkis2 - xkis1) * (ykis2 - ykis1), at::zeros_like(x1));
-  const at::Tensor union_area = (x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - intersection;
-  const at::Tensor iou = intersection / (union_area + kEps);
+  const BoxPairTerms b = PairTerms(pred_boxes, target_boxes);
+  [[maybe_unused]] const auto& [x1, y1, x2, y2, x1g, y1g, x2g, y2g, iou, union_area] = b;
   const at::Tensor diagonal = (at::max(x2, x2g) - at::min(x1, x1g)).pow(2) +
                               (at::max(y2, y2g) - at::min(y1, y1g)).pow(2) + kEps;
   const at::Tensor distance =

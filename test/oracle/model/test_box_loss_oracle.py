@@ -2,7 +2,9 @@
 torchvision.ops.generalized_box_iou_loss (value and gradient, overlapping, disjoint,
 nested, identical and degenerate boxes), GIoU on decoded deltas against torchvision's
 BoxCoder.decode_single followed by that loss (value and gradient w.r.t. the deltas), and
-smooth L1 (beta 1/9) against torch.nn.functional.smooth_l1_loss."""
+smooth L1 (beta 1/9) against torch.nn.functional.smooth_l1_loss, and DIoU / CIoU against
+torchvision.ops.distance_box_iou_loss / complete_box_iou_loss (Detectron2's diou_loss /
+ciou_loss compute the same)."""
 import os
 import pathlib
 import subprocess
@@ -73,3 +75,11 @@ def test_giou_and_smooth_l1_match_torchvision(tmp_path, seed):
     theirs.backward()
     torch.testing.assert_close(ours["smooth_l1"].double(), theirs.detach(), rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(ours["smooth_l1_grad"].double(), d.grad, rtol=1e-4, atol=1e-5)
+
+    for name, reference_loss in (("diou", torchvision.ops.distance_box_iou_loss),
+                                 ("ciou", torchvision.ops.complete_box_iou_loss)):
+        p = pred.clone().requires_grad_(True)
+        theirs = reference_loss(p, target, reduction="sum", eps=1e-7)
+        theirs.backward()
+        torch.testing.assert_close(ours[name].double(), theirs.detach(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(ours[name + "_grad"].double(), p.grad, rtol=1e-4, atol=1e-5)

@@ -4,7 +4,8 @@
 // INPUT: pred_boxes, target_boxes (N×4), deltas (N×4), reference (N×4), weights (4).
 // OUTPUT: giou (GiouLossSum(pred_boxes, target_boxes)), giou_grad (its gradient w.r.t.
 // pred_boxes), decoded_giou (BoxRegressionLossSum(giou, deltas, ..., reference,
-// target_boxes, weights)), decoded_giou_grad (w.r.t. deltas), smooth_l1 and its gradient.
+// target_boxes, weights)), decoded_giou_grad (w.r.t. deltas), smooth_l1 and its gradient,
+// diou and ciou (DistanceIouLossSum(pred_boxes, target_boxes)) and their gradients.
 #include <torch/torch.h>
 
 #include <array>
@@ -32,6 +33,14 @@ int main(int argc, char** argv) {
     giou.backward();
     out["giou"] = giou.detach();
     out["giou_grad"] = pred.grad();
+    for (const bool complete : {false, true}) {
+      at::Tensor boxes = in.at("pred_boxes").clone().requires_grad_(true);
+      at::Tensor value = model::DistanceIouLossSum(boxes, in.at("target_boxes"), complete);
+      value.backward();
+      const std::string name = complete ? "ciou" : "diou";
+      out[name] = value.detach();
+      out[name + "_grad"] = boxes.grad();
+    }
     for (const auto loss : {model::BoxRegLoss::kGiou, model::BoxRegLoss::kSmoothL1}) {
       at::Tensor deltas = in.at("deltas").clone().requires_grad_(true);
       const at::Tensor target_deltas = in.at("target_deltas");
