@@ -124,7 +124,7 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
   // Detectron2's box losses default to L1 (SMOOTH_L1_BETA 0), torchvision's to beta 1/9.
   for (auto [key, beta] : {std::pair<const char*, double*>{"MODEL.RPN.SMOOTH_L1_BETA", &c.rpn_smooth_l1_beta},
                            {"MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA", &c.box_smooth_l1_beta}}) {
-    if (!Lookup(root, key).IsDefined()) *beta = 0.0;
+    if (const YAML::Node node = Lookup(root, key); !node.IsDefined() || node.IsNull()) *beta = 0.0;
   }
   Read(root, "INPUT.FORMAT", source, c.input_format);
   Read(root, "MODEL.ANCHOR_GENERATOR.OFFSET", source, c.anchor_offset);

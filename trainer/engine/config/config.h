@@ -23,7 +23,10 @@ namespace mrcnn::engine {
 // Float keys whose Detectron2 default is None: null in a config (Detectron2's dump writes it)
 // is NaN here, read by the key's user as "follow the key it defaults to", and written back as
 // null. SOLVER.WEIGHT_DECAY_BIAS follows SOLVER.WEIGHT_DECAY.
-inline const std::set<std::string> kNullableFloatKeys = {"SOLVER.WEIGHT_DECAY_BIAS"};
+// MODEL.RPN.SMOOTH_L1_BETA and MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA follow the convention (torchvision's
+// 1/9, Detectron2's 0).
+inline const std::set<std::string> kNullableFloatKeys = {
+    "SOLVER.WEIGHT_DECAY_BIAS", "MODEL.RPN.SMOOTH_L1_BETA", "MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA"};
 
 class TrainConfig {
  public:

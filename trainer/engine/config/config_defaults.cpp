@@ -61,6 +61,9 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.RPN.MIN_SIZE"] = 1e-3;
   v["MODEL.RPN.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");  // smooth_l1 | giou
   v["MODEL.RPN.BBOX_REG_LOSS_WEIGHT"] = 1.0;
+  // null: the convention's beta (torchvision 1/9, Detectron2 0); below 1e-5 is L1.
+  v["MODEL.RPN.SMOOTH_L1_BETA"] = std::numeric_limits<double>::quiet_NaN();
+  v["MODEL.RPN.LOSS_WEIGHT"] = 1.0;
   v["MODEL.ROI_HEADS.NUM_CLASSES"] = int64_t{90};  // torchvision COCO weights: 90 ids (with gaps)
   v["MODEL.ROI_HEADS.SCORE_THRESH_TEST"] = 0.05;
   v["MODEL.ROI_HEADS.NMS_THRESH_TEST"] = 0.5;
@@ -74,6 +77,7 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS"] = FloatList{10.0, 10.0, 5.0, 5.0};
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE"] = S("smooth_l1");  // smooth_l1 | giou
   v["MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT"] = 1.0;
+  v["MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA"] = std::numeric_limits<double>::quiet_NaN();
   v["MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG"] = false;  // true: one box for all classes
   // CascadeROIHeads (MODEL.ROI_HEADS.NAME): each stage's matcher IoU and box-coder weights.
   v["MODEL.ROI_BOX_CASCADE_HEAD.IOUS"] = FloatList{0.5, 0.6, 0.7};
