@@ -13,7 +13,7 @@ Json Tensor(std::string_view name, std::string_view datatype, std::vector<int64_
   return {{"name", std::string(name)}, {"datatype", std::string(datatype)}, {"shape", shape}};
 }
 
-Json OutputTensor(std::string_view name, const PredictorOutputs& model) {
+Json OutputMetadata(std::string_view name, const PredictorOutputs& model) {
   if (name == "boxes") {
     return Tensor(name, "FP32", {-1, 4});
   }
@@ -42,7 +42,7 @@ std::string EncodeV2ModelMetadata(const std::string& name, const std::vector<std
                                   const PredictorOutputs& model) {
   Json outputs = Json::array();
   for (const std::string_view output : V2OutputsOf(model)) {
-    outputs.push_back(OutputTensor(output, model));
+    outputs.push_back(OutputMetadata(output, model));
   }
   return Json{
       {"name", name},

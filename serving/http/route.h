@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ std::string EncodeErrorJson(const std::string& code, const std::string& detail);
 // That body as application/json, with the error's headers.
 RouteAnswer ErrorAnswer(const HttpError& error);
 RouteAnswer ErrorAnswer(unsigned status, const std::string& code, const std::string& detail);
+
+// `body` as an application/json answer (invalid UTF-8 in its strings is replaced, never
+// thrown).
+RouteAnswer JsonAnswer(unsigned status, const nlohmann::json& body);
 
 struct RequestHead {
   boost::beast::http::verb method = boost::beast::http::verb::get;

@@ -45,6 +45,13 @@ RouteAnswer ErrorAnswer(unsigned status, const std::string& code, const std::str
   return RouteAnswer{status, EncodeErrorJson(code, detail), "application/json", {}};
 }
 
+RouteAnswer JsonAnswer(unsigned status, const nlohmann::json& body) {
+  return RouteAnswer{status,
+                     body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                     "application/json",
+                     {}};
+}
+
 Exchange ImmediateExchange(RouteAnswer answer) {
   Exchange exchange;
   exchange.run = [answer = std::move(answer)](std::vector<uint8_t>, Reply reply) { reply(answer); };

@@ -22,13 +22,6 @@ constexpr size_t kMaxNameBytes = 1024;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
-RouteAnswer Json(unsigned status, const nlohmann::json& body) {
-  return RouteAnswer{status,
-                     body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                     "application/json",
-                     {}};
-}
-
 std::string ModelName(const RequestHead& head) {
   const auto it = head.params.find("name");
   return it == head.params.end() ? std::string() : PercentDecode(it->second);
@@ -135,10 +128,10 @@ RouteAnswer LoadAnswer(const std::string& name, const std::string& url,
   using Status = HostedModels::LoadStatus;
   switch (result.status) {
     case Status::kLoaded:
-      return Json(200, {{"modelName", name},
-                        {"modelUrl", url},
-                        {"loadTimeMs", result.load_time.count()},
-                        {"evicted", result.evicted}});
+      return JsonAnswer(200, {{"modelName", name},
+                              {"modelUrl", url},
+                              {"loadTimeMs", result.load_time.count()},
+                              {"evicted", result.evicted}});
     case Status::kAlreadyLoaded:
       return ErrorAnswer(409, "model_already_loaded", result.detail);
     case Status::kNotFound:
@@ -214,14 +207,14 @@ MultiModelRoutes::MultiModelRoutes(RouteTable& table, const ServerConfig& config
     nlohmann::json answer = {{"models", page}};
     if (more)
       answer["nextPageToken"] = Hex(last);
-    return ImmediateExchange(Json(200, answer));
+    return ImmediateExchange(JsonAnswer(200, answer));
   });
   table.Add(http::verb::get, "/models/{name}", [&models](const RequestHead& head) {
     const std::string name = ModelName(head);
     const auto info = models.Find(name);
     if (!info)
       throw HttpError(404, "model_not_found", fmt::format("no model {} is loaded", name));
-    return ImmediateExchange(Json(200, Describe(*info)));
+    return ImmediateExchange(JsonAnswer(200, Describe(*info)));
   });
   table.Add(http::verb::delete_, "/models/{name}", [this, &models](const RequestHead& head) {
     const std::string name = ModelName(head);
@@ -231,7 +224,7 @@ MultiModelRoutes::MultiModelRoutes(RouteTable& table, const ServerConfig& config
     exchange.run = [this, &models, name](std::vector<uint8_t>, Reply reply) {
       net::post(admin_pool_, [&models, name, reply = std::move(reply)] {
         if (models.Unload(name)) {
-          reply(Json(200, {{"modelName", name}, {"unloaded", true}}));
+          reply(JsonAnswer(200, {{"modelName", name}, {"unloaded", true}}));
         } else {  // a concurrent DELETE won
           reply(ErrorAnswer(404, "model_not_found", fmt::format("no model {} is loaded", name)));
         }

@@ -13,13 +13,6 @@ namespace {
 
 namespace http = boost::beast::http;
 
-RouteAnswer Json(unsigned status, const nlohmann::json& body) {
-  return RouteAnswer{status,
-                     body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                     "application/json",
-                     {}};
-}
-
 V2ModelSource SourceOf(const V2Services& services) {
   return {services.config, services.executor, services.hosted};
 }
@@ -53,7 +46,8 @@ RouteHandler ModelReady(const V2Services& services) {
   return V2Handler([services](const RequestHead& head) {
     const V2Model model = FindV2Model(SourceOf(services), head);
     const bool ready = !services.lifecycle->Draining() && model.executor->Ready();
-    return ImmediateExchange(Json(ready ? 200 : 503, {{"name", model.name}, {"ready", ready}}));
+    return ImmediateExchange(
+        JsonAnswer(ready ? 200 : 503, {{"name", model.name}, {"ready", ready}}));
   });
 }
 
@@ -67,11 +61,11 @@ void AddModelRoutes(RouteTable& table, const V2Services& services, const std::st
 
 void AddV2Routes(RouteTable& table, V2Services services) {
   table.Add(http::verb::get, "/v2/health/live", [](const RequestHead&) {
-    return ImmediateExchange(Json(200, {{"live", true}}));
+    return ImmediateExchange(JsonAnswer(200, {{"live", true}}));
   });
   table.Add(http::verb::get, "/v2/health/ready", [services](const RequestHead&) {
     const bool ready = ServerReady(services);
-    return ImmediateExchange(Json(ready ? 200 : 503, {{"ready", ready}}));
+    return ImmediateExchange(JsonAnswer(ready ? 200 : 503, {{"ready", ready}}));
   });
   table.Add(http::verb::get, "/v2", [](const RequestHead&) {
     return ImmediateExchange(RouteAnswer{

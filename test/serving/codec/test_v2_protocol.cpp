@@ -22,7 +22,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::vector<uint8_t> Bytes(const std::string& s) {
+std::vector<uint8_t> BodyBytes(const std::string& s) {
   return {s.begin(), s.end()};
 }
 
@@ -37,9 +37,14 @@ std::pair<unsigned, std::string> ErrorOf(const std::function<void()>& f) {
 }
 
 // A binary-extension body: the JSON header, then `binary`; with its header length.
-std::pair<std::vector<uint8_t>, size_t> BinaryBody(const Json& header, const std::string& binary) {
+struct BinaryRequest {
+  std::vector<uint8_t> body;
+  size_t header_length = 0;
+};
+
+BinaryRequest BinaryBody(const Json& header, const std::string& binary) {
   const std::string text = header.dump();
-  return {Bytes(text + binary), text.size()};
+  return {BodyBytes(text + binary), text.size()};
 }
 
 std::string LengthPrefixed(const std::vector<std::string>& elements) {
@@ -53,7 +58,7 @@ std::string LengthPrefixed(const std::vector<std::string>& elements) {
 const PredictorOutputs kMaskModel{true, 0, "test"};
 
 V2DetectorRequest Interpret(const Json& request, const PredictorOutputs& model = kMaskModel) {
-  const std::vector<uint8_t> body = Bytes(request.dump());
+  const std::vector<uint8_t> body = BodyBytes(request.dump());
   return InterpretV2DetectorRequest(ParseV2InferRequest(body, std::nullopt), model, {});
 }
 
@@ -95,7 +100,7 @@ TEST_CASE("V2 datatypes by their protocol names", "[serving][v2]") {
 TEST_CASE("V2 BYTES elements: length-prefixed, truncation and leftovers refused", "[serving][v2]") {
   const std::string data = LengthPrefixed({"ab", "", "xyz"});
   REQUIRE(data.size() == 4 * 3 + 5);
-  const std::vector<uint8_t> bytes = Bytes(data);
+  const std::vector<uint8_t> bytes = BodyBytes(data);
   const auto elements = SplitV2BytesElements(bytes, 3, "image");
   REQUIRE(elements.size() == 3);
   REQUIRE(std::string(elements[0].begin(), elements[0].end()) == "ab");
@@ -124,7 +129,7 @@ TEST_CASE("V2 JSON requests: members read, unknown ones tolerated", "[serving][v
          {"extra", true}}}},
       {"outputs",
        {{{"name", "boxes"}}, {{"name", "scores"}, {"parameters", {{"binary_data", false}}}}}}};
-  const std::vector<uint8_t> body = Bytes(request.dump());
+  const std::vector<uint8_t> body = BodyBytes(request.dump());
   const V2InferRequest parsed = ParseV2InferRequest(body, std::nullopt);
   REQUIRE(parsed.id == "req-7");
   REQUIRE(parsed.binary_data_output);
@@ -144,7 +149,9 @@ TEST_CASE("V2 binary requests: the tail split by binary_data_size, truncation re
                           {"shape", {1}},
                           {"datatype", "BYTES"},
                           {"parameters", {{"binary_data_size", blob.size()}}}}}}};
-  auto [body, length] = BinaryBody(header, blob);
+  const BinaryRequest request = BinaryBody(header, blob);
+  const std::vector<uint8_t>& body = request.body;
+  const size_t length = request.header_length;
   const V2InferRequest parsed = ParseV2InferRequest(body, length);
   REQUIRE(parsed.inputs[0].binary);
   REQUIRE(parsed.inputs[0].binary->size() == blob.size());
@@ -166,7 +173,7 @@ TEST_CASE("V2 binary requests: the tail split by binary_data_size, truncation re
 
 TEST_CASE("V2 request structure errors are 400s naming the member", "[serving][v2]") {
   auto status = [](const std::string& text) {
-    const std::vector<uint8_t> body = Bytes(text);
+    const std::vector<uint8_t> body = BodyBytes(text);
     return ErrorOf([&] { ParseV2InferRequest(body, std::nullopt); });
   };
   REQUIRE(status("{not json").first == 400);
@@ -210,12 +217,15 @@ TEST_CASE("V2 detector inputs: base64 JSON images, binary BYTES, UINT8 pixels", 
   REQUIRE(json_images.outputs.size() == 6);  // boxes scores labels classes masks num_detections
 
   const std::string blob = LengthPrefixed({jpeg, "second"});
-  auto [body, length] = BinaryBody({{"inputs",
-                                     {{{"name", "image"},
-                                       {"datatype", "BYTES"},
-                                       {"shape", {2, 1}},
-                                       {"parameters", {{"binary_data_size", blob.size()}}}}}}},
-                                   blob);
+  const BinaryRequest request =
+      BinaryBody({{"inputs",
+                   {{{"name", "image"},
+                     {"datatype", "BYTES"},
+                     {"shape", {2, 1}},
+                     {"parameters", {{"binary_data_size", blob.size()}}}}}}},
+                 blob);
+  const std::vector<uint8_t>& body = request.body;
+  const size_t length = request.header_length;
   const V2DetectorRequest binary =
       InterpretV2DetectorRequest(ParseV2InferRequest(body, length), kMaskModel, {});
   REQUIRE(binary.encoded.size() == 2);
@@ -272,12 +282,14 @@ TEST_CASE("V2 detector refusals: wrong datatype, shape, sizes, names", "[serving
   REQUIRE(detail(bad_output).find("unknown output") != std::string::npos);
 
   // binary UINT8 whose binary_data_size does not match the shape
-  auto [body, length] = BinaryBody({{"inputs",
-                                     {{{"name", "image_rgb"},
-                                       {"datatype", "UINT8"},
-                                       {"shape", {2, 2, 3}},
-                                       {"parameters", {{"binary_data_size", 11}}}}}}},
-                                   std::string(11, '\0'));
+  const BinaryRequest request = BinaryBody({{"inputs",
+                                             {{{"name", "image_rgb"},
+                                               {"datatype", "UINT8"},
+                                               {"shape", {2, 2, 3}},
+                                               {"parameters", {{"binary_data_size", 11}}}}}}},
+                                           std::string(11, '\0'));
+  const std::vector<uint8_t>& body = request.body;
+  const size_t length = request.header_length;
   REQUIRE(ErrorOf([&] {
             InterpretV2DetectorRequest(ParseV2InferRequest(body, length), kMaskModel, {});
           }).second.find("binary_data_size") != std::string::npos);
