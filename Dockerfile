@@ -115,6 +115,7 @@ COPY cmake/ cmake/
 COPY common/ common/
 COPY entrypoint/ entrypoint/
 COPY tracking/ tracking/
+COPY download/ download/
 COPY kernels/ kernels/
 COPY trainer/ trainer/
 COPY serving/ serving/

@@ -1,6 +1,6 @@
 // entrypoint: the container's PID 1. `train` supervises the training processes,
 // `serve` becomes the model server, `env` prints what `train` would do; no argument at
-// all is `train`.
+// all is `train`, and a server flag first (KServe's `--model_name=NAME`) is `serve`.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -40,6 +40,13 @@ int main(int argc, char** argv) {
   // `serve` passes everything through untouched, so it bypasses the parser.
   if (argc >= 2 && std::string(argv[1]) == "serve") {
     return mrcnn::entrypoint::ExecServer(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  // KServe's container args replace the image's CMD (`serve`): `entrypoint --model_name=NAME`
+  // was started to serve, with the server's own flags.
+  if (argc >= 2 && mrcnn::entrypoint::IsKServeServerArgument(argv[1])) {
+    mrcnn::entrypoint::LogLine(
+        "started with server arguments (KServe's --model_name, ...): serving");
+    return mrcnn::entrypoint::ExecServer(std::vector<std::string>(argv + 1, argv + argc));
   }
   // SageMaker starts a training image with `train` and a hosting one with `serve`, but the
   // local mode of the SageMaker Python SDK v3 starts the training image with no argument at

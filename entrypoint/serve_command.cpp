@@ -18,6 +18,17 @@ namespace fs = std::filesystem;
 // /usr/local/bin/server. The model dir (--model-dir, SM_MODEL_DIR, --base-dir,
 // SAGEMAKER_BASE_DIR) is left to the server, so `server` run by itself follows
 // the same rule.
+bool IsKServeServerArgument(std::string_view arg) {
+  const std::string_view name = arg.substr(0, arg.find('='));
+  for (const std::string_view option :
+       {"--model_name", "--model-name", "--model_dir", "--model-dir", "--http_port"}) {
+    if (name == option) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int ExecServer(const std::vector<std::string>& args) {
   std::vector<std::string> rest = args;
   std::string server;

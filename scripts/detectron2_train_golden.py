@@ -16,13 +16,22 @@ image's best golden detections), and the losses Detectron2 computes. One config 
   0.9 * 100 + 0.1 * count. RetinaNet samples nothing, so they are exact functions of the
   weights, images and boxes.
 
-Both keep the images' size (INPUT.MIN_SIZE_TRAIN 320, MAX_SIZE_TRAIN 533).
+- mask_rcnn_R_50_FPN, mask_rcnn_R_101_C4, faster_rcnn_R_50_FPN, keypoint_rcnn_R_50_FPN: every
+  loss term of the standard R-CNN under Detectron2's own defaults (loss_rpn_cls, loss_rpn_loc,
+  loss_cls, loss_box_reg, and loss_mask or loss_keypoint), with both samplers taking every
+  candidate (RPN and ROI BATCH_SIZE_PER_IMAGE 100000), so the losses are exact functions of
+  the weights, images and ground truth. Mask models get each box filled as its bitmask
+  (Detectron2's BitMasks: aligned RoIAlign >= 0.5 targets); the keypoint model gets the
+  detections' keypoints as ground truth, every third one not labelled.
+
+All keep the images' size (INPUT.MIN_SIZE_TRAIN 320, MAX_SIZE_TRAIN 533).
 
     python scripts/detectron2_train_golden.py --detectron2 /work/d2ref/src \\
         --variant-dir test/data/detectron2/cascade_mask_rcnn_R_50_FPN
 
 Writes into the variant dir: train_config.yaml, train_targets.json ({image file name: {boxes,
-classes (0-based)}}) and train_losses.json ({loss name: value}).
+classes (0-based), and keypoints (G x K x [x, y, v]) for keypoint models}}) and
+train_losses.json ({loss name: value}).
 """
 import argparse
 import json
@@ -39,6 +48,24 @@ VARIANTS = {
         "config": {"MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE": 100000, "MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA": 1.0 / 9},
         "box_masks": True,
     },
+    # Every loss of the standard R-CNNs under Detectron2's defaults (L1 box losses at beta 0,
+    # the RPN's losses over BATCH_SIZE_PER_IMAGE x images, binary mask targets), with every
+    # candidate taken by both samplers: 100000 anchors per image (at most 50000 positives)
+    # exceed every anchor of these images, 100000 RoIs (25000 positives) every proposal.
+    **{name: {
+        "images": ["synthetic_0_h320_w427.png", "synthetic_2_h320_w500.png"],
+        "boxes_per_image": 4,
+        "losses": losses,
+        "config": {"MODEL.RPN.BATCH_SIZE_PER_IMAGE": 100000, "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE": 100000},
+        "box_masks": masks,
+        "keypoints": keypoints,
+    } for name, losses, masks, keypoints in [
+        ("mask_rcnn_R_50_FPN", ["loss_rpn_cls", "loss_rpn_loc", "loss_cls", "loss_box_reg", "loss_mask"], True, False),
+        ("mask_rcnn_R_101_C4", ["loss_rpn_cls", "loss_rpn_loc", "loss_cls", "loss_box_reg", "loss_mask"], True, False),
+        ("faster_rcnn_R_50_FPN", ["loss_rpn_cls", "loss_rpn_loc", "loss_cls", "loss_box_reg"], False, False),
+        ("keypoint_rcnn_R_50_FPN", ["loss_rpn_cls", "loss_rpn_loc", "loss_cls", "loss_box_reg", "loss_keypoint"],
+         False, True),
+    ]},
     "retinanet_R_50_FPN": {
         "images": ["synthetic_1_h427_w320.png", "synthetic_2_h320_w500.png"],
         "boxes_per_image": 5,
@@ -59,6 +86,14 @@ def box_masks(boxes, height, width):
     return masks
 
 
+def visible_keypoints(detected):
+    """Ground-truth keypoints from detected ones (x, y, score): every third one (by instance
+    and keypoint index) marked not labelled (v 0), the others visible (v 2), so that the loss
+    sees both and keypoints outside their box."""
+    return [[[x, y, 0.0 if (g + k) % 3 == 0 else 2.0] for k, (x, y, _) in enumerate(points)]
+            for g, points in enumerate(detected)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--detectron2", required=True)
@@ -75,7 +110,7 @@ def main():
     from detectron2.checkpoint import DetectionCheckpointer
     from detectron2.config import get_cfg
     from detectron2.modeling import build_model
-    from detectron2.structures import BitMasks, Boxes, Instances
+    from detectron2.structures import BitMasks, Boxes, Instances, Keypoints
     from detectron2.utils.events import EventStorage
 
     torch.set_num_threads(1)
@@ -104,6 +139,10 @@ def main():
         instances.gt_classes = torch.tensor(classes, dtype=torch.int64)
         if variant["box_masks"]:
             instances.gt_masks = BitMasks(box_masks(boxes, height, width).bool())
+        if variant.get("keypoints"):
+            points = visible_keypoints(expected[name]["keypoints"][:count])
+            targets[name]["keypoints"] = points
+            instances.gt_keypoints = Keypoints(torch.tensor(points, dtype=torch.float32))
         bgr = np.ascontiguousarray(rgb[:, :, ::-1].transpose(2, 0, 1)).astype(np.float32)
         inputs.append({"image": torch.from_numpy(bgr), "instances": instances})
 

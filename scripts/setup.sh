@@ -27,7 +27,7 @@ apt_packages=(
   protobuf-compiler libprotobuf-dev
   chromium
   libjpeg-dev zlib1g-dev
-  libssl-dev  # tracking/: the AWS SigV4 signer's SHA-256 and HMAC
+  libssl-dev  # tracking/ and download/: the AWS SigV4 signer's SHA-256 and HMAC, TLS
   clang libclang-rt-14-dev
 )
 missing=()

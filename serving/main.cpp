@@ -1,4 +1,5 @@
-// build/bin/server: the SageMaker serving process (`entrypoint serve` execs it).
+// build/bin/server: the SageMaker serving process (`entrypoint serve` execs it), which also
+// answers the Open Inference Protocol (KServe V2) under /v2.
 // Exit status: 0 after a SIGTERM drain, 1 when the model cannot be loaded or the port
 // cannot be bound, 2 for a bad configuration.
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "serving/routes/metrics_route.h"
 #include "serving/routes/multi_model_routes.h"
 #include "serving/routes/sagemaker_routes.h"
+#include "serving/routes/v2_routes.h"
 
 namespace {
 
@@ -114,6 +116,9 @@ int main(int argc, char** argv) {
   if (hosted) {
     multi_model_routes.emplace(routes.table(), config, *hosted, lifecycle, routes.cpu_pool());
   }
+  // The Open Inference Protocol (KServe V2) on the same port, limits and drain.
+  AddV2Routes(routes.table(),
+              {&config, executor.get(), hosted.get(), &lifecycle, &routes.cpu_pool()});
   AddMetricsRoute(routes.table(), {&metrics, &lifecycle, executor.get(), hosted.get()});
   HttpServer server(HttpOptionsOf(config), routes.table(), lifecycle, &metrics);
   uint16_t port = 0;

@@ -127,6 +127,7 @@ ServerConfig ConfigFromEnvironment(const common::EnvMap& env) {
   config.default_options.tile_overlap = static_cast<float>(
       EnvNumber(env, "MRCNN_TILE_OVERLAP", config.default_options.tile_overlap, 0.0, 0.9));
   config.default_options.tile_full_image = EnvBool(env, "MRCNN_TILE_FULL_IMAGE");
+  config.model_name = EnvString(env, "MRCNN_MODEL_NAME", config.model_name);
   const int cores = std::max(2, UsableCores());
   config.cpu_threads = cores;
   config.io_threads = std::clamp(cores / 4, 2, 8);
@@ -136,6 +137,9 @@ ServerConfig ConfigFromEnvironment(const common::EnvMap& env) {
 
 // The model and the threads that run it.
 void AddModelOptions(CLI::App& app, ServerConfig& config) {
+  app.add_option("--model-name,--model_name", config.model_name,
+                 "the model's name in the Open Inference Protocol's /v2/models/{name} routes "
+                 "(MRCNN_MODEL_NAME; default \"model\"; KServe passes --model_name)");
   app.add_option("--predictor", config.predictor,
                  "model | statistics | auto (auto = statistics when the model dir holds "
                  "statistics_predictor.json; `statistics` is a deterministic TEST predictor)")
@@ -190,7 +194,47 @@ void AddRequestOptions(CLI::App& app, ServerConfig& config) {
       ->check(CLI::Range(1, 100000));
 }
 
+// A path segment of /v2/models/{name}: non-empty, no '/' or control characters.
+void RequireModelName(const std::string& name) {
+  if (name.empty() || name.size() > 1024 || std::any_of(name.begin(), name.end(), [](char c) {
+        return c == '/' || static_cast<unsigned char>(c) < 0x20;
+      })) {
+    throw common::ConfigError("command line or environment", "--model_name / MRCNN_MODEL_NAME",
+                              "must be 1 to 1024 bytes without '/' or control characters");
+  }
+}
+
+// The model dir as `train` resolves it, or KServe's when nothing named one.
+common::ResolvedModelDir ServedModelDir(const std::optional<std::string>& model_dir,
+                                        const std::optional<std::string>& base_dir,
+                                        const common::EnvMap& env) {
+  const bool named = (model_dir && !model_dir->empty()) || (base_dir && !base_dir->empty()) ||
+                     !common::Lookup(env, "SM_MODEL_DIR").value_or("").empty() ||
+                     !common::Lookup(env, "SAGEMAKER_BASE_DIR").value_or("").empty();
+  return PreferKServeModelDir(common::ResolveModelDir(model_dir, base_dir, env), named,
+                              kKServeModelDir);
+}
+
+// A timeout flag's seconds, checked.
+std::chrono::milliseconds SecondsFlag(double seconds, const char* flag) {
+  if (!(seconds > 0.0) || seconds > 86400.0) {
+    throw common::ConfigError("command line", flag, "must be in (0, 86400] seconds");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
 }  // namespace
+
+common::ResolvedModelDir PreferKServeModelDir(common::ResolvedModelDir resolved, bool named,
+                                              const std::filesystem::path& kserve_dir) {
+  std::error_code error;
+  if (named || std::filesystem::is_directory(resolved.dir, error) ||
+      !std::filesystem::is_directory(kserve_dir, error)) {
+    return resolved;
+  }
+  return {kserve_dir,
+          fmt::format("KServe's {} (no {})", kserve_dir.string(), resolved.dir.string())};
+}
 
 HttpOptions HttpOptionsOf(const ServerConfig& config) {
   HttpOptions options;
@@ -226,10 +270,12 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   double idle_s = 75, header_s = 10, body_s = 30, write_s = 30, drain_s = 25;
   double deadline_s = static_cast<double>(config.request_deadline.count()) / 1000.0;
   app.add_option("--host", config.host, "address to bind (0.0.0.0; tests use 127.0.0.1)");
-  app.add_option("--port", config.port, "port (SAGEMAKER_BIND_TO_PORT, else 8080; 0 = any)");
+  app.add_option("--port,--http_port", config.port,
+                 "port (SAGEMAKER_BIND_TO_PORT, else 8080; 0 = any)");
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
-  app.add_option("--model-dir", model_dir,
-                 "model directory (default: $SM_MODEL_DIR, else <base dir>/model)");
+  app.add_option("--model-dir,--model_dir", model_dir,
+                 "model directory (default: $SM_MODEL_DIR, else <base dir>/model, else "
+                 "KServe's /mnt/models when that exists and <base dir>/model does not)");
   app.add_option("--base-dir", base_dir,
                  "job tree root whose model/ is served when neither --model-dir nor "
                  "SM_MODEL_DIR is given (default: $SAGEMAKER_BASE_DIR, else /opt/ml)");
@@ -277,7 +323,8 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
     throw CommandLineExit{app.exit(e)};
   }
 
-  auto resolved = common::ResolveModelDir(model_dir, base_dir, env);
+  RequireModelName(config.model_name);
+  auto resolved = ServedModelDir(model_dir, base_dir, env);
   config.model_dir = std::move(resolved.dir);
   config.model_dir_source = std::move(resolved.source);
   config.port_file = port_file;
@@ -287,18 +334,12 @@ ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env)
   config.batching.max_wait =
       std::chrono::microseconds(static_cast<int64_t>(batch_wait_ms * 1000.0));
   config.batching.queue_capacity = queue_capacity;
-  auto to_ms = [](double seconds, const char* flag) {
-    if (!(seconds > 0.0) || seconds > 86400.0) {
-      throw common::ConfigError("command line", flag, "must be in (0, 86400] seconds");
-    }
-    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-  };
-  config.idle_timeout = to_ms(idle_s, "--idle-timeout-s");
-  config.header_timeout = to_ms(header_s, "--header-timeout-s");
-  config.body_timeout = to_ms(body_s, "--body-timeout-s");
-  config.write_timeout = to_ms(write_s, "--write-timeout-s");
-  config.request_deadline = to_ms(deadline_s, "--request-deadline-s");
-  config.drain_timeout = to_ms(drain_s, "--drain-timeout-s");
+  config.idle_timeout = SecondsFlag(idle_s, "--idle-timeout-s");
+  config.header_timeout = SecondsFlag(header_s, "--header-timeout-s");
+  config.body_timeout = SecondsFlag(body_s, "--body-timeout-s");
+  config.write_timeout = SecondsFlag(write_s, "--write-timeout-s");
+  config.request_deadline = SecondsFlag(deadline_s, "--request-deadline-s");
+  config.drain_timeout = SecondsFlag(drain_s, "--drain-timeout-s");
   config.batch_strategy =
       NormalizeBatchStrategy(config.batch_strategy, "command line", "--batch-strategy");
   if (config.default_options.max_detections > config.max_detections_cap) {

@@ -26,13 +26,18 @@
 //   MRCNN_SERVING_BATCH_WAIT_MS         the same as the flags, for `docker run -e`
 //   SM_MODEL_DIR, SAGEMAKER_BASE_DIR    the model dir: --model-dir, else SM_MODEL_DIR, else
 //                                       <base>/model, base = --base-dir, else
-//                                       SAGEMAKER_BASE_DIR, else /opt/ml (as `train` uses)
+//                                       SAGEMAKER_BASE_DIR, else /opt/ml (as `train` uses);
+//                                       when none of them is given and /opt/ml/model does not
+//                                       exist, KServe's /mnt/models if it does
+//   MRCNN_MODEL_NAME                    the model's name in /v2/models/{name} (--model_name,
+//                                       default "model")
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
 #include "common/env_map.h"
+#include "common/job_paths.h"
 #include "serving/codec/image_decoding.h"
 #include "serving/http/http_options.h"
 #include "serving/models/inference_executor.h"
@@ -48,7 +53,8 @@ struct ServerConfig {
   std::filesystem::path port_file;  // when set, the bound port is written there (atomically)
   std::filesystem::path model_dir = "/opt/ml/model";
   std::string model_dir_source = "the default base dir /opt/ml";  // for the startup log
-  std::string predictor = "auto";  // auto | model | statistics (a test facility)
+  std::string model_name = "model";  // the Open Inference Protocol's /v2/models/{name}
+  std::string predictor = "auto";    // auto | model | statistics (a test facility)
   std::string device = "cpu";
   // auto (bf16 on a CPU with native bf16 dot products, else fp32), fp32, bf16, fp16 (CUDA).
   std::string precision = "auto";
@@ -99,6 +105,14 @@ PredictorSource PredictorSourceOf(const ServerConfig& config);
 // A multi-model endpoint's budget, and each model's plan: the model dir SageMaker names, one
 // worker unless config.workers says more, the rest as ResolveWorkers decides. Copies config.
 MultiModelSettings MultiModelSettingsOf(const ServerConfig& config, int cores);
+
+// Where KServe's storage initializer puts the model.
+inline constexpr char kKServeModelDir[] = "/mnt/models";
+// `resolved` unless nothing named a model dir (`named` false: no --model-dir, --base-dir,
+// SM_MODEL_DIR or SAGEMAKER_BASE_DIR), resolved.dir does not exist and kserve_dir does: then
+// kserve_dir, so a KServe InferenceService serves its storageUri without any flag.
+common::ResolvedModelDir PreferKServeModelDir(common::ResolvedModelDir resolved, bool named,
+                                              const std::filesystem::path& kserve_dir);
 
 // Throws common::ConfigError naming the flag or variable on a bad value, and CommandLineExit.
 ServerConfig ParseServerConfig(int argc, char** argv, const common::EnvMap& env);

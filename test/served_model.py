@@ -28,20 +28,22 @@ _port_files = itertools.count()
 
 class ModelServer:
     """`with ModelServer(model_dir, workdir, *flags) as server:` ...; flags are the server's
-    own (e.g. "--precision", "fp32"), env adds to this process's environment."""
+    own (e.g. "--precision", "fp32"), env adds to this process's environment. predictor:
+    "statistics" for the deterministic test predictor; wait_ready=False returns once the port
+    is known, before /ping answers 200."""
 
-    def __init__(self, model_dir, workdir, *flags, env=None, ready_timeout=300):
+    def __init__(self, model_dir, workdir, *flags, env=None, ready_timeout=300, predictor="model", wait_ready=True):
         port_file = pathlib.Path(workdir) / f"server-port-{os.getpid()}-{next(_port_files)}"
         port_file.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
             [str(BUILD / "bin" / "server"), "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
-             "--model-dir", str(model_dir), "--predictor", "model", "--max-batch", "1", "--num-threads", "1",
+             "--model-dir", str(model_dir), "--predictor", predictor, "--max-batch", "1", "--num-threads", "1",
              *flags],
             env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.time() + ready_timeout
             self.url = None
-            while self.url is None or not self.ping():
+            while self.url is None or (wait_ready and not self.ping()):
                 assert self.proc.poll() is None, self.proc.stderr.read().decode()[-3000:]
                 assert time.time() < deadline, "server never became ready"
                 if self.url is None and port_file.exists():

@@ -247,8 +247,12 @@ SigV4Signature SignSigV4(const SignableRequest& request, const AwsCredentials& c
   std::string method = request.method;
   std::transform(method.begin(), method.end(), method.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  result.canonical_request = method + "\n" + PercentEncode(RemoveDotSegments(request.path), "/") +
-                             "\n" + canonical_query + "\n" + canonical_headers + "\n" +
+  // S3 signs the path exactly as it is sent (botocore's S3SigV4Auth): object keys may hold
+  // "//" or "..", and the sender has already percent-encoded them once.
+  const std::string canonical_path = scope.service == "s3"
+                                         ? request.path
+                                         : PercentEncode(RemoveDotSegments(request.path), "/");
+  result.canonical_request = method + "\n" + canonical_path + "\n" + canonical_query + "\n" + canonical_headers + "\n" +
                              signed_names + "\n" + payload_hash;
   const std::string credential_scope =
       date + "/" + scope.region + "/" + scope.service + "/aws4_request";

@@ -6,7 +6,8 @@
 // the hop-by-hop and tracing ones botocore leaves out (connection, expect, user-agent, ...);
 // header values are trimmed and inner whitespace runs collapsed; repeated headers are joined
 // with ',' in order; the path has its dot segments and empty segments removed and is
-// percent-encoded once more (as AWS wants for every service but S3); query parameters are
+// percent-encoded once more (as AWS wants for every service but S3; for the service "s3" the
+// path is signed as it is sent, already encoded, as botocore's S3SigV4Auth does); query parameters are
 // percent-encoded (RFC 3986 unreserved characters kept) and sorted by name, then value; the
 // payload hash is X-Amz-Content-SHA256 when the request has one, else the body's SHA-256.
 // Checked against AWS's published test suite and against botocore on our own requests

@@ -1,7 +1,5 @@
 #include "tracking/http_exchange.h"
 
-#include <openssl/ssl.h>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -9,6 +7,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <stdexcept>
+
+#include "tracking/tls_client.h"
 
 namespace mrcnn::tracking {
 namespace {
@@ -68,14 +68,9 @@ HttpAnswer ExchangeHttp(const HttpEndpoint& endpoint, std::string_view method,
       stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
       return answer;
     }
-    net::ssl::context tls(net::ssl::context::tls_client);
-    tls.set_default_verify_paths();
-    tls.set_verify_mode(net::ssl::verify_peer);
+    net::ssl::context tls = VerifyingTlsContext();
     beast::ssl_stream<beast::tcp_stream> stream(ioc, tls);
-    if (!SSL_set_tlsext_host_name(stream.native_handle(), endpoint.host.c_str())) {
-      throw std::runtime_error("cannot set the TLS server name");
-    }
-    stream.set_verify_callback(net::ssl::host_name_verification(endpoint.host));
+    ExpectServerName(stream, endpoint.host);
     beast::get_lowest_layer(stream).expires_after(timeout);
     beast::get_lowest_layer(stream).connect(addresses);
     stream.handshake(net::ssl::stream_base::client);

@@ -54,6 +54,18 @@ bool IsJsonLinesType(std::string_view type) {
          type == "application/x-jsonlines";
 }
 
+// true for `yes`, false for `no` (any case); anything else is a 400 naming the key.
+bool ParseChoice(std::string_view value, std::string_view key, std::string_view yes,
+                 std::string_view no) {
+  const std::string mode = Lower(value);
+  if (mode == yes || mode == no) {
+    return mode == yes;
+  }
+  throw HttpError(
+      400, "bad_custom_attributes",
+      fmt::format("{} must be \"{}\" or \"{}\", got \"{}\"", key, yes, no, std::string(value)));
+}
+
 }  // namespace
 
 BodyKind ClassifyContentType(std::string_view content_type) {
@@ -122,6 +134,61 @@ void RequireAcceptable(std::string_view accept, std::string_view media_type) {
                               std::string(accept.substr(0, 200)), std::string(media_type)));
 }
 
+bool ApplyPredictOption(PredictOptions& options, std::string_view key_text, std::string_view value,
+                        int max_detections_cap) {
+  const std::string key = Lower(Trim(key_text));
+  value = Trim(value);
+  const char* first = value.data();
+  const char* last = value.data() + value.size();
+  if (key == "score_threshold") {
+    float threshold = -1.0f;
+    auto [end, ec] = std::from_chars(first, last, threshold);
+    if (ec != std::errc() || end != last || !(threshold >= 0.0f && threshold <= 1.0f)) {
+      throw HttpError(400, "bad_custom_attributes",
+                      fmt::format("score_threshold must be a number in [0, 1], got \"{}\"",
+                                  std::string(value)));
+    }
+    options.score_threshold = threshold;
+  } else if (key == "max_detections") {
+    int count = 0;
+    auto [end, ec] = std::from_chars(first, last, count);
+    if (ec != std::errc() || end != last || count < 1 || count > max_detections_cap) {
+      throw HttpError(400, "bad_custom_attributes",
+                      fmt::format("max_detections must be an integer in [1, {}], got \"{}\"",
+                                  max_detections_cap, std::string(value)));
+    }
+    options.max_detections = count;
+    options.tiled_max_detections = count;  // the request's own cap holds for tiles too
+  } else if (key == "masks") {
+    options.masks = ParseChoice(value, "masks", "rle", "none");
+  } else if (key == "tile_size") {
+    int64_t size = -1;
+    auto [end, ec] = std::from_chars(first, last, size);
+    if (ec != std::errc() || end != last || size < 0 || size > kMaxTileSize) {
+      throw HttpError(400, "bad_custom_attributes",
+                      fmt::format("tile_size must be an integer in [0, {}] (pixels; 0: no "
+                                  "tiling), got \"{}\"",
+                                  kMaxTileSize, std::string(value)));
+    }
+    options.tile_size = size;
+  } else if (key == "tile_overlap") {
+    float overlap = -1.0f;
+    auto [end, ec] = std::from_chars(first, last, overlap);
+    if (ec != std::errc() || end != last || !(overlap >= 0.0f && overlap <= 0.9f)) {
+      throw HttpError(400, "bad_custom_attributes",
+                      fmt::format("tile_overlap must be a number in [0, 0.9] (the fraction of a "
+                                  "tile its neighbours share), got \"{}\"",
+                                  std::string(value)));
+    }
+    options.tile_overlap = overlap;
+  } else if (key == "tile_full_image") {
+    options.tile_full_image = ParseChoice(value, "tile_full_image", "true", "false");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
                                      int max_detections_cap) {
   if (header.size() > 1024) {
@@ -139,75 +206,8 @@ PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptio
   PredictOptions options = defaults;
   for (std::string_view item : Split(header, ',')) {
     const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      continue;
-    }
-    const std::string key = Lower(Trim(item.substr(0, eq)));
-    const std::string_view value = Trim(item.substr(eq + 1));
-    const char* first = value.data();
-    const char* last = value.data() + value.size();
-    if (key == "score_threshold") {
-      float threshold = -1.0f;
-      auto [end, ec] = std::from_chars(first, last, threshold);
-      if (ec != std::errc() || end != last || !(threshold >= 0.0f && threshold <= 1.0f)) {
-        throw HttpError(400, "bad_custom_attributes",
-                        fmt::format("score_threshold must be a number in [0, 1], got \"{}\"",
-                                    std::string(value)));
-      }
-      options.score_threshold = threshold;
-    } else if (key == "max_detections") {
-      int count = 0;
-      auto [end, ec] = std::from_chars(first, last, count);
-      if (ec != std::errc() || end != last || count < 1 || count > max_detections_cap) {
-        throw HttpError(400, "bad_custom_attributes",
-                        fmt::format("max_detections must be an integer in [1, {}], got \"{}\"",
-                                    max_detections_cap, std::string(value)));
-      }
-      options.max_detections = count;
-      options.tiled_max_detections = count;  // the request's own cap holds for tiles too
-    } else if (key == "masks") {
-      const std::string mode = Lower(value);
-      if (mode == "rle") {
-        options.masks = true;
-      } else if (mode == "none") {
-        options.masks = false;
-      } else {
-        throw HttpError(
-            400, "bad_custom_attributes",
-            fmt::format("masks must be \"rle\" or \"none\", got \"{}\"", std::string(value)));
-      }
-    } else if (key == "tile_size") {
-      int64_t size = -1;
-      auto [end, ec] = std::from_chars(first, last, size);
-      if (ec != std::errc() || end != last || size < 0 || size > kMaxTileSize) {
-        throw HttpError(
-            400, "bad_custom_attributes",
-            fmt::format("tile_size must be an integer in [0, {}] (pixels; 0: no tiling), "
-                        "got \"{}\"",
-                        kMaxTileSize, std::string(value)));
-      }
-      options.tile_size = size;
-    } else if (key == "tile_overlap") {
-      float overlap = -1.0f;
-      auto [end, ec] = std::from_chars(first, last, overlap);
-      if (ec != std::errc() || end != last || !(overlap >= 0.0f && overlap <= 0.9f)) {
-        throw HttpError(400, "bad_custom_attributes",
-                        fmt::format("tile_overlap must be a number in [0, 0.9] (the fraction of a "
-                                    "tile its neighbours share), got \"{}\"",
-                                    std::string(value)));
-      }
-      options.tile_overlap = overlap;
-    } else if (key == "tile_full_image") {
-      const std::string mode = Lower(value);
-      if (mode == "true") {
-        options.tile_full_image = true;
-      } else if (mode == "false") {
-        options.tile_full_image = false;
-      } else {
-        throw HttpError(400, "bad_custom_attributes",
-                        fmt::format("tile_full_image must be \"true\" or \"false\", got \"{}\"",
-                                    std::string(value)));
-      }
+    if (eq != std::string_view::npos) {
+      ApplyPredictOption(options, item.substr(0, eq), item.substr(eq + 1), max_detections_cap);
     }
   }
   return options;

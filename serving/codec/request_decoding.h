@@ -48,6 +48,13 @@ inline constexpr int64_t kMaxTileSize = 16384;
 PredictOptions ParseCustomAttributes(std::string_view header, const PredictOptions& defaults,
                                      int max_detections_cap);
 
+// One key=value of those (key trimmed and matched in any case, value trimmed), as the custom
+// attributes and the Open Inference Protocol's request parameters both set them. Returns
+// false for a key that is not one of the known keys (options left alone); throws HttpError
+// 400 bad_custom_attributes naming the key for a bad value.
+bool ApplyPredictOption(PredictOptions& options, std::string_view key, std::string_view value,
+                        int max_detections_cap);
+
 struct EncodedImages {
   std::vector<std::span<const uint8_t>> images;  // into the body or into `owned`
   std::vector<std::vector<uint8_t>> owned;       // base64-decoded JSON payloads (not in place)

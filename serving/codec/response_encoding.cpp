@@ -22,25 +22,8 @@ nlohmann::json EncodeImage(const ImageDetections& image, bool asked_masks) {
         {"category_id", detection.category_id},
         {"score", detection.score},
     };
-    if (masks && !detection.mask_rle.counts.empty()) {
-      if (detection.mask_rle.height != image.height || detection.mask_rle.width != image.width) {
-        throw std::runtime_error(fmt::format(
-            "the predictor returned a {}x{} mask RLE for a {}x{} image", detection.mask_rle.width,
-            detection.mask_rle.height, image.width, image.height));
-      }
-      item["mask"] = {{"size", {image.height, image.width}},
-                      {"counts", data::RleCountsToString(detection.mask_rle)}};
-    } else if (masks) {
-      const data::MaskRegion whole{0, 0, image.width, image.height};
-      const data::MaskRegion region =
-          detection.mask_region == data::MaskRegion{} ? whole : detection.mask_region;
-      if (detection.mask.size() != static_cast<size_t>(region.height * region.width)) {
-        throw std::runtime_error(fmt::format(
-            "the predictor returned a mask of {} values for a {}x{} region (expected {})",
-            detection.mask.size(), region.width, region.height, region.height * region.width));
-      }
-      const data::Rle rle =
-          data::EncodeMaskRegion(detection.mask.data(), region, image.height, image.width);
+    if (masks) {
+      const data::Rle rle = DetectionMaskRle(detection, image);
       item["mask"] = {{"size", {image.height, image.width}},
                       {"counts", data::RleCountsToString(rle)}};
     }
@@ -57,6 +40,26 @@ nlohmann::json EncodeImage(const ImageDetections& image, bool asked_masks) {
 }
 
 }  // namespace
+
+data::Rle DetectionMaskRle(const Detection& detection, const ImageDetections& image) {
+  if (!detection.mask_rle.counts.empty()) {
+    if (detection.mask_rle.height != image.height || detection.mask_rle.width != image.width) {
+      throw std::runtime_error(fmt::format(
+          "the predictor returned a {}x{} mask RLE for a {}x{} image", detection.mask_rle.width,
+          detection.mask_rle.height, image.width, image.height));
+    }
+    return detection.mask_rle;
+  }
+  const data::MaskRegion whole{0, 0, image.width, image.height};
+  const data::MaskRegion region =
+      detection.mask_region == data::MaskRegion{} ? whole : detection.mask_region;
+  if (detection.mask.size() != static_cast<size_t>(region.height * region.width)) {
+    throw std::runtime_error(fmt::format(
+        "the predictor returned a mask of {} values for a {}x{} region (expected {})",
+        detection.mask.size(), region.width, region.height, region.height * region.width));
+  }
+  return data::EncodeMaskRegion(detection.mask.data(), region, image.height, image.width);
+}
 
 std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
                                  bool masks) {

@@ -20,6 +20,11 @@
 
 namespace mrcnn::serving {
 
+// A detection's mask as the full image's RLE, whichever form the predictor gave it in (an RLE
+// already, or pixels of its mask region). Throws std::runtime_error when the predictor's
+// mask does not fit the image (a predictor bug, answered 500).
+data::Rle DetectionMaskRle(const Detection& detection, const ImageDetections& image);
+
 std::string EncodeDetectionsJson(const std::vector<ImageDetections>& images, bool list_form,
                                  bool masks);
 

@@ -63,4 +63,8 @@ struct Exchange {
 
 using RouteHandler = std::function<Exchange(const RequestHead& head)>;
 
+// An exchange that answers `answer` on the I/O thread as soon as the body is in, whatever it
+// holds (/ping, metadata, refusals): it never waits behind decoding or the model.
+Exchange ImmediateExchange(RouteAnswer answer);
+
 }  // namespace mrcnn::serving

@@ -45,6 +45,12 @@ RouteAnswer ErrorAnswer(unsigned status, const std::string& code, const std::str
   return RouteAnswer{status, EncodeErrorJson(code, detail), "application/json", {}};
 }
 
+Exchange ImmediateExchange(RouteAnswer answer) {
+  Exchange exchange;
+  exchange.run = [answer = std::move(answer)](std::vector<uint8_t>, Reply reply) { reply(answer); };
+  return exchange;
+}
+
 void RouteTable::Add(http::verb method, std::string pattern, RouteHandler handler) {
   if (pattern.empty() || pattern.front() != '/') {
     throw std::invalid_argument(fmt::format("route pattern \"{}\" must start with /", pattern));

@@ -59,6 +59,7 @@ class ImageStatisticsPredictor final : public Predictor {
   std::unique_ptr<StartedBatch> Start(std::span<const RgbImageView> images,
                                       const PredictOptions& options) override;
   bool Overlaps() const override { return config_.finish_delay.count() > 0; }
+  PredictorOutputs Outputs() const override { return {true, 0, "mrcnn_test_statistics"}; }
   std::string Describe() const override;
 
  private:

@@ -55,6 +55,11 @@ bool InferenceExecutor::Ready() const {
   return ready_ && !stopping_;
 }
 
+std::optional<PredictorOutputs> InferenceExecutor::Outputs() const {
+  std::lock_guard lock(mutex_);
+  return outputs_;
+}
+
 size_t InferenceExecutor::QueueDepth() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
@@ -101,6 +106,9 @@ void InferenceExecutor::Run() {
   {
     std::lock_guard lock(mutex_);
     ++loaded_;
+    if (!outputs_) {
+      outputs_ = predictor->Outputs();
+    }
     // Idle from here on, in the same step that may make the executor ready: otherwise the
     // first requests could meet a worker that has not yet counted itself free and take
     // them all as one batch (the fair share below reads idle_workers_).

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -82,6 +83,9 @@ class InferenceExecutor {
   SubmitResult TrySubmit(InferenceJob job);
 
   bool Ready() const;
+  // What the loaded predictors answer (the first worker's; every worker loads the same
+  // model); nullopt until a worker has loaded.
+  std::optional<PredictorOutputs> Outputs() const;
   size_t QueueDepth() const;
   // Finishes the batch that is running, fails the queued jobs with kStopped, joins.
   void Stop();
@@ -117,6 +121,7 @@ class InferenceExecutor {
   std::condition_variable wake_;
   std::deque<Queued> queue_;
   int loaded_ = 0;  // workers whose predictor is loaded
+  std::optional<PredictorOutputs> outputs_;
   bool load_failed_ = false;
   int idle_workers_ = 0;  // waiting for work: they share a burst of requests with the collector
   bool ready_ = false;

@@ -70,10 +70,10 @@ class ModelBatch final : public StartedBatch {
       ImageDetections out{image.height, image.width, {}, has_masks_};
       out.detections.reserve(image.detections.size());
       for (model::Detection& detection : image.detections) {
-        out.detections.push_back(Detection{
-            detection.box, detection.category_id, std::move(detection.label_name), detection.score,
-            std::move(detection.mask), detection.mask_region, std::move(detection.mask_rle),
-            std::move(detection.keypoints)});
+        out.detections.push_back(
+            Detection{detection.box, detection.category_id, std::move(detection.label_name),
+                      detection.score, std::move(detection.mask), detection.mask_region,
+                      std::move(detection.mask_rle), std::move(detection.keypoints)});
       }
       results.push_back(std::move(out));
     }
@@ -127,6 +127,10 @@ class ModelPredictor final : public Predictor {
   // On a GPU the forward is the device's and the rest the host's: the two overlap. On a CPU
   // both take the same cores, which the executor's workers already keep busy.
   bool Overlaps() const override { return overlaps_; }
+
+  PredictorOutputs Outputs() const override {
+    return {model_->HasMasks(), model_->NumKeypoints(), "mrcnn_libtorch"};
+  }
 
   std::string Describe() const override { return description_; }
 

@@ -89,9 +89,21 @@ class StartedBatch {
   virtual std::vector<ImageDetections> Finish() = 0;
 };
 
+// What a predictor's answers hold, known once it is loaded: protocols that describe a model
+// ahead of any request (the Open Inference Protocol's model metadata) read it.
+struct PredictorOutputs {
+  bool masks = true;      // false for a box-only model (Faster R-CNN, Keypoint R-CNN)
+  int64_t keypoints = 0;  // per detection; 0 without a keypoint head
+  std::string platform;   // what runs the model, e.g. "mrcnn_libtorch"
+  bool operator==(const PredictorOutputs&) const = default;
+};
+
 class Predictor {
  public:
   virtual ~Predictor() = default;
+
+  // The default: masks, no keypoints, an unnamed platform.
+  virtual PredictorOutputs Outputs() const { return {true, 0, "mrcnn"}; }
 
   // One result per image, in input order, detections sorted by descending score.
   // Implementations must honour the contract that makes dynamic batching exact: running

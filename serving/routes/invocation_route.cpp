@@ -106,6 +106,13 @@ RouteAnswer DeadlineExceededAnswer(const ServerConfig& config) {
                                  config.request_deadline.count()));
 }
 
+RouteAnswer NotAdmittedAnswer(const ServerLifecycle& lifecycle) {
+  return ErrorAnswer(503, "queue_full",
+                     fmt::format("{} requests are already being processed (--max-inflight); "
+                                 "retry later",
+                                 lifecycle.max_inflight()));
+}
+
 RouteAnswer RefusedJobAnswer(InferenceExecutor::SubmitResult result, const ServerConfig& config) {
   switch (result) {
     case InferenceExecutor::SubmitResult::kQueueFull:
@@ -154,10 +161,7 @@ RouteHandler InvocationRoute(InvocationServices services) {
     exchange.run = [services, kind, options, deadline](std::vector<uint8_t> body, Reply reply) {
       Admission admission = services.lifecycle->TryAdmit();
       if (!admission) {
-        reply(ErrorAnswer(503, "queue_full",
-                          fmt::format("{} requests are already being processed (--max-inflight); "
-                                      "retry later",
-                                      services.lifecycle->max_inflight())));
+        reply(NotAdmittedAnswer(*services.lifecycle));
         return;
       }
       net::post(*services.cpu_pool, [services, kind, options, deadline, admission,

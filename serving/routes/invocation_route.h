@@ -30,6 +30,8 @@ RouteHandler InvocationRoute(InvocationServices services);
 
 // The 503 answer of a request that ran out of time.
 RouteAnswer DeadlineExceededAnswer(const ServerConfig& config);
+// The 503 answer of a request not admitted under --max-inflight.
+RouteAnswer NotAdmittedAnswer(const ServerLifecycle& lifecycle);
 // The 503 answer for a job the executor did not accept (queue_full, not_ready,
 // shutting_down); `result` is not kAccepted.
 RouteAnswer RefusedJobAnswer(InferenceExecutor::SubmitResult result, const ServerConfig& config);

@@ -25,12 +25,8 @@ void AddMetricsRoute(RouteTable& table, MetricsSources sources) {
     }
     live.in_flight = sources.lifecycle->InFlight();
     // Rendered here, on the I/O thread: a scrape is microseconds of work.
-    RouteAnswer answer{200, sources.metrics->Render(live), std::string(kPrometheusContentType), {}};
-    Exchange exchange;
-    exchange.run = [answer = std::move(answer)](std::vector<uint8_t>, Reply reply) {
-      reply(answer);
-    };
-    return exchange;
+    return ImmediateExchange(
+        RouteAnswer{200, sources.metrics->Render(live), std::string(kPrometheusContentType), {}});
   });
 }
 

@@ -29,12 +29,6 @@ RouteAnswer Json(unsigned status, const nlohmann::json& body) {
                      {}};
 }
 
-Exchange Answer(RouteAnswer answer) {
-  Exchange exchange;
-  exchange.run = [answer = std::move(answer)](std::vector<uint8_t>, Reply reply) { reply(answer); };
-  return exchange;
-}
-
 std::string ModelName(const RequestHead& head) {
   const auto it = head.params.find("name");
   return it == head.params.end() ? std::string() : PercentDecode(it->second);
@@ -220,14 +214,14 @@ MultiModelRoutes::MultiModelRoutes(RouteTable& table, const ServerConfig& config
     nlohmann::json answer = {{"models", page}};
     if (more)
       answer["nextPageToken"] = Hex(last);
-    return Answer(Json(200, answer));
+    return ImmediateExchange(Json(200, answer));
   });
   table.Add(http::verb::get, "/models/{name}", [&models](const RequestHead& head) {
     const std::string name = ModelName(head);
     const auto info = models.Find(name);
     if (!info)
       throw HttpError(404, "model_not_found", fmt::format("no model {} is loaded", name));
-    return Answer(Json(200, Describe(*info)));
+    return ImmediateExchange(Json(200, Describe(*info)));
   });
   table.Add(http::verb::delete_, "/models/{name}", [this, &models](const RequestHead& head) {
     const std::string name = ModelName(head);

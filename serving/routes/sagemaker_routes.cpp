@@ -9,13 +9,6 @@ namespace {
 
 namespace http = boost::beast::http;
 
-// Runs on the I/O thread: a /ping never waits behind decoding or the model.
-Exchange Immediate(RouteAnswer answer) {
-  Exchange exchange;
-  exchange.run = [answer = std::move(answer)](std::vector<uint8_t>, Reply reply) { reply(answer); };
-  return exchange;
-}
-
 }  // namespace
 
 SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor* executor,
@@ -23,12 +16,13 @@ SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor* 
     : cpu_pool_(static_cast<size_t>(config.cpu_threads)) {
   table_.Add(http::verb::get, "/ping", [executor, &lifecycle](const RequestHead&) {
     if (lifecycle.Draining()) {
-      return Immediate(ErrorAnswer(503, "draining", "the server is shutting down"));
+      return ImmediateExchange(ErrorAnswer(503, "draining", "the server is shutting down"));
     }
     if (executor != nullptr && !executor->Ready()) {
-      return Immediate(ErrorAnswer(503, "not_ready", "the model is still loading or warming up"));
+      return ImmediateExchange(
+          ErrorAnswer(503, "not_ready", "the model is still loading or warming up"));
     }
-    return Immediate(RouteAnswer{200, "", "", {}});
+    return ImmediateExchange(RouteAnswer{200, "", "", {}});
   });
   table_.Add(http::verb::get, "/execution-parameters", [&config](const RequestHead&) {
     const nlohmann::json parameters = {
@@ -36,7 +30,7 @@ SageMakerRoutes::SageMakerRoutes(const ServerConfig& config, InferenceExecutor* 
         {"BatchStrategy", config.batch_strategy},
         {"MaxPayloadInMB", (config.max_payload_bytes + (1u << 20) - 1) >> 20},
     };
-    return Immediate(RouteAnswer{200, parameters.dump(), "application/json", {}});
+    return ImmediateExchange(RouteAnswer{200, parameters.dump(), "application/json", {}});
   });
   if (executor == nullptr) {
     table_.Add(http::verb::post, "/invocations", [](const RequestHead&) -> Exchange {

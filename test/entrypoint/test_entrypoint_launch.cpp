@@ -468,6 +468,19 @@ TEST_CASE(
     CHECK(LinesStartingWith(run.out, "argv") == std::vector<std::string>{"argv --mode world"});
     CHECK(ParseWorld(LinesStartingWith(run.out, "world ").at(0)).at("RANK") == "5");
   }
+  SECTION("KServe's container args in place of the CMD: a server flag first means serve") {
+    const Finished run = RunEntrypoint({"--model_name", "site-a", "--mode", "world"},
+                                       {{"MRCNN_SERVER", ChildBinary()}}, dir.path());
+    REQUIRE(run.exit_code == 0);
+    CHECK(LinesStartingWith(run.out, "argv") ==
+          std::vector<std::string>{"argv --model_name site-a --mode world"});
+    const Finished joined =
+        RunEntrypoint({"--model_name=site-a", "--http_port=8080", "--mode", "world"},
+                      {{"MRCNN_SERVER", ChildBinary()}}, dir.path());
+    REQUIRE(joined.exit_code == 0);
+    CHECK(LinesStartingWith(joined.out, "argv") ==
+          std::vector<std::string>{"argv --model_name=site-a --http_port=8080 --mode world"});
+  }
   SECTION("missing") {
     const Finished run =
         RunEntrypoint({"serve"}, {{"MRCNN_SERVER", "/nonexistent/server"}}, dir.path());

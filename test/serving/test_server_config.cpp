@@ -186,3 +186,24 @@ TEST_CASE("large payloads: up to 1024 MiB, and the decoded-pixel limit is a sett
   CHECK(defaults.min_transfer_bytes_per_s == 1 << 20);
   CHECK(Parse({"--min-transfer-rate-mb-s", "8"}, {}).min_transfer_bytes_per_s == 8 << 20);
 }
+
+TEST_CASE("The Open Inference Protocol's model name and KServe's model dir", "[serving][config]") {
+  CHECK(Parse({}, {}).model_name == "model");
+  CHECK(Parse({}, {{"MRCNN_MODEL_NAME", "detector"}}).model_name == "detector");
+  CHECK(Parse({"--model_name", "site-a"}, {{"MRCNN_MODEL_NAME", "detector"}}).model_name ==
+        "site-a");
+  CHECK(Parse({"--model-name=site-b"}, {}).model_name == "site-b");
+  CHECK_THROWS_AS(Parse({"--model_name", "a/b"}, {}), mrcnn::common::ConfigError);
+  CHECK(Parse({"--model_dir", "/srv/m", "--http_port", "9000"}, {}).model_dir == "/srv/m");
+  CHECK(Parse({"--http_port", "9000"}, {}).port == 9000);
+
+  const std::filesystem::path here = std::filesystem::current_path();
+  const mrcnn::common::ResolvedModelDir missing{"/nonexistent/opt/ml/model", "default"};
+  // Nothing named a dir, the default is missing and KServe's exists: KServe's.
+  CHECK(PreferKServeModelDir(missing, false, here).dir == here);
+  CHECK(PreferKServeModelDir(missing, false, here).source.find("KServe") != std::string::npos);
+  // A named dir, an existing default, or no KServe dir: as resolved.
+  CHECK(PreferKServeModelDir(missing, true, here).dir == missing.dir);
+  CHECK(PreferKServeModelDir({here, "default"}, false, "/nonexistent/mnt").dir == here);
+  CHECK(PreferKServeModelDir(missing, false, "/nonexistent/mnt").dir == missing.dir);
+}

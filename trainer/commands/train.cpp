@@ -2,6 +2,7 @@
 // hyperparameters as "--key value" pairs (see trainer/engine/config/job_config.h); everything
 // else comes from the SM_* and torchrun environment.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "common/env_map.h"
 #include "trainer/commands/command_registry.h"
 #include "trainer/engine/config/job_config.h"
+#include "trainer/engine/config/weights_fetch.h"
 #include "trainer/engine/hooks/stop_signal.h"
 #include "trainer/engine/train_job.h"
 
@@ -31,6 +33,12 @@ const CommandRegistration kTrain{
         engine::InstallStopHandlers();
         const engine::TrainJob job =
             engine::ResolveTrainJob(engine::ParseTrainJobArgs(argv), env, "/proc/self/exe");
+        // Before the model and the data: a download that cannot succeed fails the job in
+        // the time its bounded tries take, not after minutes of setup.
+        engine::FetchJobWeights(job, env, [](const std::string& line) {
+          std::fprintf(stdout, "%s\n", line.c_str());
+          std::fflush(stdout);
+        });
         return engine::RunTrainJob(job, engine::ProcessWorld::FromEnv(env));
       };
     }};

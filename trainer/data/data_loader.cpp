@@ -23,8 +23,10 @@ DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, LoaderOptions
   if (opt_.training && opt_.group_by_aspect_ratio) {
     std::vector<uint8_t> portrait;
     portrait.reserve(ds_->images().size());
+    // Detectron2's two buckets: w > h, and the rest (squares go with the portraits), from
+    // the dataset's original sizes.
     for (const auto& im : ds_->images())
-      portrait.push_back(im.height > im.width);
+      portrait.push_back(!(im.width > im.height));
     grouper_ = std::make_unique<AspectRatioGrouper>(std::move(portrait),
                                                     static_cast<size_t>(opt_.batch_size));
   }

@@ -29,6 +29,7 @@
 #include "trainer/engine/hooks/weights_dump.h"
 #include "trainer/engine/mask_rcnn_trainer.h"
 #include "trainer/engine/model_export.h"
+#include "trainer/engine/solver/reference_world_size.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -256,8 +257,12 @@ MlflowJobFacts MlflowFactsOf(const TrainJob& job, const ProcessWorld& world) {
 
 }  // namespace
 
-int RunTrainJob(const TrainJob& job, const ProcessWorld& world) {
+int RunTrainJob(const TrainJob& unscaled, const ProcessWorld& world) {
   const ConsoleLog log(world.rank == 0);
+  TrainJob job = unscaled;
+  if (const std::string scaled = ScaleToReferenceWorldSize(job.config, world.world_size);
+      !scaled.empty())
+    log.Line("[config] " + scaled);
   LogJobStart(job, log);
   // Rank 0 alone tracks; a bad MLFLOW_TRACKING_URI fails the job before anything long runs.
   std::unique_ptr<MlflowTracking> mlflow =

@@ -187,10 +187,13 @@ at::Tensor TrainStep::Finish() {
   // overflowed step's gradients; the optimizer then leaves everything as it was.
   const at::Tensor found_inf = scaler_.Unscale(trainable_);
   if (options_.clip) {
-    if (options_.clip_type == "norm")
-      ClipGradNorm(trainable_, options_.clip_value, options_.clip_norm_type);
-    else
-      torch::nn::utils::clip_grad_value_(trainable_, options_.clip_value);
+    // Each parameter's gradient on its own, as Detectron2's per-parameter clipper does.
+    for (const at::Tensor& parameter : trainable_) {
+      if (options_.clip_type == "norm")
+        ClipGradNorm({parameter}, options_.clip_value, options_.clip_norm_type);
+      else
+        torch::nn::utils::clip_grad_value_(parameter, options_.clip_value);
+    }
   }
   if (gradient_probe_)
     gradient_probe_(trainable_, found_inf);

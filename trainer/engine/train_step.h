@@ -38,9 +38,10 @@ struct TrainStepOptions {
   // Autocast dtype for the forward pass, on `amp_device_type`; nullopt: float32.
   std::optional<at::ScalarType> amp_dtype;
   c10::DeviceType amp_device_type = c10::DeviceType::CUDA;
-  // SOLVER.CLIP_GRADIENTS: type "norm" (clip_grad_norm_ with norm_type) or "value".
+  // SOLVER.CLIP_GRADIENTS: type "norm" (clip_grad_norm_ with norm_type) or "value", applied to
+  // each parameter on its own (Detectron2's per-parameter clipper).
   bool clip = false;
-  std::string clip_type = "norm";
+  std::string clip_type = "value";
   double clip_value = 0.0;
   double clip_norm_type = 2.0;
   // Appended to the error thrown for a non-finite loss, to say what the caller can change.

@@ -121,6 +121,11 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
     c.trainable_layers = 5 - freeze_at;
   }
   Read(root, "MODEL.ROI_HEADS.NAME", source, c.roi_heads_name);
+  // Detectron2's box losses default to L1 (SMOOTH_L1_BETA 0), torchvision's to beta 1/9.
+  for (auto [key, beta] : {std::pair<const char*, double*>{"MODEL.RPN.SMOOTH_L1_BETA", &c.rpn_smooth_l1_beta},
+                           {"MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA", &c.box_smooth_l1_beta}}) {
+    if (!Lookup(root, key).IsDefined()) *beta = 0.0;
+  }
   Read(root, "INPUT.FORMAT", source, c.input_format);
   Read(root, "MODEL.ANCHOR_GENERATOR.OFFSET", source, c.anchor_offset);
   Read(root, "MODEL.PROPOSAL_GENERATOR.MIN_SIZE", source, c.rpn_min_size);
@@ -225,6 +230,8 @@ void ReadBackboneAndRpn(const YAML::Node& root, const std::string& source, Model
   Read(root, "MODEL.RPN.MIN_SIZE", source, c.rpn_min_size);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_TYPE", source, c.rpn_bbox_reg_loss_type);
   Read(root, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", source, c.rpn_bbox_reg_loss_weight);
+  Read(root, "MODEL.RPN.SMOOTH_L1_BETA", source, c.rpn_smooth_l1_beta);
+  Read(root, "MODEL.RPN.LOSS_WEIGHT", source, c.rpn_loss_weight);
 }
 
 // A one-stage detector: its classes, thresholds and test limits are its own keys.
@@ -273,6 +280,7 @@ void ReadRoiBoxHead(const YAML::Node& root, const std::string& source, ModelConf
   ReadArray(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", source, c.bbox_reg_weights);
   Read(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", source, c.bbox_reg_loss_type);
   Read(root, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", source, c.bbox_reg_loss_weight);
+  Read(root, "MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA", source, c.box_smooth_l1_beta);
   Read(root, "MODEL.ROI_BOX_HEAD.NAME", source, c.box_head);
   Read(root, "MODEL.ROI_BOX_HEAD.FC_DIM", source, c.box_fc_dim);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
@@ -412,8 +420,12 @@ void ValidateGeneral(const ModelConfig& c, const std::string& source) {
   for (const auto& [key, v] : {std::pair<const char*, const std::string&>{"MODEL.RPN.BBOX_REG_LOSS_TYPE",
                                                                           c.rpn_bbox_reg_loss_type},
                                {"MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE", c.bbox_reg_loss_type}}) {
-    Require(v == "smooth_l1" || v == "giou", source, key, "must be smooth_l1 or giou, got \"" + v + "\"");
+    Require(v == "smooth_l1" || v == "giou" || v == "diou" || v == "ciou", source, key,
+            "must be smooth_l1, giou, diou or ciou, got \"" + v + "\"");
   }
+  Require(c.rpn_smooth_l1_beta >= 0, source, "MODEL.RPN.SMOOTH_L1_BETA", "must be >= 0 (0: L1)");
+  Require(c.box_smooth_l1_beta >= 0, source, "MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA", "must be >= 0 (0: L1)");
+  Require(c.rpn_loss_weight >= 0, source, "MODEL.RPN.LOSS_WEIGHT", "must be >= 0");
   Require(c.rpn_bbox_reg_loss_weight >= 0, source, "MODEL.RPN.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
   Require(c.bbox_reg_loss_weight >= 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_WEIGHT", "must be >= 0");
   for (double w : c.bbox_reg_weights) Require(w > 0, source, "MODEL.ROI_BOX_HEAD.BBOX_REG_WEIGHTS", "must be > 0");
@@ -580,7 +592,7 @@ std::string ModelConfig::ToYaml() const {
     << "], BATCH_SIZE_PER_IMAGE: " << rpn_batch_size_per_image << ", POSITIVE_FRACTION: " << rpn_positive_fraction
     << ", SCORE_THRESH: " << rpn_score_thresh << ", MIN_SIZE: " << rpn_min_size
     << ", BBOX_REG_LOSS_TYPE: " << rpn_bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << rpn_bbox_reg_loss_weight
-    << "}\n"
+    << ", SMOOTH_L1_BETA: " << rpn_smooth_l1_beta << ", LOSS_WEIGHT: " << rpn_loss_weight << "}\n"
     << "  ROI_HEADS: {NAME: " << roi_heads_name << ", NUM_CLASSES: " << num_classes << ", SCORE_THRESH_TEST: " << box_score_thresh
     << ", NMS_THRESH_TEST: " << box_nms_thresh << ", IOU_THRESHOLDS: [" << box_bg_iou_thresh << ", "
     << box_fg_iou_thresh << "], BATCH_SIZE_PER_IMAGE: " << box_batch_size_per_image
@@ -590,6 +602,7 @@ std::string ModelConfig::ToYaml() const {
     << ", POOLER_TYPE: " << pooler(box_pooler_aligned)
     << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
     << ", BBOX_REG_LOSS_TYPE: " << bbox_reg_loss_type << ", BBOX_REG_LOSS_WEIGHT: " << bbox_reg_loss_weight
+    << ", SMOOTH_L1_BETA: " << box_smooth_l1_beta
     << ", CLS_AGNOSTIC_BBOX_REG: " << (cls_agnostic_bbox_reg ? "true" : "false") << "}\n"
     << "  ROI_BOX_CASCADE_HEAD: {IOUS: " << Flow(cascade_ious) << ", BBOX_REG_WEIGHTS: ["
     << [&] {

@@ -74,9 +74,13 @@ struct ModelConfig {
   double rpn_positive_fraction = 0.5;
   double rpn_score_thresh = 0.0;
   double rpn_min_size = 1e-3;
-  // Box regression loss per head (box_losses.h): "smooth_l1" or "giou", and its weight.
+  // Box regression loss per head (box_losses.h): "smooth_l1", "giou", "diou" or "ciou", and its
+  // weight. MODEL.RPN.SMOOTH_L1_BETA: torchvision's 1/9, Detectron2's 0 (L1) unless its config
+  // says otherwise. MODEL.RPN.LOSS_WEIGHT scales both RPN losses (Detectron2's).
   std::string rpn_bbox_reg_loss_type = "smooth_l1";
   double rpn_bbox_reg_loss_weight = 1.0;
+  double rpn_smooth_l1_beta = 1.0 / 9;
+  double rpn_loss_weight = 1.0;
 
   int num_classes =
       90;  // foreground classes (Detectron2 convention); the network predicts num_classes + 1
@@ -90,6 +94,7 @@ struct ModelConfig {
   std::array<double, 4> bbox_reg_weights = {10.0, 10.0, 5.0, 5.0};
   std::string bbox_reg_loss_type = "smooth_l1";
   double bbox_reg_loss_weight = 1.0;
+  double box_smooth_l1_beta = 1.0 / 9;  // MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA (Detectron2's: 0)
   int box_fc_dim = 1024;
   int box_pooler_resolution = 7;
   int box_pooler_sampling_ratio = 2;

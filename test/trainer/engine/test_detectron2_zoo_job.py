@@ -1,7 +1,7 @@
 """detectron2-sagemaker's jobs through `entrypoint train` (issue 51): the README's own
 example (R101-C4 by its zoo name, "resume": "True" on a first run) fine-tuning from a zoo
 .pkl in the weights channel, the model it writes predicting and serving; a zoo config whose
-weights are not in the channel failing at once with output/failure naming them; and a
+weights are neither in the channel nor reachable failing at once with output/failure naming them; and a
 box-only COCO file training a Faster R-CNN whose evaluation is bbox only. The networks are
 the zoo's (depth, stages, heads) with the narrow widths of test/data/detectron2's golden
 variants, so a CPU runs them in seconds."""
@@ -9,6 +9,7 @@ import json
 import pathlib
 import pickle
 import shutil
+import socket
 import subprocess
 import time
 
@@ -91,16 +92,27 @@ def test_the_detectron2_sagemaker_readme_example_fine_tunes_serves_and_predicts(
     assert isinstance(json.loads((tmp_path / "pred.json").read_text()), list)
 
 
-def test_zoo_weights_that_are_not_in_the_channel_fail_at_once_naming_them(shapes, tmp_path):
+def test_zoo_weights_that_are_not_in_the_channel_nor_reachable_fail_at_once_naming_them(shapes, tmp_path):
+    """No weights channel, and the zoo's mirror refuses connections (the job's network reaches
+    no zoo): the download's tries end the job at once, naming the file and the fixes."""
     root = job_tree(tmp_path / "job", shapes, {"config-file": "COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml",
                                                "resume": "True", "opts": "SOLVER.MAX_ITER 20000"})
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = entrypoint_env(MRCNN_ZOO_MIRROR=f"http://127.0.0.1:{port}/", MRCNN_DOWNLOAD_ATTEMPTS="2",
+                         MRCNN_DOWNLOAD_BACKOFF_MS="100")
     started = time.monotonic()
-    code, out = run_job(root, timeout=120)
+    proc = start_entrypoint(root, "--master-port", "29571", env=env)
+    code = proc.wait(timeout=120)
+    out = log_path(root).read_text()
     assert code != 0, out[-2000:]
     assert time.monotonic() - started < 60
     failure = (root / "output" / "failure").read_text()
     assert "detectron2://ImageNetPretrained/MSRA/R-101.pkl" in failure, failure
-    assert "weights channel" in failure, failure
+    assert f"http://127.0.0.1:{port}/detectron2/ImageNetPretrained/MSRA/R-101.pkl" in failure, failure
+    assert "cannot connect" in failure and "2 tries" in failure, failure
+    assert "weights channel" in failure and "MRCNN_ZOO_MIRROR" in failure, failure
 
 
 def test_a_box_only_coco_file_trains_a_faster_rcnn_evaluated_on_boxes(shapes, tmp_path):

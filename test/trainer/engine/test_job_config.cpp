@@ -435,17 +435,57 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
   CHECK(ResolveTrainJob(own, t.Env(), "").config.GetInt("SOLVER.MAX_ITER") == 7);
 }
 
-TEST_CASE("a zoo config's detectron2:// weights without a weights channel name the file to put there",
-          "[job][model-zoo]") {
+TEST_CASE("a zoo config's detectron2:// weights without a weights channel are fetched into the cache",
+          "[job][model-zoo][download]") {
   JobTree t;
   EnvMap env = t.Env();
   env["MRCNN_CONFIG_DIR"] = std::string(MRCNN_SOURCE_DIR) + "/configs";
   TrainJobArgs args;
   args.config_file = "COCO-InstanceSegmentation/mask_rcnn_R_101_C4_3x.yaml";
-  const std::string err = ErrorOf([&] { ResolveTrainJob(args, env, ""); });
-  CHECK_THAT(err, Catch::Contains("MODEL.WEIGHTS") && Catch::Contains("detectron2://ImageNetPretrained/MSRA/R-101.pkl") &&
-                      Catch::Contains("https://dl.fbaipublicfiles.com/detectron2/ImageNetPretrained/MSRA/R-101.pkl") &&
-                      Catch::Contains("put R-101.pkl") && Catch::Contains("weights channel"));
+  const fs::path cached = t.root / "ml/checkpoints/weights_cache/dl.fbaipublicfiles.com/detectron2/"
+                                   "ImageNetPretrained/MSRA/R-101.pkl";
+  TrainJob job = ResolveTrainJob(args, env, "");
+  CHECK(job.weights == cached);
+  CHECK(job.weights_url == "https://dl.fbaipublicfiles.com/detectron2/ImageNetPretrained/MSRA/R-101.pkl");
+  CHECK_FALSE(fs::exists(cached));  // resolving downloads nothing; FetchJobWeights does
+
+  // The mirror changes where it comes from, not where it is kept.
+  env["MRCNN_ZOO_MIRROR"] = "s3://my-bucket/zoo";
+  job = ResolveTrainJob(args, env, "");
+  CHECK(job.weights == cached);
+  CHECK(job.weights_url == "s3://my-bucket/zoo/detectron2/ImageNetPretrained/MSRA/R-101.pkl");
+  env["MRCNN_WEIGHTS_CACHE"] = (t.root / "cache").string();
+  CHECK(ResolveTrainJob(args, env, "").weights ==
+        t.root / "cache/dl.fbaipublicfiles.com/detectron2/ImageNetPretrained/MSRA/R-101.pkl");
+
+  // The weights channel comes first: the file of the URL's name among several, else its only one.
+  t.Write("ml/input/data/weights/other.pth", "x");
+  t.Write("ml/input/data/weights/R-101.pkl", "x");
+  job = ResolveTrainJob(args, env, "");
+  CHECK(job.weights == t.root / "ml/input/data/weights/R-101.pkl");
+  CHECK(job.weights_url.empty());
+  fs::remove(t.root / "ml/input/data/weights/R-101.pkl");
+  CHECK(ResolveTrainJob(args, env, "").weights == t.root / "ml/input/data/weights/other.pth");
+  t.Write("ml/input/data/weights/third.pth", "x");
+  CHECK(ResolveTrainJob(args, env, "").weights_url ==
+        "s3://my-bucket/zoo/detectron2/ImageNetPretrained/MSRA/R-101.pkl");
+}
+
+TEST_CASE("MODEL.WEIGHTS URLs that cannot be fetched are refused naming the key and the fix",
+          "[job][download]") {
+  JobTree t;
+  TrainJobArgs args;
+  args.opts = "MODEL.WEIGHTS catalog://ImageNetPretrained/FAIR/R-18";
+  const std::string unknown = ErrorOf([&] { ResolveTrainJob(args, t.Env(), ""); });
+  CHECK_THAT(unknown, Catch::Contains("MODEL.WEIGHTS") &&
+                          Catch::Contains("catalog://ImageNetPretrained/MSRA/R-50") &&
+                          Catch::Contains("weights channel"));
+  args.opts = "MODEL.WEIGHTS gs://bucket/R-50.pkl";
+  CHECK_THAT(ErrorOf([&] { ResolveTrainJob(args, t.Env(), ""); }),
+             Catch::Contains("MODEL.WEIGHTS") && Catch::Contains("gs://"));
+  args.opts = "MODEL.WEIGHTS catalog://ImageNetPretrained/FAIR/R-50-GN";
+  CHECK(ResolveTrainJob(args, t.Env(), "").weights_url ==
+        "https://dl.fbaipublicfiles.com/detectron/ImageNetPretrained/47261647/R-50-GN.pkl");
 }
 
 TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",

@@ -41,7 +41,7 @@ TEST_CASE("parameter kinds: norm, bias, weight", "[optim]") {
   CHECK(kinds.at("conv.weight") == ParamKind::kWeight);
   CHECK(kinds.at("conv.bias") == ParamKind::kBias);
   CHECK(kinds.at("gn.weight") == ParamKind::kNorm);
-  CHECK(kinds.at("gn.bias") == ParamKind::kNorm);
+  CHECK(kinds.at("gn.bias") == ParamKind::kNormBias);
   CHECK(kinds.at("fc.weight") == ParamKind::kWeight);
 }
 
@@ -66,7 +66,8 @@ TEST_CASE("Sgd equals torch::optim::SGD with the same per-group settings", "[opt
           ps, std::make_unique<torch::optim::SGDOptions>(
                   torch::optim::SGDOptions(lr * lr_factor).momentum(0.9).nesterov(nesterov).weight_decay(wd)));
     };
-    torch::optim::SGD reference({group({0, 4}, 1e-2, 1.0), group({1}, 5e-3, 2.0), group({2, 3}, 0.0, 1.0)},
+    // With WEIGHT_DECAY_BIAS set, a norm layer's bias is a bias (Detectron2's override order).
+    torch::optim::SGD reference({group({0, 4}, 1e-2, 1.0), group({1, 3}, 5e-3, 2.0), group({2}, 0.0, 1.0)},
                                 torch::optim::SGDOptions(lr));
     torch::manual_seed(7);
     for (int step = 0; step < 5; ++step) {

@@ -22,7 +22,8 @@ TOOL = BUILD / "tests" / "optimizer_oracle_tool"
 STEPS = 40
 # conv: a weight and a bias; gn: a norm layer (1-D weight); fc: a weight.
 SHAPES = {"conv.weight": (4, 3, 3, 3), "conv.bias": (4,), "gn.weight": (4,), "gn.bias": (4,), "fc.weight": (2, 4)}
-KIND = {"conv.weight": "weight", "conv.bias": "bias", "gn.weight": "norm", "gn.bias": "norm", "fc.weight": "weight"}
+# Detectron2's groups with WEIGHT_DECAY_BIAS set: its bias override applies to a norm layer's bias too.
+KIND = {"conv.weight": "weight", "conv.bias": "bias", "gn.weight": "norm", "gn.bias": "bias", "fc.weight": "weight"}
 WD = {"weight": 1e-3, "bias": 5e-4, "norm": 0.0}
 LR_FACTOR = {"weight": 1.0, "bias": 2.0, "norm": 1.0}
 

@@ -43,6 +43,8 @@ def training_losses(variant: pathlib.Path, workdir: pathlib.Path, box_masks: boo
         tensors[f"target.{i}.boxes"] = torch.tensor(target["boxes"], dtype=torch.float32)
         tensors[f"target.{i}.labels"] = torch.tensor(target["classes"], dtype=torch.int64) + 1  # ours: 0 is background
         tensors[f"target.{i}.masks"] = masks
+        if "keypoints" in target:
+            tensors[f"target.{i}.keypoints"] = torch.tensor(target["keypoints"], dtype=torch.float32)
     save_file(tensors, str(workdir / "in.safetensors"))
     run = subprocess.run([str(PROBE), "--model-dir", str(model_dir), "--input", str(workdir / "in.safetensors"),
                           "--output", str(workdir / "out.safetensors"), "--mode", "train", "--threads", "2"],

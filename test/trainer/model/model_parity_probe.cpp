@@ -7,7 +7,7 @@
 // --cpu-mode: the CPU inference fast path's mode in eval (fast_conv.h CpuDenseMode; fp32 by
 // default, as without a scope; MRCNN_CPU_WINOGRAD=0 turns the fast path off).
 // Input: image.<i> (3 x H x W float in [0, 1]); train mode also target.<i>.boxes,
-// target.<i>.labels, target.<i>.masks.
+// target.<i>.labels, target.<i>.masks, and for keypoint models target.<i>.keypoints.
 // Output (eval): batch, image_size.<i>, feature.<l>, proposals.<i>, proposal_scores.<i>,
 // boxes.<i>, scores.<i>, labels.<i>, masks.<i> (pasted probabilities).
 // Output (train): loss.<name> for the five torchvision losses, and grad.<parameter> of
@@ -73,8 +73,10 @@ int Run(int argc, char** argv) {
     std::vector<ImageTarget> targets;
     for (size_t i = 0; i < images.size(); ++i) {
       const std::string p = "target." + std::to_string(i) + ".";
-      targets.push_back(
-          {input.at(p + "boxes"), input.at(p + "labels"), input.at(p + "masks"), at::Tensor()});
+      // Keypoint models also read target.<i>.keypoints (G x K x 3: x, y, visibility).
+      const auto keypoints = input.find(p + "keypoints");
+      targets.push_back({input.at(p + "boxes"), input.at(p + "labels"), input.at(p + "masks"),
+                         keypoints == input.end() ? at::Tensor() : keypoints->second});
     }
     ModelOutput result = model->forward(images, targets);
     for (auto& [name, value] : result.losses)

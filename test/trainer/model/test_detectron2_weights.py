@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from caffe2_names import caffe2_name_of_detectron2
 
 BUILD = Path(os.environ.get("MRCNN_BUILD_DIR", Path(__file__).resolve().parents[3] / "build"))
 TRAINER = BUILD / "bin" / "trainer"
@@ -393,24 +394,6 @@ def test_detectron2s_checkpoints_fill_the_model_of_their_config(checkpoint):
     assert (summary["shape_skipped"], summary["unknown"], summary["missing"]) == (0, 0, 0), run.stderr
 
 
-def _caffe2_name_of_detectron2(name):
-    """Caffe2's blob name for a Detectron2 ResNet tensor (scale and shift norms only)."""
-    param = {"weight": "s", "bias": "b"}
-    if m := re.fullmatch(r"backbone\.(?:bottom_up\.)?stem\.conv1\.weight", name):
-        return "conv1_w"
-    if m := re.fullmatch(r"backbone\.(?:bottom_up\.)?stem\.conv1\.norm\.(weight|bias)", name):
-        return "res_conv1_bn_" + param[m[1]]
-    if m := re.fullmatch(r"(?:backbone\.(?:bottom_up\.)?|roi_heads\.)res(\d)\.(\d+)\.conv(\d)\.weight", name):
-        return f"res{m[1]}_{m[2]}_branch2{'abc'[int(m[3]) - 1]}_w"
-    if m := re.fullmatch(r"(?:backbone\.(?:bottom_up\.)?|roi_heads\.)res(\d)\.(\d+)\.conv(\d)\.norm\.(weight|bias)", name):
-        return f"res{m[1]}_{m[2]}_branch2{'abc'[int(m[3]) - 1]}_bn_{param[m[4]]}"
-    if m := re.fullmatch(r"(?:backbone\.(?:bottom_up\.)?|roi_heads\.)res(\d)\.(\d+)\.shortcut\.weight", name):
-        return f"res{m[1]}_{m[2]}_branch1_w"
-    if m := re.fullmatch(r"(?:backbone\.(?:bottom_up\.)?|roi_heads\.)res(\d)\.(\d+)\.shortcut\.norm\.(weight|bias)", name):
-        return f"res{m[1]}_{m[2]}_branch1_bn_{param[m[3]]}"
-    return None
-
-
 @pytest.mark.skipif(not (GOLDEN / "mask_rcnn_R_101_C4").is_dir(), reason="no golden data from Detectron2")
 def test_a_caffe2_backbone_fills_a_c4_models_body_and_its_res5_head(tmp_path):
     """The ImageNet backbone in Caffe2's names (as ImageNetPretrained/MSRA/R-101.pkl) onto
@@ -422,7 +405,7 @@ def test_a_caffe2_backbone_fills_a_c4_models_body_and_its_res5_head(tmp_path):
     state = torch.load(variant / "model_final.pth", weights_only=False)["model"]
     blobs = {}
     for name, value in state.items():
-        if (c2 := _caffe2_name_of_detectron2(name)) is not None:
+        if (c2 := caffe2_name_of_detectron2(name)) is not None:
             blobs[c2] = value.numpy()
     assert "res5_2_branch2c_bn_b" in blobs
     blobs["fc1000_w"] = np.zeros((1000, 2048), np.float32)

@@ -407,7 +407,25 @@ TEST_CASE("box regression loss type, weight and box-coder weights per head", "[c
                         YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: l1}}"), "l1.yaml"),
                     Catch::Contains("l1.yaml") &&
                         Catch::Contains("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") &&
-                        Catch::Contains("must be smooth_l1 or giou, got \"l1\""));
+                        Catch::Contains("must be smooth_l1, giou, diou or ciou, got \"l1\""));
+  CHECK(ModelConfig::FromYaml(YAML::Load("MODEL: {RPN: {BBOX_REG_LOSS_TYPE: diou},"
+                                         " ROI_BOX_HEAD: {BBOX_REG_LOSS_TYPE: ciou}}"),
+                              "iou.yaml")
+            .bbox_reg_loss_type == "ciou");
+  // SMOOTH_L1_BETA: torchvision's 1/9 unless set; Detectron2's configs default to 0 (L1).
+  CHECK(ModelConfig().rpn_smooth_l1_beta == 1.0 / 9);
+  CHECK(ModelConfig().box_smooth_l1_beta == 1.0 / 9);
+  const ModelConfig d2 = ModelConfig::FromYaml(
+      YAML::Load("MODEL: {BACKBONE: {NAME: build_resnet_fpn_backbone},"
+                 " ROI_BOX_HEAD: {SMOOTH_L1_BETA: 0.5}, RPN: {LOSS_WEIGHT: 2.0}}"),
+      "d2.yaml");
+  CHECK(d2.rpn_smooth_l1_beta == 0.0);
+  CHECK(d2.box_smooth_l1_beta == 0.5);
+  CHECK(d2.rpn_loss_weight == 2.0);
+  CHECK(ModelConfig::FromYaml(YAML::Load(d2.ToYaml()), "round trip").box_smooth_l1_beta == 0.5);
+  CHECK_THROWS_WITH(
+      ModelConfig::FromYaml(YAML::Load("MODEL: {RPN: {SMOOTH_L1_BETA: -1}}"), "b.yaml"),
+      Catch::Contains("MODEL.RPN.SMOOTH_L1_BETA"));
   CHECK_THROWS_WITH(
       ModelConfig::FromYaml(YAML::Load("MODEL: {ROI_BOX_HEAD: {BBOX_REG_WEIGHTS: [1, 1, 0, 1]}}"),
                             "w.yaml"),

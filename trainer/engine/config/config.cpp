@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -274,6 +276,11 @@ void TrainConfig::MergeOpts(const std::vector<std::string>& pairs, const std::st
 void TrainConfig::Set(const std::string& key, const YAML::Node& value, const std::string& source) {
   auto it = values_.find(key);
   if (it == values_.end()) throw ConfigError(source, key, UnknownKeyProblem(values_, key));
+  if (value.IsNull() && kNullableFloatKeys.contains(key)) {
+    // Detectron2's None ("follow another key"), kept as NaN and written back as null.
+    it->second = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
   ConfigValue converted;
   if (!ConvertYaml(value, it->second, converted)) {
     std::string shown;
@@ -306,6 +313,16 @@ void TrainConfig::Set(const std::string& key, ConfigValue value, const std::stri
     throw ConfigError(source, key, std::string("must be a ") + TypeName(it->second) + ", got a " + TypeName(value));
   }
   it->second = std::move(value);
+}
+
+bool TrainConfig::operator==(const TrainConfig& other) const {
+  return std::equal(values_.begin(), values_.end(), other.values_.begin(), other.values_.end(),
+                    [](const auto& a, const auto& b) {
+                      const auto* x = std::get_if<double>(&a.second);
+                      const auto* y = std::get_if<double>(&b.second);
+                      if (x && y && std::isnan(*x) && std::isnan(*y)) return a.first == b.first;
+                      return a == b;
+                    });
 }
 
 const ConfigValue& TrainConfig::Get(const std::string& key) const {

@@ -8,6 +8,7 @@
 // for an unknown key, the closest valid one.
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ class Node;
 }
 
 namespace mrcnn::engine {
+
+// Float keys whose Detectron2 default is None: null in a config (Detectron2's dump writes it)
+// is NaN here, read by the key's user as "follow the key it defaults to", and written back as
+// null. SOLVER.WEIGHT_DECAY_BIAS follows SOLVER.WEIGHT_DECAY.
+inline const std::set<std::string> kNullableFloatKeys = {"SOLVER.WEIGHT_DECAY_BIAS"};
 
 class TrainConfig {
  public:
@@ -63,7 +69,8 @@ class TrainConfig {
   // The same as a parsed document (for consumers such as model::ModelConfig::FromYaml).
   YAML::Node ToYamlNode() const;
 
-  bool operator==(const TrainConfig& other) const { return values_ == other.values_; }
+  // Equal keys and values; NaN (a nullable key's null) equals NaN.
+  bool operator==(const TrainConfig& other) const;
 
  private:
   void MergeFileChain(const std::filesystem::path& path, std::vector<std::filesystem::path>& chain);

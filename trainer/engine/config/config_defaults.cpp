@@ -3,6 +3,8 @@
 // Detectron2's 1x schedule for 16 images per batch.
 #include "trainer/engine/config/config.h"
 
+#include <limits>
+
 namespace mrcnn::engine {
 
 namespace {
@@ -151,7 +153,9 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.NESTEROV"] = false;
   v["SOLVER.WEIGHT_DECAY"] = 1e-4;
   v["SOLVER.WEIGHT_DECAY_NORM"] = 0.0;  // for normalisation layers' weights and biases
-  v["SOLVER.WEIGHT_DECAY_BIAS"] = 1e-4;
+  // null (Detectron2's None): biases get SOLVER.WEIGHT_DECAY (norm biases WEIGHT_DECAY_NORM);
+  // a value applies to every bias, a norm layer's too, as Detectron2's override does.
+  v["SOLVER.WEIGHT_DECAY_BIAS"] = std::numeric_limits<double>::quiet_NaN();
   v["SOLVER.BIAS_LR_FACTOR"] = 1.0;
   v["SOLVER.OPTIMIZER"] = S("SGD");  // SGD | NovoGrad (solver/optimizer_registry.cpp)
   v["SOLVER.BETAS"] = FloatList{0.95, 0.98};  // NovoGrad's beta1, beta2
@@ -161,6 +165,12 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.MAX_ITER"] = int64_t{90000};
   v["SOLVER.STEPS"] = IntList{60000, 80000};
   v["SOLVER.GAMMA"] = 0.1;
+  v["SOLVER.NUM_DECAYS"] = int64_t{3};  // WarmupStepWithFixedGammaLR
+  v["SOLVER.RESCALE_INTERVAL"] = false;
+  // 0: IMS_PER_BATCH, BASE_LR and the schedule's iterations are for this job's world size.
+  // N: they were written for N processes, and a job of W processes scales them as Detectron2's
+  // DefaultTrainer.auto_scale_workers does (batch and LR x W/N, iterations x N/W).
+  v["SOLVER.REFERENCE_WORLD_SIZE"] = int64_t{0};
   v["SOLVER.BASE_LR_END"] = 0.0;  // cosine end value
   v["SOLVER.WARMUP_FACTOR"] = 1.0 / 1000;
   v["SOLVER.WARMUP_ITERS"] = int64_t{1000};
@@ -170,7 +180,9 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.ACCUMULATION_STEPS"] = int64_t{1};
   v["SOLVER.LOG_PERIOD"] = int64_t{20};
   v["SOLVER.CLIP_GRADIENTS.ENABLED"] = false;
-  v["SOLVER.CLIP_GRADIENTS.CLIP_TYPE"] = S("norm");  // norm | value
+  // value | norm, applied to each parameter's gradient on its own (Detectron2's
+  // per-parameter clipper), not to the norm of all of them together.
+  v["SOLVER.CLIP_GRADIENTS.CLIP_TYPE"] = S("value");
   v["SOLVER.CLIP_GRADIENTS.CLIP_VALUE"] = 1.0;
   v["SOLVER.CLIP_GRADIENTS.NORM_TYPE"] = 2.0;
   v["SOLVER.AMP.ENABLED"] = false;  // on a CPU: bfloat16 autocast; float16 stays fp32 there

@@ -82,7 +82,7 @@ std::optional<std::string> NodeString(const YAML::Node& n) {
 
 std::string FloatText(double v) {
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  if (std::isnan(v)) return ".nan";
+  if (std::isnan(v)) return "null";  // a nullable key's None (config.h kNullableFloatKeys)
   char buf[64];
   // Shortest of %.15g/%.17g that reads back exactly.
   std::snprintf(buf, sizeof buf, "%.15g", v);

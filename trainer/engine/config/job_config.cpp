@@ -8,6 +8,8 @@
 #include "common/input_data_config.h"
 #include "common/json_file.h"
 #include "common/resource_config.h"
+#include "download/weights_cache.h"
+#include "download/zoo_url.h"
 #include "trainer/engine/config/input_crop.h"
 #include "trainer/engine/config/model_zoo.h"
 
@@ -167,21 +169,7 @@ bool IsCheckpointFile(const fs::path& p) {
   return ext == ".safetensors" || ext == ".pth" || ext == ".pkl";
 }
 
-// Detectron2's way of naming its zoo files, and plain URLs: what no path can be.
-std::optional<std::string> DownloadUrl(const std::string& weights_key) {
-  constexpr std::string_view kDetectron2 = "detectron2://";
-  if (weights_key.starts_with(kDetectron2)) {
-    return "https://dl.fbaipublicfiles.com/detectron2/" + weights_key.substr(kDetectron2.size());
-  }
-  for (std::string_view scheme : {"https://", "http://", "s3://", "gs://"}) {
-    if (weights_key.starts_with(scheme)) return weights_key;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std::optional<fs::path>& weights_channel) {
+std::vector<fs::path> CheckpointFilesIn(const std::optional<fs::path>& weights_channel) {
   std::vector<fs::path> found;
   if (weights_channel) {
     for (const auto& entry : fs::directory_iterator(*weights_channel)) {
@@ -189,31 +177,54 @@ std::optional<fs::path> ResolveWeights(const std::string& weights_key, const std
     }
     std::sort(found.begin(), found.end());
   }
-  if (auto url = DownloadUrl(weights_key)) {
-    // A zoo config names Detectron2's download; the job takes that checkpoint from the
-    // weights channel (its one checkpoint file), as a training job reaches no network.
-    if (found.size() == 1) return found.front();
-    const std::string file = fs::path(*url).filename().string();
+  return found;
+}
+
+// A URL's weights: the channel's copy first (the file of that name, else its one checkpoint
+// file), else the cache file the URL is fetched into.
+WeightsChoice WeightsOfUrl(const std::string& weights_key, const std::vector<fs::path>& found,
+                           const fs::path& cache_dir, const std::string& mirror) {
+  try {
+    const std::string canonical = *download::WeightsUrl(weights_key, "");
+    const std::string name = fs::path(canonical.substr(0, canonical.find('?'))).filename().string();
+    for (const fs::path& file : found) {
+      if (file.filename() == name) return {file, ""};
+    }
+    if (found.size() == 1) return {found.front(), ""};
+    return {download::CachePathOf(cache_dir, canonical), *download::WeightsUrl(weights_key, mirror)};
+  } catch (const std::invalid_argument& e) {
     throw ConfigError("config", "MODEL.WEIGHTS",
-                      "names " + weights_key + " (" + *url + "), which a training job does not download: put " + file +
-                          " (or another .pkl, .pth or .safetensors checkpoint) as the only checkpoint file in the "
-                          "weights channel" +
-                          (found.empty() ? std::string(" (there is none)")
-                                         : " (it holds " + std::to_string(found.size()) + ")") +
-                          ", or set MODEL.WEIGHTS to \"\" to train from scratch");
+                      "names " + weights_key + ": " + e.what() +
+                          "; put the checkpoint in the weights channel, or set MODEL.WEIGHTS to "
+                          "\"\" to train from scratch");
   }
+}
+
+}  // namespace
+
+WeightsChoice ResolveWeights(const std::string& weights_key, const std::optional<fs::path>& weights_channel,
+                             const fs::path& cache_dir, const std::string& mirror) {
+  const std::vector<fs::path> found = CheckpointFilesIn(weights_channel);
+  const bool is_url = [&] {
+    try {
+      return download::WeightsUrl(weights_key, "").has_value();
+    } catch (const std::invalid_argument&) {
+      return true;  // gs:// and unknown catalog names: WeightsOfUrl says why
+    }
+  }();
+  if (is_url) return WeightsOfUrl(weights_key, found, cache_dir, mirror);
   if (!weights_key.empty()) {
     fs::path p = weights_key;
-    if (p.is_absolute()) return p;
+    if (p.is_absolute()) return {p, ""};
     if (!weights_channel) {
       throw ConfigError("config", "MODEL.WEIGHTS",
                         "is a relative path (\"" + weights_key +
                             "\") but there is no weights channel; give an absolute path or a weights channel");
     }
-    return *weights_channel / p;
+    return {*weights_channel / p, ""};
   }
-  if (found.size() == 1) return found.front();
-  if (found.empty()) return std::nullopt;
+  if (found.size() == 1) return {found.front(), ""};
+  if (found.empty()) return {};
   throw ConfigError(weights_channel->string(), "MODEL.WEIGHTS",
                     "is empty and the weights channel holds " + std::to_string(found.size()) +
                         " checkpoint files (.safetensors, .pth, .pkl); name one with MODEL.WEIGHTS");
@@ -310,16 +321,20 @@ TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env, co
       break;
     }
   }
-  job.weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"),
-                               Channel("weights", env, job.paths, delivery));
-  if (std::error_code ec; job.weights && !fs::is_regular_file(*job.weights, ec)) {
+  job.checkpoint_dir =
+      common::ParseCheckpointConfig(job.paths.input_config / "checkpointconfig.json", job.paths).local_path;
+  const std::string mirror = common::Lookup(env, "MRCNN_ZOO_MIRROR").value_or("");
+  WeightsChoice weights = ResolveWeights(job.config.GetString("MODEL.WEIGHTS"),
+                                         Channel("weights", env, job.paths, delivery),
+                                         download::WeightsCacheDir(env, job.checkpoint_dir), mirror);
+  job.weights = weights.file;
+  job.weights_url = weights.url;
+  if (std::error_code ec; job.weights && job.weights_url.empty() && !fs::is_regular_file(*job.weights, ec)) {
     throw ConfigError("config", "MODEL.WEIGHTS", "names " + job.weights->string() + ", which does not exist");
   }
   job.model_dir = EnvPathOr(env, "SM_MODEL_DIR", job.paths.model);
   const std::string& output = job.config.GetString("OUTPUT_DIR");
   job.output_dir = !output.empty() ? fs::path(output) : EnvPathOr(env, "SM_OUTPUT_DATA_DIR", job.paths.output_data);
-  job.checkpoint_dir =
-      common::ParseCheckpointConfig(job.paths.input_config / "checkpointconfig.json", job.paths).local_path;
   job.tensorboard_dir = ResolveTensorBoardDir(job.config, job.paths);
   job.resume = args.resume;
   job.eval_only = args.eval_only;

@@ -54,6 +54,8 @@ struct TrainJob {
   std::optional<std::filesystem::path> test_dir;  // the first DATASETS.TEST channel present
   std::string test_channel;                       // its name ("" when none)
   std::optional<std::filesystem::path> weights;   // MODEL.WEIGHTS resolved (see ResolveWeights)
+  std::string weights_url;  // not empty: `weights` is this URL's cache file, which
+                            // FetchJobWeights (weights_fetch.h) fills before training
   std::filesystem::path model_dir;
   std::filesystem::path output_dir;      // OUTPUT_DIR, else SM_OUTPUT_DATA_DIR, else <base>/output/data
   std::filesystem::path checkpoint_dir;  // checkpointconfig.json LocalPath, else <base>/checkpoints
@@ -76,12 +78,22 @@ std::filesystem::path ConfigDir(const common::EnvMap& env, const std::filesystem
 TrainJob ResolveTrainJob(const TrainJobArgs& args, const common::EnvMap& env,
                          const std::filesystem::path& executable);
 
+// MODEL.WEIGHTS as a file, or as a URL to fetch into the weights cache.
+struct WeightsChoice {
+  std::optional<std::filesystem::path> file;  // none: train from scratch
+  std::string url;  // not empty: `file` is its cache file and may not exist yet
+};
+
 // MODEL.WEIGHTS: absolute -> itself; relative -> inside the weights channel; empty with a
 // weights channel holding exactly one checkpoint file (.safetensors, .pth, .pkl) -> that
-// file; otherwise none. A URL (detectron2://..., https://...), as the zoo configs name
-// Detectron2's ImageNet backbones -> the weights channel's one checkpoint file; without
-// one it is a ConfigError naming the file to put there (the job downloads nothing).
-std::optional<std::filesystem::path> ResolveWeights(const std::string& weights_key,
-                                                    const std::optional<std::filesystem::path>& weights_channel);
+// file; otherwise none. A URL (detectron2://, catalog://, https://, http://, s3://; see
+// download/zoo_url.h, with `mirror` = MRCNN_ZOO_MIRROR applied), as the zoo configs name
+// Detectron2's ImageNet backbones, in this order: the weights channel's checkpoint file of
+// the URL's file name, else its one checkpoint file; else the URL's file in `cache_dir`
+// (download/weights_cache.h), fetched when absent. A gs:// URL or an unknown catalog:// name
+// is a ConfigError naming MODEL.WEIGHTS.
+WeightsChoice ResolveWeights(const std::string& weights_key,
+                             const std::optional<std::filesystem::path>& weights_channel,
+                             const std::filesystem::path& cache_dir, const std::string& mirror);
 
 }  // namespace mrcnn::engine

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -31,13 +32,22 @@ ParamGroupOptions ParamGroupOptions::FromConfig(const TrainConfig& config) {
 }
 
 double ParamGroupOptions::WeightDecay(ParamKind kind) const {
-  return kind == ParamKind::kNorm   ? weight_decay_norm
-         : kind == ParamKind::kBias ? weight_decay_bias
-                                    : weight_decay;
+  const bool bias_set = !std::isnan(weight_decay_bias);
+  switch (kind) {
+    case ParamKind::kNorm:
+      return weight_decay_norm;
+    case ParamKind::kNormBias:
+      return bias_set ? weight_decay_bias : weight_decay_norm;
+    case ParamKind::kBias:
+      return bias_set ? weight_decay_bias : weight_decay;
+    case ParamKind::kWeight:
+      break;
+  }
+  return weight_decay;
 }
 
 double ParamGroupOptions::LrFactor(ParamKind kind) const {
-  return kind == ParamKind::kBias ? bias_lr_factor : 1.0;
+  return kind == ParamKind::kBias || kind == ParamKind::kNormBias ? bias_lr_factor : 1.0;
 }
 
 SgdOptions SgdOptions::FromConfig(const TrainConfig& config) {
@@ -62,7 +72,7 @@ std::map<std::string, ParamKind> ClassifyParameters(
   std::map<std::string, ParamKind> kinds;
   for (const auto& [name, p] : named) {
     if (norm_modules.count(ModuleOf(name))) {
-      kinds[name] = ParamKind::kNorm;
+      kinds[name] = LeafOf(name) == "bias" ? ParamKind::kNormBias : ParamKind::kNorm;
     } else if (LeafOf(name) == "bias") {
       kinds[name] = ParamKind::kBias;
     } else {

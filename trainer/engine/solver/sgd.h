@@ -1,11 +1,14 @@
 #pragma once
 // SGD with momentum and weight decay (torch.optim.SGD's update, dampening 0), with
-// parameters grouped by name as Detectron2 does: norm-layer weights/biases get
-// SOLVER.WEIGHT_DECAY_NORM, other biases SOLVER.WEIGHT_DECAY_BIAS and an lr multiplied by
-// SOLVER.BIAS_LR_FACTOR, everything else SOLVER.WEIGHT_DECAY. Momentum buffers are keyed
-// by parameter name so checkpoints stay readable and portable.
+// parameters grouped by name as Detectron2's get_default_optimizer_params groups them:
+// norm-layer weights get SOLVER.WEIGHT_DECAY_NORM; every bias (a norm layer's too) an lr
+// multiplied by SOLVER.BIAS_LR_FACTOR and SOLVER.WEIGHT_DECAY_BIAS when that is set (not
+// null), else the weight decay of its kind (WEIGHT_DECAY_NORM for a norm layer's,
+// SOLVER.WEIGHT_DECAY for the others); everything else SOLVER.WEIGHT_DECAY. Momentum buffers
+// are keyed by parameter name so checkpoints stay readable and portable.
 #include <ATen/core/Tensor.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,14 +20,14 @@ namespace mrcnn::engine {
 
 class TrainConfig;
 
-enum class ParamKind { kWeight, kBias, kNorm };
+enum class ParamKind { kWeight, kBias, kNorm, kNormBias };
 
 // Per-kind settings every optimizer applies (SOLVER.WEIGHT_DECAY, _NORM, _BIAS and
 // SOLVER.BIAS_LR_FACTOR), as Detectron2's parameter groups.
 struct ParamGroupOptions {
   double weight_decay = 1e-4;
   double weight_decay_norm = 0.0;
-  double weight_decay_bias = 1e-4;
+  double weight_decay_bias = std::numeric_limits<double>::quiet_NaN();  // NaN: not set (null)
   double bias_lr_factor = 1.0;
   static ParamGroupOptions FromConfig(const TrainConfig& config);
   double WeightDecay(ParamKind kind) const;
@@ -36,7 +39,7 @@ struct SgdOptions {
   bool nesterov = false;
   double weight_decay = 1e-4;
   double weight_decay_norm = 0.0;
-  double weight_decay_bias = 1e-4;
+  double weight_decay_bias = std::numeric_limits<double>::quiet_NaN();
   double bias_lr_factor = 1.0;
   static SgdOptions FromConfig(const TrainConfig& config);
   ParamGroupOptions groups() const {
@@ -44,8 +47,9 @@ struct SgdOptions {
   }
 };
 
-// Norm parameters are 1-D weights (conv and linear weights have >= 2 dims) and the biases
-// of modules that have such a weight.
+// Norm parameters are 1-D weights (conv and linear weights have >= 2 dims: only GroupNorm and
+// BatchNorm layers have trainable 1-D weights here) and the biases of modules that have such
+// a weight (kNormBias).
 std::map<std::string, ParamKind> ClassifyParameters(
     const std::vector<std::pair<std::string, at::Tensor>>& named);
 

@@ -215,15 +215,24 @@ RpnOutput Rpn::Forward(const ImageBatch& batch, const FeatureStageOutput& stage,
     // the selected anchors, in another order.
     const at::Tensor pos = torch::cat(pos_masks);
     const at::Tensor sampled = pos.logical_or(torch::cat(neg_masks));
-    const at::Tensor num_sampled = sampled.sum().to(torch::kFloat);
-    at::Tensor box_loss = BoxRegressionLossSumWhere(
-                              box_loss_, pred_deltas, torch::cat(regression_targets), all_anchors,
-                              torch::cat(matched_boxes), {1.0, 1.0, 1.0, 1.0}, pos) *
-                          config_.rpn_bbox_reg_loss_weight / num_sampled;
+    // torchvision divides by the anchors actually sampled; Detectron2 by the constant
+    // BATCH_SIZE_PER_IMAGE x images (the same whenever an image has enough anchors to fill
+    // its quota, which is almost always).
+    const at::Tensor normaliser =
+        config_.detectron2()
+            ? at::full({}, static_cast<double>(config_.rpn_batch_size_per_image * num_images),
+                       objectness.options())
+            : sampled.sum().to(torch::kFloat);
+    at::Tensor box_loss =
+        BoxRegressionLossSumWhere(box_loss_, pred_deltas, torch::cat(regression_targets),
+                                  all_anchors, torch::cat(matched_boxes), {1.0, 1.0, 1.0, 1.0}, pos,
+                                  config_.rpn_smooth_l1_beta) *
+        (config_.rpn_bbox_reg_loss_weight * config_.rpn_loss_weight) / normaliser;
     const at::Tensor bce = F::binary_cross_entropy_with_logits(
         objectness.flatten(), torch::cat(labels).clamp_min(0),
         F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
-    at::Tensor obj_loss = at::where(sampled, bce, at::zeros({}, bce.options())).sum() / num_sampled;
+    at::Tensor obj_loss = at::where(sampled, bce, at::zeros({}, bce.options())).sum() *
+                          config_.rpn_loss_weight / normaliser;
     out.losses["loss_objectness"] = obj_loss;
     out.losses["loss_rpn_box_reg"] = box_loss;
   }

@@ -25,12 +25,15 @@ at::Tensor StandardRoiHeads::MaskLoss(const at::Tensor& mask_logits,
       mask_targets.push_back(torch::zeros({0, m, m}, mask_logits.options()));
       continue;
     }
-    // project_masks_on_boxes: ROIAlign of the gt mask, adaptive sampling (torchvision -1 = our 0),
-    // not aligned.
+    // torchvision's project_masks_on_boxes: ROIAlign of the gt mask, adaptive sampling
+    // (torchvision's -1 = our 0), not aligned, soft targets in [0, 1]. Detectron2's
+    // BitMasks.crop_and_resize: aligned, thresholded at 0.5, binary targets.
     at::Tensor roi =
         torch::cat({mask_matched[i].to(mask_boxes[i].dtype()).unsqueeze(1), mask_boxes[i]}, 1);
     at::Tensor gt_masks = t.masks.unsqueeze(1).to(roi.dtype());
-    mask_targets.push_back(kernels::RoiAlign(gt_masks, roi, 1.0, m, m, 0, false).select(1, 0));
+    const bool detectron2 = config_.detectron2();
+    at::Tensor target = kernels::RoiAlign(gt_masks, roi, 1.0, m, m, 0, detectron2).select(1, 0);
+    mask_targets.push_back(detectron2 ? target.ge(0.5).to(target.dtype()) : target);
   }
   at::Tensor all_labels = torch::cat(mask_labels);
   at::Tensor all_targets = torch::cat(mask_targets);

@@ -186,7 +186,8 @@ std::pair<at::Tensor, at::Tensor> StandardRoiHeads::BoxHeadLosses(
   const at::Tensor reg_column = reg_classes == 1 ? torch::zeros_like(labels) : labels;
   at::Tensor loss_box_reg =
       BoxRegressionLossSumWhere(box_loss_, reg.index({row, reg_column}), regression_targets,
-                                proposals, matched_boxes, weights, positive) *
+                                proposals, matched_boxes, weights, positive,
+                                config_.box_smooth_l1_beta) *
       config_.bbox_reg_loss_weight / num_sampled;
   return {std::move(loss_cls), std::move(loss_box_reg)};
 }
