@@ -355,9 +355,10 @@ TrainStepOptions BuildTrainStepOptions(const TrainConfig& config, const c10::Dev
   o.amp_device_type = device.type();
   o.clip = config.GetBool("SOLVER.CLIP_GRADIENTS.ENABLED");
   o.clip_type = config.GetString("SOLVER.CLIP_GRADIENTS.CLIP_TYPE");
-  if (o.clip && o.clip_type != "norm" && o.clip_type != "value") {
+  if (o.clip && o.clip_type != "norm" && o.clip_type != "value" && o.clip_type != "full_model") {
     throw common::ConfigError("config", "SOLVER.CLIP_GRADIENTS.CLIP_TYPE",
-                              "must be norm or value, got \"" + o.clip_type + "\"");
+                              "must be value, norm (each parameter, Detectron2's) or full_model (the "
+                              "norm of all gradients together), got \"" + o.clip_type + "\"");
   }
   o.clip_value = config.GetFloat("SOLVER.CLIP_GRADIENTS.CLIP_VALUE");
   o.clip_norm_type = config.GetFloat("SOLVER.CLIP_GRADIENTS.NORM_TYPE");

@@ -186,7 +186,9 @@ at::Tensor TrainStep::Finish() {
   // Undefined without loss scaling. With it, clipping and the probe also see an
   // overflowed step's gradients; the optimizer then leaves everything as it was.
   const at::Tensor found_inf = scaler_.Unscale(trainable_);
-  if (options_.clip) {
+  if (options_.clip && options_.clip_type == "full_model") {
+    ClipGradNorm(trainable_, options_.clip_value, options_.clip_norm_type);
+  } else if (options_.clip) {
     // Each parameter's gradient on its own, as Detectron2's per-parameter clipper does.
     for (const at::Tensor& parameter : trainable_) {
       if (options_.clip_type == "norm")

@@ -39,7 +39,8 @@ struct TrainStepOptions {
   std::optional<at::ScalarType> amp_dtype;
   c10::DeviceType amp_device_type = c10::DeviceType::CUDA;
   // SOLVER.CLIP_GRADIENTS: type "norm" (clip_grad_norm_ with norm_type) or "value", applied to
-  // each parameter on its own (Detectron2's per-parameter clipper).
+  // each parameter on its own (Detectron2's per-parameter clipper), or "full_model": the norm
+  // of all gradients together clipped (clip_grad_norm_ over every parameter).
   bool clip = false;
   std::string clip_type = "value";
   double clip_value = 0.0;

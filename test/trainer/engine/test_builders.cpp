@@ -128,7 +128,7 @@ TEST_CASE("BuildLrSchedule, BuildGradScaler, BuildTrainStepOptions", "[builders]
   CHECK(BuildTrainStepOptions(c, cuda).amp_device_type == c10::DeviceType::CUDA);
   c.MergeOpts({"SOLVER.AMP.ENABLED", "false"});
   CHECK_FALSE(BuildTrainStepOptions(c, cpu).amp_dtype.has_value());
-  c.MergeOpts({"SOLVER.CLIP_GRADIENTS.CLIP_TYPE", "full_model"});
+  c.MergeOpts({"SOLVER.CLIP_GRADIENTS.CLIP_TYPE", "global"});
   CHECK_THROWS_WITH(BuildTrainStepOptions(c, cpu),
                     Catch::Contains("SOLVER.CLIP_GRADIENTS.CLIP_TYPE"));
 }

@@ -181,7 +181,7 @@ void AddDataAndSolverDefaults(Values& v) {
   v["SOLVER.LOG_PERIOD"] = int64_t{20};
   v["SOLVER.CLIP_GRADIENTS.ENABLED"] = false;
   // value | norm, applied to each parameter's gradient on its own (Detectron2's
-  // per-parameter clipper), not to the norm of all of them together.
+  // per-parameter clipper); full_model: the norm of all gradients together.
   v["SOLVER.CLIP_GRADIENTS.CLIP_TYPE"] = S("value");
   v["SOLVER.CLIP_GRADIENTS.CLIP_VALUE"] = 1.0;
   v["SOLVER.CLIP_GRADIENTS.NORM_TYPE"] = 2.0;
