@@ -5,19 +5,38 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "trainer/data/pil_bilinear_resize.h"
 #include "trainer/data/random_crop.h"
 
 namespace mrcnn::data {
 
-std::array<int64_t, 2> ResizedSize(int64_t height, int64_t width, int64_t min_size,
-                                   int64_t max_size) {
-  const double h = static_cast<double>(height), w = static_cast<double>(width);
-  double scale = static_cast<double>(min_size) / std::min(h, w);
-  if (max_size > 0 && std::max(h, w) * scale > static_cast<double>(max_size)) {
-    scale = static_cast<double>(max_size) / std::max(h, w);
+int64_t DrawMinSize(const TransformSpec& spec, std::mt19937_64& rng) {
+  if (!spec.training)
+    return spec.min_sizes.back();
+  if (spec.sampling == SizeSampling::kRange) {
+    const int64_t low = spec.min_sizes.front(), high = spec.min_sizes.back();
+    return low + static_cast<int64_t>(rng() % static_cast<uint64_t>(high - low + 1));
   }
-  return {std::max<int64_t>(1, static_cast<int64_t>(h * scale + 0.5)),
-          std::max<int64_t>(1, static_cast<int64_t>(w * scale + 0.5))};
+  if (spec.min_sizes.size() == 1)
+    return spec.min_sizes.front();
+  return spec.min_sizes[rng() % spec.min_sizes.size()];
+}
+
+cv::Mat ResizeImage(const cv::Mat& rgb, int64_t height, int64_t width, ResizeFilter filter) {
+  if (rgb.type() != CV_8UC3)
+    throw std::invalid_argument("ResizeImage: the image must be 8-bit RGB (CV_8UC3)");
+  if (height == rgb.rows && width == rgb.cols)
+    return rgb;
+  cv::Mat out;
+  if (filter == ResizeFilter::kOpenCvBilinear) {
+    cv::resize(rgb, out, cv::Size(static_cast<int>(width), static_cast<int>(height)), 0, 0,
+               cv::INTER_LINEAR);
+    return out;
+  }
+  out.create(static_cast<int>(height), static_cast<int>(width), CV_8UC3);
+  ResizeBilinearLikePil({rgb.data, rgb.rows, rgb.cols, 3, static_cast<int64_t>(rgb.step[0])},
+                        {out.data, height, width, 3, static_cast<int64_t>(out.step[0])});
+  return out;
 }
 
 namespace {
@@ -65,22 +84,16 @@ InstanceSample ResizeAndFlip(const cv::Mat& rgb, const CocoImage& image,
   s.image_id = image.id;
   s.original_height = rgb.rows;
   s.original_width = rgb.cols;
-  int64_t min_size = spec.min_sizes.back();
-  if (spec.training && spec.min_sizes.size() > 1) {
-    min_size = spec.min_sizes[rng() % spec.min_sizes.size()];
-  }
+  const int64_t min_size = DrawMinSize(spec, rng);
   // A uniform draw in [0,1) from 53 random bits; portable, unlike the std distributions.
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
   s.flipped = spec.training && u < spec.flip_probability;
   const auto [H, W] = ResizedSize(rgb.rows, rgb.cols, min_size, spec.max_size);
   s.scale_y = static_cast<double>(H) / rgb.rows;
   s.scale_x = static_cast<double>(W) / rgb.cols;
-  if (H == rgb.rows && W == rgb.cols) {
-    s.image = rgb.clone();
-  } else {
-    cv::resize(rgb, s.image, cv::Size(static_cast<int>(W), static_cast<int>(H)), 0, 0,
-               cv::INTER_LINEAR);
-  }
+  s.image = ResizeImage(rgb, H, W, spec.filter);
+  if (s.image.data == rgb.data)
+    s.image = rgb.clone();  // the sample owns its pixels (and the flip below is in place)
   if (s.flipped)
     cv::flip(s.image, s.image, 1);
   const double fw = static_cast<double>(W);
@@ -138,6 +151,10 @@ InstanceSample TransformInstances(const cv::Mat& rgb, const CocoImage& image,
                                   const TransformSpec& spec, std::mt19937_64& rng) {
   if (spec.min_sizes.empty())
     throw std::invalid_argument("TransformSpec: min_sizes is empty");
+  if (spec.sampling == SizeSampling::kRange &&
+      (spec.min_sizes.size() != 2 || spec.min_sizes[0] > spec.min_sizes[1]))
+    throw std::invalid_argument(
+        "TransformSpec: a range needs min_sizes = {low, high}, low <= high");
   if (!spec.training || !spec.crop.enabled)
     return ResizeAndFlip(rgb, image, annotations, spec, rng);
   const MaskRegion window = RandomCropWindow(rgb.rows, rgb.cols, spec.crop, rng);

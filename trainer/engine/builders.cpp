@@ -476,6 +476,9 @@ std::unique_ptr<data::DataLoader> BuildTrainLoader(const TrainConfig& config,
   lo.group_by_aspect_ratio = config.GetBool("DATALOADER.ASPECT_RATIO_GROUPING");
   lo.transform.min_sizes.assign(mc.min_size_train.begin(), mc.min_size_train.end());
   lo.transform.max_size = mc.max_size_train;
+  lo.transform.sampling = mc.min_size_train_sampling == "range" ? data::SizeSampling::kRange
+                                                                : data::SizeSampling::kChoice;
+  lo.transform.filter = ResizeFilterOf(mc);
   const std::string& flip = config.GetString("INPUT.RANDOM_FLIP");
   if (flip != "none" && flip != "horizontal") {
     throw common::ConfigError("config", "INPUT.RANDOM_FLIP",

@@ -36,6 +36,7 @@ data::LoaderOptions EvalLoaderOptions(const DatasetSource& source, const model::
   lo.group_by_aspect_ratio = false;
   lo.transform.min_sizes = {mc.min_size_test};
   lo.transform.max_size = mc.max_size_test;
+  lo.transform.filter = ResizeFilterOf(mc);
   lo.transform.training = false;
   lo.transform.with_masks = false;
   lo.normalization = NormalizationOf(mc);
@@ -130,8 +131,8 @@ void CollectTiledDetections(model::MetaArchitecture& net, const DatasetSource& s
                             std::vector<eval::Detection>& boxes,
                             std::vector<eval::Detection>& masks,
                             std::vector<eval::Detection>& keypoints) {
-  const model::BatchForward forward = [&net](const std::vector<at::Tensor>& tiles) {
-    return model::TakeInstances(net.forward(tiles));
+  const model::BatchForward forward = [&net](const model::ModelInputs& tiles) {
+    return model::TakeInstances(net.forward(tiles.images, std::nullopt, tiles.output_sizes));
   };
   for (const data::CocoImage& image : images.images()) {
     cv::Mat rgb = data::DecodeImageRgb(source.layout.image_dir / image.file_name);

@@ -11,6 +11,10 @@ data::Normalization NormalizationOf(const model::ModelConfig& mc) {
   return n;
 }
 
+data::ResizeFilter ResizeFilterOf(const model::ModelConfig& mc) {
+  return mc.detectron2() ? data::ResizeFilter::kPilBilinear : data::ResizeFilter::kOpenCvBilinear;
+}
+
 model::ImageBatch ToImageBatch(const data::Batch& batch, const c10::Device& device) {
   model::ImageBatch out;
   out.tensors = batch.images.to(device, /*non_blocking=*/true);
@@ -26,11 +30,10 @@ std::vector<model::ImageTarget> ToTargets(const data::Batch& batch, const c10::D
     // Asynchronous: a blocking host-to-device copy waits for everything queued on the
     // device before it. The loader's tensors are pageable, so CUDA stages them at once and
     // they may be freed as soon as the call returns.
-    targets.push_back({t.boxes.to(device, /*non_blocking=*/true),
-                       t.labels.to(device, /*non_blocking=*/true),
-                       t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true) : t.masks,
-                       t.keypoints.defined() ? t.keypoints.to(device, /*non_blocking=*/true)
-                                             : t.keypoints});
+    targets.push_back(
+        {t.boxes.to(device, /*non_blocking=*/true), t.labels.to(device, /*non_blocking=*/true),
+         t.masks.defined() ? t.masks.to(device, /*non_blocking=*/true) : t.masks,
+         t.keypoints.defined() ? t.keypoints.to(device, /*non_blocking=*/true) : t.keypoints});
   }
   return targets;
 }

@@ -11,6 +11,9 @@
 namespace mrcnn::engine {
 
 data::Normalization NormalizationOf(const model::ModelConfig& mc);
+// The loader's resize filter: Pillow's bilinear under Detectron2's convention (what its
+// ResizeShortestEdge does to uint8 images), OpenCV's under torchvision's.
+data::ResizeFilter ResizeFilterOf(const model::ModelConfig& mc);
 model::ImageBatch ToImageBatch(const data::Batch& batch, const c10::Device& device);
 std::vector<model::ImageTarget> ToTargets(const data::Batch& batch, const c10::Device& device);
 

@@ -340,6 +340,7 @@ void ReadInput(const YAML::Node& root, const std::string& source, ModelConfig& c
   } else {
     Read(root, "INPUT.MIN_SIZE_TRAIN", source, c.min_size_train);
   }
+  Read(root, "INPUT.MIN_SIZE_TRAIN_SAMPLING", source, c.min_size_train_sampling);
   Read(root, "INPUT.MAX_SIZE_TRAIN", source, c.max_size_train);
   Read(root, "INPUT.MIN_SIZE_TEST", source, c.min_size_test);
   Read(root, "INPUT.MAX_SIZE_TEST", source, c.max_size_test);
@@ -405,6 +406,14 @@ void ValidateGeneral(const ModelConfig& c, const std::string& source) {
   Require(c.box_bg_iou_thresh <= c.box_fg_iou_thresh, source, "MODEL.ROI_HEADS.IOU_THRESHOLDS", "needs bg <= fg");
   Require(c.min_size_test > 0 && c.max_size_test > 0, source, "INPUT.MIN_SIZE_TEST/MAX_SIZE_TEST", "must be > 0");
   Require(!c.min_size_train.empty(), source, "INPUT.MIN_SIZE_TRAIN", "must not be empty");
+  for (int size : c.min_size_train) Require(size > 0, source, "INPUT.MIN_SIZE_TRAIN", "must hold sizes > 0");
+  Require(c.min_size_train_sampling == "choice" || c.min_size_train_sampling == "range", source,
+          "INPUT.MIN_SIZE_TRAIN_SAMPLING",
+          "must be choice (one of INPUT.MIN_SIZE_TRAIN) or range (a size within its two bounds), got \"" +
+              c.min_size_train_sampling + "\"");
+  Require(c.min_size_train_sampling != "range" ||
+              (c.min_size_train.size() == 2 && c.min_size_train[0] <= c.min_size_train[1]),
+          source, "INPUT.MIN_SIZE_TRAIN", "must be [low, high] with low <= high when INPUT.MIN_SIZE_TRAIN_SAMPLING is range");
   Require(c.size_divisibility >= 1, source, "INPUT.SIZE_DIVISIBILITY", "must be >= 1");
   for (double s : c.pixel_std) Require(s > 0, source, "MODEL.PIXEL_STD", "must be > 0");
   Require(c.detections_per_image >= 1, source, "TEST.DETECTIONS_PER_IMAGE", "must be >= 1");
@@ -618,7 +627,8 @@ std::string ModelConfig::ToYaml() const {
     << ", LOSS_WEIGHT: " << keypoint_loss_weight << "}\n"
     << "  PIXEL_MEAN: " << arr(pixel_mean) << "\n"
     << "  PIXEL_STD: " << arr(pixel_std) << "\n"
-    << "INPUT: {MIN_SIZE_TRAIN: " << Flow(min_size_train) << ", MAX_SIZE_TRAIN: " << max_size_train
+    << "INPUT: {MIN_SIZE_TRAIN: " << Flow(min_size_train)
+    << ", MIN_SIZE_TRAIN_SAMPLING: " << min_size_train_sampling << ", MAX_SIZE_TRAIN: " << max_size_train
     << ", MIN_SIZE_TEST: " << min_size_test << ", MAX_SIZE_TEST: " << max_size_test
     << ", SIZE_DIVISIBILITY: " << size_divisibility << ", FORMAT: " << input_format << "}\n"
     << "TEST: {DETECTIONS_PER_IMAGE: " << detections_per_image << "}\n";

@@ -112,6 +112,10 @@ struct ModelConfig {
   std::array<double, 3> pixel_mean = {123.675, 116.28, 103.53};
   std::array<double, 3> pixel_std = {58.395, 57.12, 57.375};
   std::vector<int> min_size_train = {800};  // one is drawn per image in training
+  // INPUT.MIN_SIZE_TRAIN_SAMPLING, how the training size is drawn (Detectron2's
+  // ResizeShortestEdge): "choice", one of min_size_train; "range", a uniform integer in
+  // [min_size_train[0], min_size_train[1]].
+  std::string min_size_train_sampling = "choice";
   int max_size_train = 1333;
   int min_size_test = 800;
   int max_size_test = 1333;

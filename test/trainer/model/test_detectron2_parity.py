@@ -31,20 +31,20 @@ VARIANTS = ["mask_rcnn_R_50_FPN", "faster_rcnn_R_50_FPN", "mask_rcnn_X_101_32x8d
             "mask_rcnn_R_101_C4", "keypoint_rcnn_R_50_FPN", "cascade_mask_rcnn_R_50_FPN", "retinanet_R_50_FPN"]
 
 
-def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precision="fp32") -> dict:
+def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precision="fp32", images=IMAGES) -> dict:
     """Our detections per image file name, in expected.json's layout."""
     if not TRAINER.exists():
         pytest.fail(f"{TRAINER} is not built (set MRCNN_BUILD_DIR)")
     env = dict(os.environ, MRCNN_CPU_WINOGRAD="1" if winograd else "0")
     if winograd and precision == "fp32":
         precision = "fp32-fast"  # fp32 itself keeps the fast path off (issue 54)
-    run = subprocess.run([str(TRAINER), "predict", "--model-dir", str(model_dir), "--images", *map(str, IMAGES),
+    run = subprocess.run([str(TRAINER), "predict", "--model-dir", str(model_dir), "--images", *map(str, images),
                           "--output", str(out), "--precision", precision, "--threads", "2"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    ours = {image.name: {"boxes": [], "scores": [], "classes": [], "masks": []} for image in IMAGES}
+    ours = {image.name: {"boxes": [], "scores": [], "classes": [], "masks": []} for image in images}
     for d in json.loads(out.read_text()):
-        entry = ours[IMAGES[d["image_id"] - 1].name]
+        entry = ours[images[d["image_id"] - 1].name]
         x, y, w, h = d["bbox"]
         entry["boxes"].append([x, y, x + w, y + h])
         entry["scores"].append(d["score"])

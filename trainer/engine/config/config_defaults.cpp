@@ -120,6 +120,7 @@ void AddModelAndInputDefaults(Values& v) {
 
   // --- input pipeline ---
   v["INPUT.MIN_SIZE_TRAIN"] = IntList{800};  // one drawn per image
+  v["INPUT.MIN_SIZE_TRAIN_SAMPLING"] = S("choice");  // choice | range (ModelConfig checks)
   v["INPUT.MAX_SIZE_TRAIN"] = int64_t{1333};
   v["INPUT.MIN_SIZE_TEST"] = int64_t{800};
   v["INPUT.MAX_SIZE_TEST"] = int64_t{1333};

@@ -41,10 +41,10 @@ std::string ResolvePrecision(const std::string& requested, bool cuda) {
   return requested;
 }
 
-std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Tensor>& images) {
+std::vector<ImageResult> InferenceModel::State::Forward(const ModelInputs& inputs) {
   const CpuPrecisionScope cpu_precision(cpu_mode);
   if (autocast_dtype == at::kFloat) {
-    return TakeInstances(model->forward(images));
+    return TakeInstances(model->forward(inputs.images, std::nullopt, inputs.output_sizes));
   }
   // Restores the thread's autocast state on every exit path.
   struct AutocastScope {
@@ -57,7 +57,7 @@ std::vector<ImageResult> InferenceModel::State::Forward(const std::vector<at::Te
       at::autocast::clear_cache();
     }
   } scope(autocast_dtype);
-  return TakeInstances(model->forward(images));
+  return TakeInstances(model->forward(inputs.images, std::nullopt, inputs.output_sizes));
 }
 
 Detection InferenceModel::State::Describe(int64_t label, const std::array<float, 4>& box,
@@ -69,19 +69,6 @@ Detection InferenceModel::State::Describe(int64_t label, const std::array<float,
   d.label_name = names.at(static_cast<size_t>(label - 1));
   d.score = score;
   return d;
-}
-
-at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device) {
-  if (device.is_cuda()) {
-    // Through pinned memory (torch's host allocator reuses it): the upload is queued, not
-    // waited for, where a pageable source would make the host wait.
-    at::Tensor pinned = at::empty(hwc.sizes(), hwc.options().pinned_memory(true)).copy_(hwc);
-    return pinned.to(device, /*non_blocking=*/true)
-        .permute({2, 0, 1})
-        .to(torch::kFloat)
-        .div_(255.0);
-  }
-  return hwc.to(device).permute({2, 0, 1}).to(torch::kFloat).div_(255.0);
 }
 
 namespace {
@@ -245,7 +232,7 @@ std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<Image
       const at::Tensor hwc =
           torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
       State& state = *state_;
-      const BatchForward forward = [&state](const std::vector<at::Tensor>& tiles) {
+      const BatchForward forward = [&state](const ModelInputs& tiles) {
         return state.Forward(tiles);
       };
       results[i].height = v.height;
@@ -266,12 +253,12 @@ std::unique_ptr<PendingDetections> InferenceModel::Start(const std::vector<Image
   if (whole.empty())
     return StartDetectionsTransfer(*state_, std::move(results), {}, {}, false, options.mask_rle);
 
-  std::vector<at::Tensor> inputs;
+  ModelInputs inputs;
   for (size_t i : whole) {
     const ImageView& v = images[i];
     at::Tensor hwc =
         torch::from_blob(const_cast<uint8_t*>(v.rgb), {v.height, v.width, 3}, torch::kByte);
-    inputs.push_back(ModelInput(hwc, state_->device));
+    AddModelInput(state_->model->config(), hwc, state_->device, inputs);
     results[i].height = v.height;
     results[i].width = v.width;
   }

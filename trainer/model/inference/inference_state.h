@@ -8,6 +8,7 @@
 
 #include "trainer/model/backbone/fast_conv.h"
 #include "trainer/model/inference/inference.h"
+#include "trainer/model/inference/model_input.h"
 #include "trainer/model/meta_arch/meta_arch.h"
 
 namespace mrcnn::model {
@@ -21,9 +22,10 @@ struct InferenceModel::State {
   std::vector<std::string> names;
   std::vector<int64_t> category_ids;
 
-  // The model's detections for 3 x H x W float images in [0, 1] on `device`, under the
-  // configured precision, with the detection settings already set by the caller.
-  std::vector<ImageResult> Forward(const std::vector<at::Tensor>& images);
+  // The model's detections for inputs made by AddModelInput (on `device`), in their output
+  // sizes, under the configured precision, with the detection settings already set by the
+  // caller.
+  std::vector<ImageResult> Forward(const ModelInputs& inputs);
 
   // A Detection with everything but the mask filled from label (1..K), box and score.
   Detection Describe(int64_t label, const std::array<float, 4>& box, float score) const;
@@ -34,9 +36,5 @@ struct InferenceModel::State {
 // CPUs, fp32 on CUDA. Throws std::runtime_error naming the option for an unknown name, fp16
 // on CPU or fp32-fast on CUDA.
 std::string ResolvePrecision(const std::string& requested, bool cuda);
-
-// RGB bytes (H x W x 3, any row stride through `hwc`) as the model's 3 x H x W float input
-// in [0, 1] on `device`.
-at::Tensor ModelInput(const at::Tensor& hwc, const torch::Device& device);
 
 }  // namespace mrcnn::model

@@ -31,6 +31,74 @@ MetaArchitecture::MetaArchitecture(const ModelConfig& config)
   backbone_ = register_module("backbone", std::make_shared<Backbone>(config_, context_));
 }
 
+namespace {
+
+// GeneralizedRCNNTransform's resize_boxes, keypoints and nearest mask resize of one image's
+// target to oh x ow (ratios new/old computed in float32).
+void ResizeTarget(ImageTarget& t, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  const float rh = static_cast<float>(oh) / static_cast<float>(h);
+  const float rw = static_cast<float>(ow) / static_cast<float>(w);
+  auto ratio =
+      torch::tensor({rw, rh, rw, rh}, t.boxes.options().dtype(torch::kFloat)).to(t.boxes.dtype());
+  t.boxes = t.boxes * ratio;
+  if (t.keypoints.defined()) {
+    t.keypoints = t.keypoints * torch::tensor({rw, rh, 1.0f}, t.keypoints.options());
+  }
+  if (t.masks.defined() && t.masks.numel() > 0) {
+    t.masks = at::upsample_nearest2d(t.masks.unsqueeze(1).to(torch::kFloat), {oh, ow}, std::nullopt,
+                                     std::nullopt)
+                  .select(1, 0)
+                  .to(torch::kByte);
+  } else if (t.masks.defined()) {
+    t.masks = torch::zeros({0, oh, ow}, t.masks.options());
+  }
+}
+
+// The images zero-padded bottom/right into one tensor whose sides are multiples of stride.
+at::Tensor PadBatch(const std::vector<at::Tensor>& images,
+                    const std::vector<std::array<int64_t, 2>>& sizes, double stride) {
+  int64_t max_h = 0, max_w = 0;
+  for (const auto& s : sizes) {
+    max_h = std::max(max_h, s[0]);
+    max_w = std::max(max_w, s[1]);
+  }
+  max_h = static_cast<int64_t>(std::ceil(static_cast<double>(max_h) / stride) * stride);
+  max_w = static_cast<int64_t>(std::ceil(static_cast<double>(max_w) / stride) * stride);
+  at::Tensor batch = torch::zeros({static_cast<int64_t>(images.size()), 3, max_h, max_w},
+                                  images.front().options());
+  for (size_t i = 0; i < images.size(); ++i) {
+    using torch::indexing::Slice;
+    batch[static_cast<int64_t>(i)]
+        .index({Slice(), Slice(0, images[i].size(1)), Slice(0, images[i].size(2))})
+        .copy_(images[i]);
+  }
+  return batch;
+}
+
+}  // namespace
+
+std::array<int64_t, 2> MetaArchitecture::TorchvisionResizedSize(int64_t h, int64_t w) const {
+  int64_t min_size = config_.min_size_test;
+  int64_t max_size = config_.max_size_test;
+  if (is_training()) {
+    const auto& sizes = config_.min_size_train;
+    if (config_.min_size_train_sampling == "range") {
+      min_size = torch::randint(sizes.front(), sizes.back() + 1, {1}).item<int64_t>();
+    } else {
+      min_size = sizes[static_cast<size_t>(
+          torch::randint(static_cast<int64_t>(sizes.size()), {1}).item<int64_t>())];
+    }
+    max_size = config_.max_size_train;
+  }
+  // Python's interpolate(scale_factor=s, recompute_scale_factor=True): size = floor(dim * s) in
+  // double.
+  const double scale =
+      std::min(static_cast<double>(min_size) / static_cast<double>(std::min(h, w)),
+               static_cast<double>(max_size) / static_cast<double>(std::max(h, w)));
+  return {static_cast<int64_t>(std::floor(static_cast<double>(h) * scale)),
+          static_cast<int64_t>(std::floor(static_cast<double>(w) * scale))};
+}
+
 ImageBatch MetaArchitecture::Transform(const std::vector<at::Tensor>& images,
                                        std::vector<ImageTarget>* targets) {
   TORCH_CHECK(!images.empty(), "model: no images given");
@@ -56,62 +124,22 @@ ImageBatch MetaArchitecture::Transform(const std::vector<at::Tensor>& images,
     // config's pixel statistics are then BGR too.
     at::Tensor normalised =
         ((config_.input_format == "BGR" ? image.flip({0}) : image) - mean) / stdv;
-    int64_t min_size = config_.min_size_test;
-    int64_t max_size = config_.max_size_test;
-    if (is_training()) {
-      const auto& choices = config_.min_size_train;
-      min_size = choices[static_cast<size_t>(
-          torch::randint(static_cast<int64_t>(choices.size()), {1}).item<int64_t>())];
-      max_size = config_.max_size_train;
+    if (config_.detectron2()) {
+      // Detectron2's models never resize: its mapper (training, evaluation) and
+      // DefaultPredictor hand them resized images, and so do ours (transforms.h,
+      // inference/model_input.h). One resize, with one size drawn per image.
+      resized.push_back(normalised);
+      batch.image_sizes.push_back({h, w});
+      continue;
     }
-    // Python's interpolate(scale_factor=s, recompute_scale_factor=True): size = floor(dim * s) in
-    // double.
-    const double scale =
-        std::min(static_cast<double>(min_size) / static_cast<double>(std::min(h, w)),
-                 static_cast<double>(max_size) / static_cast<double>(std::max(h, w)));
-    const int64_t oh = static_cast<int64_t>(std::floor(static_cast<double>(h) * scale));
-    const int64_t ow = static_cast<int64_t>(std::floor(static_cast<double>(w) * scale));
-    at::Tensor out = at::upsample_bilinear2d(normalised.unsqueeze(0), {oh, ow}, false, std::nullopt,
-                                             std::nullopt)[0];
-    resized.push_back(out);
+    const auto [oh, ow] = TorchvisionResizedSize(h, w);
+    resized.push_back(at::upsample_bilinear2d(normalised.unsqueeze(0), {oh, ow}, false,
+                                              std::nullopt, std::nullopt)[0]);
     batch.image_sizes.push_back({oh, ow});
-    if (targets != nullptr) {
-      ImageTarget& t = (*targets)[i];
-      // resize_boxes: ratios new/old computed in float32.
-      const float rh = static_cast<float>(oh) / static_cast<float>(h);
-      const float rw = static_cast<float>(ow) / static_cast<float>(w);
-      auto ratio = torch::tensor({rw, rh, rw, rh}, t.boxes.options().dtype(torch::kFloat))
-                       .to(t.boxes.dtype());
-      t.boxes = t.boxes * ratio;
-      if (t.keypoints.defined()) {
-        t.keypoints = t.keypoints * torch::tensor({rw, rh, 1.0f}, t.keypoints.options());
-      }
-      if (t.masks.defined() && t.masks.numel() > 0) {
-        t.masks = at::upsample_nearest2d(t.masks.unsqueeze(1).to(torch::kFloat), {oh, ow},
-                                         std::nullopt, std::nullopt)
-                      .select(1, 0)
-                      .to(torch::kByte);
-      } else if (t.masks.defined()) {
-        t.masks = torch::zeros({0, oh, ow}, t.masks.options());
-      }
-    }
+    if (targets != nullptr)
+      ResizeTarget((*targets)[i], h, w, oh, ow);
   }
-  int64_t max_h = 0, max_w = 0;
-  for (const auto& s : batch.image_sizes) {
-    max_h = std::max(max_h, s[0]);
-    max_w = std::max(max_w, s[1]);
-  }
-  const double stride = config_.size_divisibility;
-  max_h = static_cast<int64_t>(std::ceil(static_cast<double>(max_h) / stride) * stride);
-  max_w = static_cast<int64_t>(std::ceil(static_cast<double>(max_w) / stride) * stride);
-  batch.tensors = torch::zeros({static_cast<int64_t>(images.size()), 3, max_h, max_w},
-                               resized.front().options());
-  for (size_t i = 0; i < resized.size(); ++i) {
-    using torch::indexing::Slice;
-    batch.tensors[static_cast<int64_t>(i)]
-        .index({Slice(), Slice(0, resized[i].size(1)), Slice(0, resized[i].size(2))})
-        .copy_(resized[i]);
-  }
+  batch.tensors = PadBatch(resized, batch.image_sizes, config_.size_divisibility);
   return batch;
 }
 
@@ -175,13 +203,18 @@ void MetaArchitecture::Postprocess(const ImageBatch& batch, ModelOutput& out) co
 }
 
 ModelOutput MetaArchitecture::forward(const std::vector<at::Tensor>& images,
-                                      const std::optional<std::vector<ImageTarget>>& targets) {
+                                      const std::optional<std::vector<ImageTarget>>& targets,
+                                      const std::vector<std::array<int64_t, 2>>& output_sizes) {
   std::vector<ImageTarget> scaled;
   if (targets)
     scaled = *targets;
   TORCH_CHECK(!is_training() || targets.has_value(), "model: training mode needs targets");
   context_->Phase(nullptr);
+  TORCH_CHECK(output_sizes.empty() || output_sizes.size() == images.size(),
+              "model: ", output_sizes.size(), " output sizes for ", images.size(), " images");
   ImageBatch batch = Transform(images, targets ? &scaled : nullptr);
+  if (!output_sizes.empty())
+    batch.original_sizes = output_sizes;
   context_->Phase("transform");
   const FeatureStageOutput stage = FeatureStage(batch.tensors);
   ModelOutput out = Heads(batch, stage, is_training() ? &scaled : nullptr);

@@ -30,16 +30,24 @@ class Backbone;
 
 class MetaArchitecture : public torch::nn::Module {
  public:
-  // images: 3 x H x W float in [0, 1], RGB (torchvision's input convention).
+  // images: 3 x H x W float in [0, 1], RGB (torchvision's input convention). Under
+  // torchvision's convention Transform resizes them (GeneralizedRCNNTransform); under
+  // Detectron2's they are taken as they are, resized by the caller as Detectron2's mapper and
+  // DefaultPredictor resize (inference/model_input.h does).
   // targets: required in train mode, in the coordinates of `images`.
+  // output_sizes: per image the (height, width) outputs are scaled back to (Detectron2's
+  // "height"/"width" inputs: the size before the caller's resize); empty: the images' sizes.
   // Runs Transform, FeatureStage, Heads and (eval) Postprocess.
   ModelOutput forward(const std::vector<at::Tensor>& images,
-                      const std::optional<std::vector<ImageTarget>>& targets = std::nullopt);
+                      const std::optional<std::vector<ImageTarget>>& targets = std::nullopt,
+                      const std::vector<std::array<int64_t, 2>>& output_sizes = {});
 
   // The stages of forward(), for callers that run them apart (the trainer's CUDA-graphed
   // feature stage, evaluation on a prepared batch, tests and benchmarks).
-  // Normalised, resized (INPUT.MIN_SIZE_*/MAX_SIZE_*) and padded (SIZE_DIVISIBILITY) images;
-  // rescales `targets` in place when given (GeneralizedRCNNTransform).
+  // Normalised and padded (SIZE_DIVISIBILITY) images; under torchvision's convention also
+  // resized (INPUT.MIN_SIZE_*/MAX_SIZE_*, one size drawn per image in train mode) with
+  // `targets` rescaled in place when given (GeneralizedRCNNTransform). Under Detectron2's
+  // neither is resized (the caller did it once).
   ImageBatch Transform(const std::vector<at::Tensor>& images, std::vector<ImageTarget>* targets);
   // The backbone's pyramid, finest first.
   std::vector<at::Tensor> Features(const at::Tensor& batch);
@@ -80,6 +88,10 @@ class MetaArchitecture : public torch::nn::Module {
   ModelConfig config_;
 
  private:
+  // GeneralizedRCNNTransform's size for an h x w image: floor(side * scale), the scale from
+  // INPUT.MIN_SIZE_TEST/MAX_SIZE_TEST, or in train mode from a size drawn (torch's generator)
+  // by INPUT.MIN_SIZE_TRAIN_SAMPLING and MAX_SIZE_TRAIN.
+  std::array<int64_t, 2> TorchvisionResizedSize(int64_t h, int64_t w) const;
   std::shared_ptr<ForwardContext> context_;
   std::shared_ptr<Backbone> backbone_;
 };

@@ -98,12 +98,13 @@ std::vector<TiledDetection> PredictTiled(MetaArchitecture& net, const BatchForwa
   const size_t batch = static_cast<size_t>(tiling.batch);
   for (size_t begin = 0; begin < tiles.size(); begin += batch) {
     const size_t end = std::min(tiles.size(), begin + batch);
-    std::vector<at::Tensor> inputs;
+    ModelInputs inputs;
     for (size_t t = begin; t < end; ++t) {
       const TileRect& tile = tiles[t];
-      inputs.push_back(ModelInput(
-          hwc.slice(0, tile.y, tile.y + tile.height).slice(1, tile.x, tile.x + tile.width),
-          device));
+      AddModelInput(
+          net.config(),
+          hwc.slice(0, tile.y, tile.y + tile.height).slice(1, tile.x, tile.x + tile.width), device,
+          inputs);
     }
     const std::vector<ImageResult> out = forward(inputs);
     for (size_t t = begin; t < end; ++t) {
@@ -111,7 +112,9 @@ std::vector<TiledDetection> PredictTiled(MetaArchitecture& net, const BatchForwa
     }
   }
   if (tiling.full_image) {
-    const std::vector<ImageResult> out = forward({ModelInput(hwc, device)});
+    ModelInputs whole;
+    AddModelInput(net.config(), hwc, device, whole);
+    const std::vector<ImageResult> out = forward(whole);
     candidates.Add(out[0], 0, 0, nullptr, height, width, margin);
   }
 

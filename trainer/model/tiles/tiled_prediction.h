@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainer/model/inference/inference.h"
+#include "trainer/model/inference/model_input.h"
 #include "trainer/model/meta_arch/meta_arch.h"
 #include "trainer/model/tiles/mask_region_paste.h"
 
@@ -30,9 +31,9 @@ struct TiledDetection {
   std::vector<std::array<float, 3>> keypoints;
 };
 
-// The model's detections for 3 x H x W float images in [0, 1] on the model's device (the
-// caller chooses precision and gradient mode).
-using BatchForward = std::function<std::vector<ImageResult>(const std::vector<at::Tensor>&)>;
+// The model's detections for inputs made by AddModelInput on the model's device, in their
+// output sizes (the caller chooses precision and gradient mode).
+using BatchForward = std::function<std::vector<ImageResult>(const ModelInputs&)>;
 
 // How many detections a tiled image keeps after the merge, for `passes` model passes over it
 // (its tiles, plus one with options.tiles.full_image): options.tiled_max_detections when set
