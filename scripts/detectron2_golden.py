@@ -50,6 +50,9 @@ VARIANTS = {
     "keypoint_rcnn_R_50_FPN": ("COCO-Keypoints/keypoint_rcnn_R_50_FPN_3x.yaml", False),
     "cascade_mask_rcnn_R_50_FPN": ("Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml", True),
     "retinanet_R_50_FPN": ("COCO-Detection/retinanet_R_50_FPN_3x.yaml", False),
+    "mask_rcnn_R_50_FPN_gn": ("Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", True),
+    "mask_rcnn_R_50_FPN_cls_agnostic": ("Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", True),
+    "mask_rcnn_R_50_FPN_noaug": ("Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml", True),
 }
 
 # The .pkl copy is the zoo's format; one variant carries it so the repository stays small
@@ -102,6 +105,16 @@ def narrow_overrides(variant):
     if "retinanet" in variant:
         # RetinaNet's head reads its own class count; its subnets are FPN.OUT_CHANNELS wide.
         overrides["MODEL.RETINANET.NUM_CLASSES"] = NUM_CLASSES_SMALL
+    if variant.endswith("_gn"):
+        # GroupNorm's 32 groups need at least 32 channels wherever a norm is: the stem, every
+        # stage (32/64/128/256 out), the FPN, the box head's 4 convs and the mask head. The
+        # bottleneck's 3x3s are grouped (32 groups of 1, 2, 4, 8 channels) so that res4/res5
+        # stay small; GN normalises the bottleneck's 32-256 channels as the zoo's would.
+        overrides["MODEL.RESNETS.STEM_OUT_CHANNELS"] = 32
+        overrides["MODEL.RESNETS.RES2_OUT_CHANNELS"] = 32
+        overrides["MODEL.RESNETS.NUM_GROUPS"] = 32
+        overrides["MODEL.RESNETS.WIDTH_PER_GROUP"] = 1
+        overrides["MODEL.ROI_BOX_HEAD.CONV_DIM"] = 32
     if "DC5" in variant:
         # DC5's box head flattens 128 channels x 7 x 7 into fc1: at FC_DIM 64 that one layer
         # alone would be 1.6 MB.
@@ -321,6 +334,17 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
             handles_by_name.pop(name).remove()
         return hook
 
+    def group_norm_hook(name):
+        # GroupNorm keeps its input bounded by itself; its affine terms get random values so a
+        # loader that dropped them would be caught.
+        def hook(module, inputs):
+            channels = module.num_channels
+            module.weight.copy_(torch.from_numpy(rng.uniform(0.6, 1.4, channels).astype(np.float32)))
+            module.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.25, channels).astype(np.float32)))
+            calibrated.append(name)
+            handles_by_name.pop(name).remove()
+        return hook
+
     def affine_hook(name, mean, std):
         def hook(module, inputs):
             _rescale_affine(module, inputs[0], mean, std)
@@ -369,6 +393,8 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
             continue  # calibrated by retinanet_head_hook
         elif isinstance(module, FrozenBatchNorm2d):
             hook = bn_hook(name)
+        elif isinstance(module, nn.GroupNorm):
+            hook = group_norm_hook(name)
         elif isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)) and getattr(module, "norm", None) is None:
             leaf = name.rsplit(".", 1)[-1]
             if name.startswith("backbone.") and "fpn_" not in name and "top_block" not in name:

@@ -76,13 +76,6 @@ void RefuseUnbuiltBlocks(const YAML::Node& root, const std::string& source) {
           "MODEL.RESNETS.DEFORM_ON_PER_STAGE",
           "asks for deformable convolutions, which are not implemented: the model would predict as if "
           "its 3x3s were plain. Set it to [False, False, False, False] or use a config without them");
-  for (const char* key : {"MODEL.FPN.NORM", "MODEL.ROI_BOX_HEAD.NORM", "MODEL.ROI_MASK_HEAD.NORM"}) {
-    std::string norm;
-    Read(root, key, source, norm);
-    Require(norm.empty(), source, key,
-            "is \"" + norm + "\": a norm after these convolutions is not implemented (only \"\" is); "
-            "use a config without it");
-  }
 }
 
 // Detectron2's part names -> ours, and the keys only Detectron2's configs have. Keys of a
@@ -157,21 +150,10 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
     return;
   }
   if (c.box_head == "FastRCNNConvFCHead") {
-    int num_fc = 2, num_conv = 0;
-    Read(root, "MODEL.ROI_BOX_HEAD.NUM_FC", source, num_fc);
-    Read(root, "MODEL.ROI_BOX_HEAD.NUM_CONV", source, num_conv);
-    Require(num_fc == 2 && num_conv == 0, source, "MODEL.ROI_BOX_HEAD.NUM_FC/NUM_CONV",
-            "must be 2 and 0 (two fully connected layers, the zoo's R-CNN box head); other box heads are not "
-            "implemented");
-    c.box_head = "two_mlp";
+    // Two fcs and nothing else is torchvision's TwoMLPHead (its names, its bf16 path).
+    c.box_head = c.box_num_conv == 0 && c.box_num_fc == 2 && c.box_head_norm.empty() ? "two_mlp" : "conv_fc";
   }
-  if (c.mask_head == "MaskRCNNConvUpsampleHead") {
-    int num_conv = 4;
-    Read(root, "MODEL.ROI_MASK_HEAD.NUM_CONV", source, num_conv);
-    Require(num_conv == 4, source, "MODEL.ROI_MASK_HEAD.NUM_CONV",
-            "must be 4 with StandardROIHeads (the zoo's mask head); got " + std::to_string(num_conv));
-    c.mask_head = "four_conv";
-  }
+  if (c.mask_head == "MaskRCNNConvUpsampleHead") c.mask_head = "four_conv";
 }
 
 }  // namespace
@@ -209,6 +191,7 @@ void ReadBackboneAndRpn(const YAML::Node& root, const std::string& source, Model
   Read(root, "MODEL.BACKBONE.TRAINABLE_LAYERS", source, c.trainable_layers);
   Read(root, "MODEL.NECK.NAME", source, c.neck);
   Read(root, "MODEL.FPN.OUT_CHANNELS", source, c.fpn_out_channels);
+  Read(root, "MODEL.FPN.NORM", source, c.fpn_norm);
   Read(root, "MODEL.RPN.HEAD_NAME", source, c.rpn_head);
   Read(root, "MODEL.ANCHOR_GENERATOR.SIZES", source, c.anchor_sizes);
   Read(root, "MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS", source, c.anchor_aspect_ratios);
@@ -286,6 +269,10 @@ void ReadRoiBoxHead(const YAML::Node& root, const std::string& source, ModelConf
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION", source, c.box_pooler_resolution);
   Read(root, "MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO", source, c.box_pooler_sampling_ratio);
   Read(root, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG", source, c.cls_agnostic_bbox_reg);
+  Read(root, "MODEL.ROI_BOX_HEAD.NUM_CONV", source, c.box_num_conv);
+  Read(root, "MODEL.ROI_BOX_HEAD.NUM_FC", source, c.box_num_fc);
+  Read(root, "MODEL.ROI_BOX_HEAD.CONV_DIM", source, c.box_conv_dim);
+  Read(root, "MODEL.ROI_BOX_HEAD.NORM", source, c.box_head_norm);
 }
 
 void ReadCascade(const YAML::Node& root, const std::string& source, ModelConfig& c) {
@@ -309,6 +296,9 @@ void ReadMaskAndKeypoints(const YAML::Node& root, const std::string& source, Mod
   Read(root, "MODEL.ROI_MASK_HEAD.CONV_DIM", source, c.mask_conv_dim);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION", source, c.mask_pooler_resolution);
   Read(root, "MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO", source, c.mask_pooler_sampling_ratio);
+  Read(root, "MODEL.ROI_MASK_HEAD.NUM_CONV", source, c.mask_num_conv);
+  Read(root, "MODEL.ROI_MASK_HEAD.NORM", source, c.mask_head_norm);
+  Read(root, "MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK", source, c.cls_agnostic_mask);
   Read(root, "MODEL.KEYPOINT_ON", source, c.keypoint_on);
   Read(root, "MODEL.ROI_KEYPOINT_HEAD.NAME", source, c.keypoint_head);
   {
@@ -386,10 +376,23 @@ ModelConfig ModelConfig::FromYamlFile(const std::filesystem::path& path) {
 
 namespace {
 
+// A NORM key's value: the get_norm names built here, or a refusal naming the ones Detectron2
+// also accepts.
+void RequireBuiltNorm(const std::string& norm, bool allow_none, const std::string& source, const char* key) {
+  const bool built = norm == "FrozenBN" || norm == "GN" || (allow_none && norm.empty());
+  std::string what = allow_none ? "\"\" (none), FrozenBN or GN" : "FrozenBN or GN";
+  Require(built, source, key,
+          "is \"" + norm + "\": the norms built are " + what +
+              (norm == "BN" || norm == "SyncBN" || norm == "nnSyncBN" || norm == "naiveSyncBN" ||
+                       norm.starts_with("naiveSyncBN_") || norm == "LN"
+                   ? " (Detectron2's " + norm + " is not implemented)"
+                   : ""));
+}
+
 // Counts, ranges and names that hold for every model.
 void ValidateGeneral(const ModelConfig& c, const std::string& source) {
   Require(c.num_classes >= 1, source, "MODEL.ROI_HEADS.NUM_CLASSES", "must be >= 1 (foreground classes)");
-  Require(c.norm == "FrozenBN" || c.norm == "GN", source, "MODEL.BACKBONE.NORM", "must be FrozenBN or GN");
+  RequireBuiltNorm(c.norm, false, source, c.detectron2() ? "MODEL.RESNETS.NORM" : "MODEL.BACKBONE.NORM");
   Require(c.trainable_layers >= 0 && c.trainable_layers <= 5, source, "MODEL.BACKBONE.TRAINABLE_LAYERS",
           "must be in 0..5");
   Require(!c.anchor_sizes.empty(), source, "MODEL.ANCHOR_GENERATOR.SIZES", "must list one entry per level");
@@ -435,6 +438,23 @@ void ValidateGeneral(const ModelConfig& c, const std::string& source) {
           "must be RGB or BGR, got \"" + c.input_format + "\"");
 }
 
+// The FPN's and the ROI heads' layer counts and norms.
+void ValidateHeads(const ModelConfig& c, const std::string& source) {
+  RequireBuiltNorm(c.fpn_norm, true, source, "MODEL.FPN.NORM");
+  RequireBuiltNorm(c.box_head_norm, true, source, "MODEL.ROI_BOX_HEAD.NORM");
+  RequireBuiltNorm(c.mask_head_norm, true, source, "MODEL.ROI_MASK_HEAD.NORM");
+  Require(c.box_num_conv >= 0 && c.box_num_fc >= 0 && c.box_num_conv + c.box_num_fc >= 1, source,
+          "MODEL.ROI_BOX_HEAD.NUM_CONV/NUM_FC", "must be >= 0 each, with at least one layer in all");
+  Require(c.box_conv_dim >= 1 && c.box_fc_dim >= 1, source, "MODEL.ROI_BOX_HEAD.CONV_DIM/FC_DIM", "must be >= 1");
+  Require(c.box_head != "two_mlp" || (c.box_num_conv == 0 && c.box_num_fc == 2 && c.box_head_norm.empty()), source,
+          "MODEL.ROI_BOX_HEAD.NAME",
+          "two_mlp is two fcs without a norm (NUM_CONV 0, NUM_FC 2, NORM \"\"); other layer counts or a norm are "
+          "conv_fc (Detectron2's FastRCNNConvFCHead)");
+  Require(c.mask_num_conv >= 0, source, "MODEL.ROI_MASK_HEAD.NUM_CONV", "must be >= 0");
+  Require(c.mask_conv_dim >= 1, source, "MODEL.ROI_MASK_HEAD.CONV_DIM", "must be >= 1");
+  Require(c.neck == "fpn" || c.fpn_norm.empty(), source, "MODEL.FPN.NORM", "needs an FPN (MODEL.NECK.NAME fpn)");
+}
+
 void ValidateCascade(const ModelConfig& c, const std::string& source) {
   Require(!c.cascade_ious.empty() && c.cascade_ious.size() == c.cascade_bbox_reg_weights.size(), source,
           "MODEL.ROI_BOX_CASCADE_HEAD.IOUS",
@@ -449,8 +469,8 @@ void ValidateCascade(const ModelConfig& c, const std::string& source) {
           "standard sampler's proposals)");
   Require(c.cls_agnostic_bbox_reg, source, "MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG",
           "must be true with CascadeROIHeads (each stage refines one box per proposal, as Detectron2's)");
-  Require(c.box_head == "two_mlp", source, "MODEL.ROI_BOX_HEAD.NAME",
-          "must be FastRCNNConvFCHead (two_mlp) with CascadeROIHeads, got \"" + c.box_head + "\"");
+  Require(c.box_head == "two_mlp" || c.box_head == "conv_fc", source, "MODEL.ROI_BOX_HEAD.NAME",
+          "must be FastRCNNConvFCHead (two_mlp or conv_fc) with CascadeROIHeads, got \"" + c.box_head + "\"");
 }
 
 void ValidateKeypoints(const ModelConfig& c, const std::string& source) {
@@ -524,6 +544,7 @@ void ModelConfig::Validate(const std::string& source) const {
   MetaArchRegistry().Check(meta_architecture, source);
   ProposalGeneratorRegistry().Check(proposal_generator, source);
   RoiHeadsRegistry().Check(roi_heads_name, source);
+  if (!retinanet()) ValidateHeads(*this, source);
   if (cascade()) ValidateCascade(*this, source);
   if (keypoint_on) {
     KeypointHeadRegistry().Check(keypoint_head, source);
@@ -582,7 +603,8 @@ std::string ModelConfig::ToYaml() const {
     << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
-    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << strings(fpn_in_features) << "}\n"
+    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << strings(fpn_in_features)
+    << ", NORM: \"" << fpn_norm << "\"}\n"
     << "  ANCHOR_GENERATOR: {SIZES: " << nested(anchor_sizes) << ", ASPECT_RATIOS: " << nested(anchor_aspect_ratios)
     << ", OFFSET: " << anchor_offset << "}\n"
     << "  RPN: {HEAD_NAME: " << rpn_head << ", PRE_NMS_TOPK_TRAIN: " << rpn_pre_nms_top_n_train
@@ -597,7 +619,8 @@ std::string ModelConfig::ToYaml() const {
     << ", NMS_THRESH_TEST: " << box_nms_thresh << ", IOU_THRESHOLDS: [" << box_bg_iou_thresh << ", "
     << box_fg_iou_thresh << "], BATCH_SIZE_PER_IMAGE: " << box_batch_size_per_image
     << ", POSITIVE_FRACTION: " << box_positive_fraction << "}\n"
-    << "  ROI_BOX_HEAD: {NAME: " << box_head << ", FC_DIM: " << box_fc_dim
+    << "  ROI_BOX_HEAD: {NAME: " << box_head << ", FC_DIM: " << box_fc_dim << ", NUM_FC: " << box_num_fc
+    << ", NUM_CONV: " << box_num_conv << ", CONV_DIM: " << box_conv_dim << ", NORM: \"" << box_head_norm << "\""
     << ", POOLER_RESOLUTION: " << box_pooler_resolution << ", POOLER_SAMPLING_RATIO: " << box_pooler_sampling_ratio
     << ", POOLER_TYPE: " << pooler(box_pooler_aligned)
     << ", BBOX_REG_WEIGHTS: " << arr(bbox_reg_weights)
@@ -614,7 +637,8 @@ std::string ModelConfig::ToYaml() const {
     << "]}\n"
     << "  MASK_ON: " << (mask_on ? "true" : "false") << "\n"
     << "  CHANNELS_LAST: " << (channels_last ? "true" : "false") << "\n"
-    << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim
+    << "  ROI_MASK_HEAD: {NAME: " << mask_head << ", CONV_DIM: " << mask_conv_dim << ", NUM_CONV: " << mask_num_conv
+    << ", NORM: \"" << mask_head_norm << "\", CLS_AGNOSTIC_MASK: " << (cls_agnostic_mask ? "true" : "false")
     << ", POOLER_RESOLUTION: " << mask_pooler_resolution
     << ", POOLER_SAMPLING_RATIO: " << mask_pooler_sampling_ratio << ", POOLER_TYPE: " << pooler(mask_pooler_aligned)
     << "}\n"

@@ -52,8 +52,25 @@ struct ModelConfig {
   bool box_pooler_aligned = false;
   bool mask_pooler_aligned = false;
   std::string rpn_head = "standard";
+  // two_mlp: torchvision's TwoMLPHead (Detectron2's FastRCNNConvFCHead with 0 convs and 2 fcs);
+  // conv_fc: FastRCNNConvFCHead with box_num_conv 3x3 convs of box_conv_dim channels (each
+  // followed by box_head_norm, then ReLU), then box_num_fc fcs of box_fc_dim.
   std::string box_head = "two_mlp";
+  // four_conv: mask_num_conv 3x3 convs of mask_conv_dim channels (mask_head_norm after each,
+  // then ReLU): torchvision's MaskRCNNHeads at 4 convs, Detectron2's MaskRCNNConvUpsampleHead.
   std::string mask_head = "four_conv";
+  // Norms by Detectron2's get_norm names: "" (none: the conv has a bias), FrozenBN, GN (32
+  // groups); a conv followed by a norm has no bias. MODEL.FPN.NORM, MODEL.ROI_BOX_HEAD.NORM,
+  // MODEL.ROI_MASK_HEAD.NORM.
+  std::string fpn_norm;
+  std::string box_head_norm;
+  std::string mask_head_norm;
+  int box_num_conv = 0;
+  int box_num_fc = 2;
+  int box_conv_dim = 256;
+  int mask_num_conv = 4;
+  // MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK: one mask channel for every class.
+  bool cls_agnostic_mask = false;
 
   std::string norm = "FrozenBN";  // FrozenBN | GN (GroupNorm, 32 groups, for training from scratch)
   double frozen_bn_eps = 1e-5;    // torchvision's COCO_V1 checkpoint was trained with 0.0

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,21 @@ class GroupNorm2d : public NormLayer {
   at::Tensor weight_, bias_;
 };
 
+// A norm by Detectron2's get_norm name, as ModelConfig::Validate admits them: nullptr for ""
+// (no norm), FrozenBatchNorm2d for FrozenBN, GroupNorm2d with 32 groups for GN.
+std::shared_ptr<NormLayer> MakeNormByName(const std::string& name, int64_t channels,
+                                          double frozen_bn_eps);
+
+// A 3x3 (or k x k) convolution as Detectron2's layers.Conv2d with `norm`: no bias under a norm,
+// the norm registered inside the conv as "norm" (so state_dict keys are Detectron2's
+// "<conv>.norm.weight"), FastConv applying it.
+struct NormedConv {
+  torch::nn::Conv2d conv{nullptr};
+  FastConv fast;
+};
+NormedConv MakeNormedConv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding,
+                          const std::string& norm, double frozen_bn_eps);
+
 // Box predictor (torchvision FastRCNNPredictor): cls_score and bbox_pred. bbox_pred regresses
 // one box per class (num_classes_with_background x 4 outputs), or one box for all classes
 // (4 outputs) when class_agnostic (MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG).
@@ -132,10 +148,13 @@ class FastRcnnPredictor : public torch::nn::Module {
 // Mask predictor (torchvision MaskRCNNPredictor): 2x deconv, ReLU, 1x1 logits per class.
 class MaskRcnnPredictor : public torch::nn::Module {
  public:
-  MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t num_classes_with_background);
-  // N×classes×2R×2R logits for N×C×R×R mask features.
+  // mask_classes: num_classes_with_background, or 1 for a class-agnostic mask
+  // (MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK).
+  MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced, int64_t mask_classes);
+  // N×mask_classes×2R×2R logits for N×C×R×R mask features.
   at::Tensor Forward(const at::Tensor& x);
-  // N×2R×2R logits of class labels[i] for RoI i only (inference). On CPU in float32
+  // N×2R×2R logits of class labels[i] for RoI i only (inference; a class-agnostic predictor
+  // gives its one channel for every label). On CPU in float32
   // without gradients the deconvolution runs as one GEMM per RoI whose output feeds the
   // label's 1×1 logits directly, skipping the interleaved 2R×2R feature map and the
   // logits of the other classes; elsewhere it is Forward(x) indexed by labels. Under a

@@ -88,7 +88,7 @@ Registry<RoiHeads, SharedContext>& RoiHeadsRegistry();
 Registry<BackboneBody>& BackboneRegistry();  // MODEL.BACKBONE.NAME: resnet18, resnet50, resnet101
 Registry<Neck>& NeckRegistry();              // MODEL.NECK.NAME: fpn
 Registry<RpnHead>& RpnHeadRegistry();        // MODEL.RPN.HEAD_NAME: standard
-Registry<BoxHead>& BoxHeadRegistry();        // MODEL.ROI_BOX_HEAD.NAME: two_mlp, res5
+Registry<BoxHead>& BoxHeadRegistry();        // MODEL.ROI_BOX_HEAD.NAME: two_mlp, conv_fc, res5
 Registry<MaskHead>& MaskHeadRegistry();      // MODEL.ROI_MASK_HEAD.NAME: four_conv
 // MODEL.ROI_KEYPOINT_HEAD.NAME: KRCNNConvDeconvUpsampleHead (roi_heads/keypoint_head.cpp).
 Registry<KeypointHead>& KeypointHeadRegistry();

@@ -26,9 +26,7 @@ nn::Conv2d MakeConv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t 
 }  // namespace
 
 std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels) {
-  if (config.norm == "GN")
-    return std::make_shared<GroupNorm2d>(channels, 32);
-  return std::make_shared<FrozenBatchNorm2d>(channels, config.frozen_bn_eps);
+  return MakeNormByName(config.norm, channels, config.frozen_bn_eps);
 }
 
 ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape& s)

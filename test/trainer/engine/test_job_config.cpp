@@ -291,6 +291,11 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
     std::string box_loss = "smooth_l1";
     bool keypoint = false;
     std::string meta_architecture = "GeneralizedRCNN";
+    std::string norm = "FrozenBN";  // MODEL.RESNETS.NORM, and the FPN's and heads' ("" when FrozenBN)
+    bool scratch = false;           // no MODEL.WEIGHTS, nothing frozen
+    bool cls_agnostic = false;      // box regression and masks
+    bool detectron1 = false;        // Detectron1-Comparisons: ROIAlign pooler, betas 0.1111/1.0
+    int64_t ims_per_batch = 16;
   };
   const std::vector<Expected> expected = {
       {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"},
@@ -384,7 +389,21 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       {.name = "Misc/cascade_mask_rcnn_R_50_FPN_1x.yaml", .roi_heads = "CascadeROIHeads"},
       {.name = "Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml",
        .roi_heads = "CascadeROIHeads",
-       .max_iter = 270000}};
+       .max_iter = 270000},
+      {.name = "Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", .max_iter = 270000, .norm = "GN"},
+      {.name = "Misc/scratch_mask_rcnn_R_50_FPN_3x_gn.yaml", .max_iter = 270000, .norm = "GN", .scratch = true},
+      {.name = "Misc/scratch_mask_rcnn_R_50_FPN_9x_gn.yaml",
+       .max_iter = 202500,
+       .norm = "GN",
+       .scratch = true,
+       .ims_per_batch = 64},
+      {.name = "Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", .cls_agnostic = true},
+      {.name = "Detectron1-Comparisons/faster_rcnn_R_50_FPN_noaug_1x.yaml", .mask = false, .detectron1 = true},
+      {.name = "Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml", .detectron1 = true},
+      {.name = "Detectron1-Comparisons/keypoint_rcnn_R_50_FPN_1x.yaml",
+       .mask = false,
+       .keypoint = true,
+       .detectron1 = true}};
   REQUIRE(SupportedModelZooNames().size() == expected.size());
   for (const auto& e : expected) {
     for (const std::string& written : {e.name, "detectron2://" + e.name, "configs/" + e.name}) {
@@ -410,14 +429,33 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetString("MODEL.ROI_HEADS.NAME") == e.roi_heads);
       CHECK(job.config.GetString("INPUT.FORMAT") == "BGR");
       CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
-      CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == 16);
-      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == (retinanet ? 0.01 : 0.02));
+      CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == e.ims_per_batch);
+      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == (retinanet ? 0.01 : 0.02 * e.ims_per_batch / 16));
+      CHECK(job.config.GetString("MODEL.RESNETS.NORM") == e.norm);
+      const std::string head_norm = e.norm == "GN" ? "GN" : "";
+      CHECK(job.config.GetString("MODEL.FPN.NORM") == head_norm);
+      CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.NORM") == head_norm);
+      CHECK(job.config.GetString("MODEL.ROI_MASK_HEAD.NORM") == head_norm);
+      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_CONV") == (e.norm == "GN" ? 4 : 0));
+      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_FC") == (e.norm == "GN" ? 1 : 2));
+      CHECK(job.config.GetInt("MODEL.BACKBONE.TRAINABLE_LAYERS") == (e.scratch ? 5 : 3));
+      CHECK(job.config.GetBool("MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK") == e.cls_agnostic);
+      for (const char* pooler : {"MODEL.ROI_BOX_HEAD.POOLER_TYPE", "MODEL.ROI_MASK_HEAD.POOLER_TYPE"}) {
+        if (e.detectron1 && (e.mask || std::string(pooler).find("BOX") != std::string::npos))
+          CHECK(job.config.GetString(pooler) == "ROIAlign");
+      }
+      if (e.detectron1) {
+        CHECK(job.config.GetFloat("MODEL.RPN.SMOOTH_L1_BETA") == 0.1111);
+        CHECK(job.config.GetFloat("MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA") == 1.0);
+        CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO") == 2);
+      }
       CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.BBOX_REG_LOSS_TYPE") == e.box_loss);
       CHECK(job.config.GetString("MODEL.RPN.BBOX_REG_LOSS_TYPE") == e.box_loss);
-      CHECK(job.weights == t.root / "ml/input/data/weights/R-50.pkl");
+      if (!e.scratch)
+        CHECK(job.weights == t.root / "ml/input/data/weights/R-50.pkl");
       // Cascade R-CNN: Detectron2's class-agnostic stages and its 2000 training proposals.
       const bool cascade = e.roi_heads == "CascadeROIHeads";
-      CHECK(job.config.GetBool("MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG") == cascade);
+      CHECK(job.config.GetBool("MODEL.ROI_BOX_HEAD.CLS_AGNOSTIC_BBOX_REG") == (cascade || e.cls_agnostic));
       if (cascade)
         CHECK(job.config.GetInt("MODEL.RPN.POST_NMS_TOPK_TRAIN") == 2000);
       CHECK(job.config.GetFloatList("MODEL.ROI_BOX_CASCADE_HEAD.IOUS") ==

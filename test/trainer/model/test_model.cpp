@@ -377,6 +377,44 @@ TEST_CASE("Detectron2's R-CNN families build with its stages under our names",
     REQUIRE(empty.size() == 1);
     CHECK(empty[0].boxes.size(0) == 0);
   }
+  // GN everywhere Detectron2's GN config puts it, a 4conv1fc box head, class-agnostic heads:
+  // Detectron2's names (a conv's norm inside it), no bias under a norm.
+  const ModelConfig gn = Detectron2Config(
+      "  BACKBONE: {NAME: build_resnet_fpn_backbone}\n"
+      "  RESNETS: {NORM: GN, STEM_OUT_CHANNELS: 32, RES2_OUT_CHANNELS: 32, NUM_GROUPS: 32,"
+      " WIDTH_PER_GROUP: 1, STRIDE_IN_1X1: false}\n"
+      "  FPN: {NORM: GN, OUT_CHANNELS: 32}\n"
+      "  ROI_BOX_HEAD: {NAME: FastRCNNConvFCHead, NUM_CONV: 4, NUM_FC: 1, NORM: GN, CONV_DIM: 32,"
+      " FC_DIM: 64, CLS_AGNOSTIC_BBOX_REG: true}\n"
+      "  ROI_MASK_HEAD: {NORM: GN, CONV_DIM: 32, NUM_CONV: 2, CLS_AGNOSTIC_MASK: true}\n");
+  CHECK(gn.box_head == "conv_fc");
+  auto gn_model = BuildModel(gn);
+  const TensorMap g = StateDict(*gn_model);
+  for (const char* key :
+       {"backbone.body.bn1.weight", "backbone.body.layer1.0.bn2.bias",
+        "backbone.fpn.inner_blocks.0.0.norm.weight", "backbone.fpn.layer_blocks.3.0.norm.bias",
+        "roi_heads.box_head.conv4.norm.weight", "roi_heads.box_head.fc6.weight",
+        "roi_heads.mask_head.1.0.norm.weight"}) {
+    INFO(key);
+    CHECK(g.count(key) == 1);
+  }
+  for (const char* key : {"backbone.fpn.inner_blocks.0.0.bias", "roi_heads.box_head.conv1.bias",
+                          "roi_heads.box_head.fc7.weight", "roi_heads.mask_head.0.0.bias",
+                          "roi_heads.mask_head.2.0.weight"}) {
+    INFO(key);
+    CHECK(g.count(key) == 0);
+  }
+  CHECK(g.at("roi_heads.box_head.fc6.weight").sizes() == at::IntArrayRef({64, 32 * 7 * 7}));
+  CHECK(g.at("roi_heads.box_predictor.bbox_pred.weight").size(0) == 4);
+  CHECK(g.at("roi_heads.mask_predictor.mask_fcn_logits.weight").size(0) == 1);
+  gn_model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    gn_model->detection_settings().score_thresh = 0.0;
+    const ModelOutput out = gn_model->forward({torch::rand({3, 96, 128})});
+    REQUIRE(out.images.size() == 1);
+    CHECK(out.images[0].instances.boxes.size(1) == 4);
+  }
   // ResNeXt: NUM_GROUPS x WIDTH_PER_GROUP channels in grouped 3x3s; depth 101 has 23 res4 blocks.
   const ModelConfig msra = Detectron2Config("  BACKBONE: {NAME: build_resnet_fpn_backbone}\n");
   const TensorMap m = StateDict(*BuildModel(msra));
@@ -732,9 +770,10 @@ TEST_CASE("Detectron2 keys for blocks that are not built are refused, naming the
   const Refused cases[] = {
       {"RESNETS: {DEFORM_ON_PER_STAGE: [False, True, True, True]}}",
        "MODEL.RESNETS.DEFORM_ON_PER_STAGE"},
-      {"FPN: {NORM: GN}}", "MODEL.FPN.NORM"},
-      {"ROI_BOX_HEAD: {NORM: GN}}", "MODEL.ROI_BOX_HEAD.NORM"},
+      {"FPN: {NORM: SyncBN}}", "MODEL.FPN.NORM"},
+      {"ROI_BOX_HEAD: {NORM: BN}}", "MODEL.ROI_BOX_HEAD.NORM"},
       {"ROI_MASK_HEAD: {NORM: SyncBN}}", "MODEL.ROI_MASK_HEAD.NORM"},
+      {"RESNETS: {NORM: naiveSyncBN}}", "MODEL.RESNETS.NORM"},
   };
   for (const Refused& r : cases) {
     INFO(r.yaml);

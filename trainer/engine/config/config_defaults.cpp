@@ -12,8 +12,8 @@ namespace {
 using Values = std::map<std::string, ConfigValue>;
 using S = std::string;
 
-void AddModelAndInputDefaults(Values& v) {
-  // --- model (read by model::ModelConfig::FromYaml) ---
+// --- model (read by model::ModelConfig::FromYaml): the body, the FPN and the RPN ---
+void AddBackboneAndRpnDefaults(Values& v) {
   v["MODEL.DEVICE"] = S("auto");  // auto | cpu | cuda
   v["MODEL.WEIGHTS"] = S("");     // safetensors file: whole model or backbone; "" = from scratch
   v["MODEL.MASK_ON"] = true;
@@ -42,10 +42,13 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_BOX_HEAD.POOLER_TYPE"] = S("ROIAlignV2");
   v["MODEL.ROI_BOX_HEAD.NUM_FC"] = int64_t{2};
   v["MODEL.ROI_BOX_HEAD.NUM_CONV"] = int64_t{0};
+  v["MODEL.ROI_BOX_HEAD.CONV_DIM"] = int64_t{256};
+  v["MODEL.ROI_BOX_HEAD.NORM"] = S("");  // "" | FrozenBN | GN
   v["MODEL.ROI_MASK_HEAD.POOLER_TYPE"] = S("ROIAlignV2");
   v["MODEL.ROI_MASK_HEAD.NUM_CONV"] = int64_t{4};
   v["INPUT.FORMAT"] = S("BGR");
   v["MODEL.FPN.OUT_CHANNELS"] = int64_t{256};
+  v["MODEL.FPN.NORM"] = S("");  // "" | FrozenBN | GN
   v["MODEL.ANCHOR_GENERATOR.SIZES"] = FloatListList{{32}, {64}, {128}, {256}, {512}};
   v["MODEL.ANCHOR_GENERATOR.ASPECT_RATIOS"] = FloatListList{{0.5, 1.0, 2.0}};
   v["MODEL.RPN.HEAD_NAME"] = S("standard");
@@ -64,6 +67,10 @@ void AddModelAndInputDefaults(Values& v) {
   // null: the convention's beta (torchvision 1/9, Detectron2 0); below 1e-5 is L1.
   v["MODEL.RPN.SMOOTH_L1_BETA"] = std::numeric_limits<double>::quiet_NaN();
   v["MODEL.RPN.LOSS_WEIGHT"] = 1.0;
+}
+
+// --- model: the ROI heads, RetinaNet ---
+void AddHeadDefaults(Values& v) {
   v["MODEL.ROI_HEADS.NUM_CLASSES"] = int64_t{90};  // torchvision COCO weights: 90 ids (with gaps)
   v["MODEL.ROI_HEADS.SCORE_THRESH_TEST"] = 0.05;
   v["MODEL.ROI_HEADS.NMS_THRESH_TEST"] = 0.5;
@@ -117,8 +124,11 @@ void AddModelAndInputDefaults(Values& v) {
   v["MODEL.ROI_MASK_HEAD.CONV_DIM"] = int64_t{256};
   v["MODEL.ROI_MASK_HEAD.POOLER_RESOLUTION"] = int64_t{14};
   v["MODEL.ROI_MASK_HEAD.POOLER_SAMPLING_RATIO"] = int64_t{2};
+  v["MODEL.ROI_MASK_HEAD.NORM"] = S("");  // "" | FrozenBN | GN (Detectron2's get_norm names)
+  v["MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK"] = false;
+}
 
-  // --- input pipeline ---
+void AddInputDefaults(Values& v) {
   v["INPUT.MIN_SIZE_TRAIN"] = IntList{800};  // one drawn per image
   v["INPUT.MIN_SIZE_TRAIN_SAMPLING"] = S("choice");  // choice | range (ModelConfig checks)
   v["INPUT.MAX_SIZE_TRAIN"] = int64_t{1333};
@@ -234,7 +244,9 @@ void AddDataAndSolverDefaults(Values& v) {
 
 TrainConfig TrainConfig::Defaults() {
   TrainConfig c;
-  AddModelAndInputDefaults(c.values_);
+  AddBackboneAndRpnDefaults(c.values_);
+  AddHeadDefaults(c.values_);
+  AddInputDefaults(c.values_);
   AddDataAndSolverDefaults(c.values_);
   return c;
 }

@@ -56,6 +56,13 @@ constexpr std::string_view kShipped[] = {
     "COCO-Keypoints/keypoint_rcnn_X_101_32x8d_FPN_3x.yaml",
     "Misc/cascade_mask_rcnn_R_50_FPN_1x.yaml",
     "Misc/cascade_mask_rcnn_R_50_FPN_3x.yaml",
+    "Misc/mask_rcnn_R_50_FPN_3x_gn.yaml",
+    "Misc/scratch_mask_rcnn_R_50_FPN_3x_gn.yaml",
+    "Misc/scratch_mask_rcnn_R_50_FPN_9x_gn.yaml",
+    "Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml",
+    "Detectron1-Comparisons/faster_rcnn_R_50_FPN_noaug_1x.yaml",
+    "Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml",
+    "Detectron1-Comparisons/keypoint_rcnn_R_50_FPN_1x.yaml",
 };
 
 bool Contains(std::string_view s, std::string_view part) {
@@ -65,16 +72,13 @@ bool Contains(std::string_view s, std::string_view part) {
 // Why a model-zoo config is out of reach, most specific reason first.
 std::string WhyUnsupported(std::string_view name) {
   if (name.starts_with("Misc/") && !name.ends_with(".py")) {
-    // Of Misc/, only the R-50-FPN Cascade Mask R-CNN (1x, 3x) is shipped.
     if (Contains(name, "panoptic") || Contains(name, "semantic"))
       return "panoptic and semantic segmentation heads are not implemented";
     if (Contains(name, "dconv"))
       return "deformable convolutions (MODEL.RESNETS.DEFORM_ON_PER_STAGE) are not implemented";
-    if (Contains(name, "_gn") || Contains(name, "_syncbn"))
-      return "GroupNorm / SyncBN in the FPN and the heads (and training from scratch) are not "
-             "implemented";
-    return "this Misc/ variant (its heads or settings) has no shipped equivalent; the shipped Misc/ "
-           "names are the Cascade Mask R-CNN R-50-FPN ones";
+    if (Contains(name, "_syncbn"))
+      return "SyncBN (batch statistics across the job's processes) is not implemented";
+    return "this Misc/ variant (its heads or settings) has no shipped equivalent";
   }
   if (name.starts_with("COCO-PanopticSegmentation/"))
     return "panoptic segmentation (Panoptic FPN's semantic head) is not implemented";

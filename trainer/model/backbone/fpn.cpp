@@ -21,23 +21,25 @@ namespace {
 // stage, res2 = 0 (an FPN over res3-res5 has blocks 1..3), so weights map by stage.
 class Fpn : public Neck {
  public:
+  // norm: MODEL.FPN.NORM, after each lateral and output conv (which then have no bias).
   Fpn(const std::vector<int64_t>& in_channels, int64_t out_channels, int64_t first_index,
-      bool p6p7)
+      bool p6p7, const std::string& norm, double frozen_bn_eps)
       : out_channels_(out_channels), p6p7_(p6p7) {
     auto inner_blocks = register_module("inner_blocks", std::make_shared<nn::Module>("ModuleList"));
     auto layer_blocks = register_module("layer_blocks", std::make_shared<nn::Module>("ModuleList"));
     for (size_t i = 0; i < in_channels.size(); ++i) {
-      auto inner = MakeConv2d(in_channels[i], out_channels, 1, 1, 0, true);
-      auto layer = MakeConv2d(out_channels, out_channels, 3, 1, 1, true);
-      for (auto* conv : {&inner, &layer}) {
+      NormedConv inner = MakeNormedConv(in_channels[i], out_channels, 1, 1, 0, norm, frozen_bn_eps);
+      NormedConv layer = MakeNormedConv(out_channels, out_channels, 3, 1, 1, norm, frozen_bn_eps);
+      for (auto* conv : {&inner.conv, &layer.conv}) {
         nn::init::kaiming_uniform_((*conv)->weight, 1.0);
-        nn::init::zeros_((*conv)->bias);
+        if ((*conv)->bias.defined())
+          nn::init::zeros_((*conv)->bias);
       }
       const std::string name = std::to_string(first_index + static_cast<int64_t>(i));
-      inner_blocks->register_module(name, nn::Sequential(inner));
-      layer_blocks->register_module(name, nn::Sequential(layer));
-      inner_.push_back(FastConv(inner));
-      layer_.push_back(FastConv(layer));
+      inner_blocks->register_module(name, nn::Sequential(inner.conv));
+      layer_blocks->register_module(name, nn::Sequential(layer.conv));
+      inner_.push_back(inner.fast);
+      layer_.push_back(layer.fast);
     }
     if (p6p7_) {
       auto extra = register_module("extra_blocks", std::make_shared<nn::Module>("LastLevelP6P7"));
@@ -99,7 +101,7 @@ Registry<Neck>& NeckRegistry() {
       // Blocks named by stage (res2 = 0): Detectron2's FPN over res3-res5 starts at 1.
       const int64_t first = c.detectron2() ? c.resnet_out_features.front().back() - '2' : 0;
       return std::make_shared<Fpn>(ResNetChannels(c), c.fpn_out_channels, first,
-                                   c.fpn_top_block == "p6p7");
+                                   c.fpn_top_block == "p6p7", c.fpn_norm, c.frozen_bn_eps);
     });
     RegisterSingleLevelNeck(registry);
     return true;

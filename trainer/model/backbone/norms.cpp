@@ -1,7 +1,8 @@
-// FrozenBatchNorm2d (torchvision.ops.FrozenBatchNorm2d) and GroupNorm2d: the norms of the
-// backbone's convolutions (declared in parts.h).
+// FrozenBatchNorm2d (torchvision.ops.FrozenBatchNorm2d) and GroupNorm2d, the norms by name, and
+// the convolutions with a norm inside (declared in parts.h).
 #include <torch/torch.h>
 
+#include "trainer/model/conv_layers.h"
 #include "trainer/model/parts.h"
 
 namespace mrcnn::model {
@@ -34,6 +35,27 @@ GroupNorm2d::GroupNorm2d(int64_t channels, int64_t groups) : groups_(groups) {
 
 at::Tensor GroupNorm2d::forward(const at::Tensor& x) {
   return at::group_norm(x, groups_, weight_, bias_, 1e-5);
+}
+
+std::shared_ptr<NormLayer> MakeNormByName(const std::string& name, int64_t channels,
+                                          double frozen_bn_eps) {
+  if (name.empty())
+    return nullptr;
+  if (name == "GN")
+    return std::make_shared<GroupNorm2d>(channels, 32);
+  TORCH_CHECK(name == "FrozenBN", "norm \"", name, "\" is not built (ModelConfig::Validate admits \"\", FrozenBN, GN)");
+  return std::make_shared<FrozenBatchNorm2d>(channels, frozen_bn_eps);
+}
+
+NormedConv MakeNormedConv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding,
+                          const std::string& norm, double frozen_bn_eps) {
+  NormedConv made;
+  made.conv = MakeConv2d(in, out, k, stride, padding, /*bias=*/norm.empty());
+  std::shared_ptr<NormLayer> layer = MakeNormByName(norm, out, frozen_bn_eps);
+  if (layer)
+    made.conv->register_module("norm", layer);
+  made.fast = FastConv(made.conv, layer);
+  return made;
 }
 
 }  // namespace mrcnn::model

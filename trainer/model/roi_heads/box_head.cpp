@@ -51,7 +51,8 @@ std::pair<at::Tensor, at::Tensor> FastRcnnPredictor::Forward(const at::Tensor& x
   return {cls_score_->forward(flat), bbox_pred_->forward(flat)};
 }
 
-void RegisterRes5BoxHead(Registry<BoxHead>& registry);  // res5_head.cpp
+void RegisterRes5BoxHead(Registry<BoxHead>& registry);    // res5_head.cpp
+void RegisterConvFcBoxHead(Registry<BoxHead>& registry);  // conv_fc_box_head.cpp
 
 Registry<BoxHead>& BoxHeadRegistry() {
   static Registry<BoxHead> registry("box head", "MODEL.ROI_BOX_HEAD.NAME");
@@ -61,6 +62,7 @@ Registry<BoxHead>& BoxHeadRegistry() {
       return std::make_shared<TwoMlpHead>(c.FeatureChannels() * r * r, c.box_fc_dim);
     });
     RegisterRes5BoxHead(registry);
+    RegisterConvFcBoxHead(registry);
     return true;
   }();
   (void)populated;

@@ -1,4 +1,5 @@
-// The mask head (torchvision MaskRCNNHeads: four 3x3 convs) and the mask predictor
+// The mask head (torchvision MaskRCNNHeads: four 3x3 convs; Detectron2's
+// MaskRCNNConvUpsampleHead: NUM_CONV of them, each with the head's norm) and the mask predictor
 // (MaskRCNNPredictor), with its per-label GEMM path for CPU inference.
 #include <torch/torch.h>
 
@@ -12,16 +13,19 @@ namespace nn = torch::nn;
 
 namespace {
 
-// torchvision MaskRCNNHeads: four 3x3 conv + ReLU layers, children named 0..3.
-class FourConvMaskHead : public MaskHead {
+// 3x3 conv (+ norm) + ReLU layers, children named 0..N-1 as torchvision's MaskRCNNHeads
+// (Sequential(conv, ReLU); a conv's norm is inside it, "I.0.norm").
+class ConvMaskHead : public MaskHead {
  public:
-  FourConvMaskHead(int64_t in_channels, int64_t dim) : dim_(dim) {
+  ConvMaskHead(int64_t in_channels, int64_t dim, int num_conv, const std::string& norm,
+               double frozen_bn_eps)
+      : out_channels_(num_conv > 0 ? dim : in_channels) {
     int64_t in = in_channels;
-    for (int i = 0; i < 4; ++i) {
-      auto conv = MakeConv2d(in, dim, 3, 1, 1, true);
-      KaimingNormalFanOut(conv);
-      register_module(std::to_string(i), nn::Sequential(conv, nn::ReLU()));
-      convs_.push_back(FastConv(conv));
+    for (int i = 0; i < num_conv; ++i) {
+      NormedConv conv = MakeNormedConv(in, dim, 3, 1, 1, norm, frozen_bn_eps);
+      KaimingNormalFanOut(conv.conv);
+      register_module(std::to_string(i), nn::Sequential(conv.conv, nn::ReLU()));
+      convs_.push_back(conv.fast);
       in = dim;
     }
   }
@@ -31,22 +35,22 @@ class FourConvMaskHead : public MaskHead {
       x = conv.Forward(x, /*relu=*/true);
     return x;
   }
-  int64_t OutChannels() const override { return dim_; }
+  int64_t OutChannels() const override { return out_channels_; }
 
  private:
-  int64_t dim_;
+  int64_t out_channels_;
   std::vector<FastConv> convs_;
 };
 
 }  // namespace
 
 MaskRcnnPredictor::MaskRcnnPredictor(int64_t in_channels, int64_t dim_reduced,
-                                     int64_t num_classes_with_background) {
+                                     int64_t mask_classes) {
   conv5_mask_ = register_module(
       "conv5_mask",
       nn::ConvTranspose2d(nn::ConvTranspose2dOptions(in_channels, dim_reduced, 2).stride(2)));
   mask_fcn_logits_ = register_module(
-      "mask_fcn_logits", MakeConv2d(dim_reduced, num_classes_with_background, 1, 1, 0, true));
+      "mask_fcn_logits", MakeConv2d(dim_reduced, mask_classes, 1, 1, 0, true));
   nn::init::kaiming_normal_(conv5_mask_->weight, 0.0, torch::kFanOut, torch::kReLU);
   nn::init::zeros_(conv5_mask_->bias);
   KaimingNormalFanOut(mask_fcn_logits_);
@@ -56,10 +60,13 @@ at::Tensor MaskRcnnPredictor::Forward(const at::Tensor& x) {
   return mask_fcn_logits_->forward(conv5_mask_->forward(x).relu_());
 }
 
-at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor& labels) {
+at::Tensor MaskRcnnPredictor::LabelLogits(const at::Tensor& x, const at::Tensor& labels_in) {
+  // A class-agnostic predictor's one channel serves every label.
+  const at::Tensor labels =
+      mask_fcn_logits_->weight.size(0) == 1 ? torch::zeros_like(labels_in) : labels_in;
   const bool bf16 = CpuBf16Path(x);
   if (bf16 && x.scalar_type() != at::kBFloat16)
-    return LabelLogits(x.to(at::kBFloat16), labels);
+    return LabelLogits(x.to(at::kBFloat16), labels_in);
   const std::vector<at::Tensor> params =
       bf16 ? bf16_.Of({conv5_mask_->weight, conv5_mask_->bias, mask_fcn_logits_->weight,
                        mask_fcn_logits_->bias})
@@ -108,7 +115,8 @@ Registry<MaskHead>& MaskHeadRegistry() {
   static Registry<MaskHead> registry("mask head", "MODEL.ROI_MASK_HEAD.NAME");
   static bool populated = [] {
     registry.Add("four_conv", [](const ModelConfig& c) {
-      return std::make_shared<FourConvMaskHead>(c.FeatureChannels(), c.mask_conv_dim);
+      return std::make_shared<ConvMaskHead>(c.FeatureChannels(), c.mask_conv_dim, c.mask_num_conv,
+                                            c.mask_head_norm, c.frozen_bn_eps);
     });
     return true;
   }();

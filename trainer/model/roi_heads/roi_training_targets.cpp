@@ -41,6 +41,8 @@ at::Tensor StandardRoiHeads::MaskLoss(const at::Tensor& mask_logits,
     return mask_logits.sum() * 0;
   }
   at::Tensor idx = torch::arange(all_labels.size(0), all_labels.options());
+  if (mask_logits.size(1) == 1)  // class-agnostic: the one channel for every label
+    all_labels = torch::zeros_like(all_labels);
   // The mean over the valid rows' pixels (torchvision's mean over the positives); none: 0.
   const at::Tensor bce = F::binary_cross_entropy_with_logits(
       mask_logits.index({idx, all_labels}), all_targets,

@@ -66,7 +66,7 @@ void StandardRoiHeads::RegisterMaskHead(std::shared_ptr<MaskHead> head, bool reg
   mask_predictor_ = register_module(
       "mask_predictor",
       std::make_shared<MaskRcnnPredictor>(mask_head_->OutChannels(), config_.mask_conv_dim,
-                                          config_.num_classes + 1));
+                                          config_.cls_agnostic_mask ? 1 : config_.num_classes + 1));
 }
 
 void StandardRoiHeads::RegisterKeypointHead() {

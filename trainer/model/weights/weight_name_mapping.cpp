@@ -49,6 +49,7 @@ constexpr PrefixRule kModules[] = {
     {"proposal_generator.rpn_head.objectness_logits.", "rpn.head.cls_logits.", Part::kLayer},
     {"proposal_generator.rpn_head.anchor_deltas.", "rpn.head.bbox_pred.", Part::kLayer},
     {"roi_heads.box_head.fc{i}.", "roi_heads.box_head.fc{i+5}.", Part::kLayer},
+    {"roi_heads.box_head.conv{i}.", "roi_heads.box_head.conv{i}.", Part::kLayer},
     {"roi_heads.box_predictor.cls_score.", "roi_heads.box_predictor.cls_score.", Part::kLayer,
      ClassLayout::kClassifier},
     {"roi_heads.box_predictor.bbox_pred.", "roi_heads.box_predictor.bbox_pred.", Part::kLayer,
@@ -56,7 +57,9 @@ constexpr PrefixRule kModules[] = {
     // Cascade R-CNN's stages (box_head.{k}, box_predictor.{k}): stage 0 where the standard
     // head's parts are, stage k > 0 under roi_heads.cascade.{k}.
     {"roi_heads.box_head.0.fc{i}.", "roi_heads.box_head.fc{i+5}.", Part::kLayer},
+    {"roi_heads.box_head.0.conv{i}.", "roi_heads.box_head.conv{i}.", Part::kLayer},
     {"roi_heads.box_head.{k}.fc{i}.", "roi_heads.cascade.{k}.box_head.fc{i+5}.", Part::kLayer},
+    {"roi_heads.box_head.{k}.conv{i}.", "roi_heads.cascade.{k}.box_head.conv{i}.", Part::kLayer},
     {"roi_heads.box_predictor.0.cls_score.", "roi_heads.box_predictor.cls_score.", Part::kLayer,
      ClassLayout::kClassifier},
     {"roi_heads.box_predictor.0.bbox_pred.", "roi_heads.box_predictor.bbox_pred.", Part::kLayer,
@@ -91,6 +94,9 @@ constexpr TailRule kTails[] = {
     {Part::kBlock, "shortcut.norm.{p}", "downsample.1.{p}"},
     {Part::kLayer, "weight", "weight"},
     {Part::kLayer, "bias", "bias"},
+    // A layer's norm (MODEL.FPN.NORM, ROI_BOX_HEAD.NORM, ROI_MASK_HEAD.NORM) is inside our conv
+    // too (parts.h MakeNormedConv).
+    {Part::kLayer, "norm.{p}", "norm.{p}"},
 };
 
 struct IgnoreRule {
@@ -227,7 +233,7 @@ std::optional<NameMapping> MapDetectron2Name(std::string_view name) {
         return std::nullopt;
       return NameMapping{*prefix + *rest, module.layout, ""};
     }
-    return std::nullopt;  // a module we know, a parameter we do not (e.g. an FPN norm)
+    return std::nullopt;  // a module we know, a parameter we do not
   }
   return std::nullopt;
 }
@@ -276,6 +282,10 @@ void RelayoutClassLayer(ClassLayout layout, RawTensor& tensor, std::optional<int
       }
       return;
     case ClassLayout::kMaskLogits:
+      // A class-agnostic mask model (MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK) takes its one
+      // channel as it is.
+      if (rows == 1 && model_rows && *model_rows == 1)
+        return;
       if (rows == 1 && model_rows && *model_rows > 2) {
         RepeatRows(tensor, *model_rows);
       } else {
