@@ -48,6 +48,10 @@ template <typename T>
 __device__ inline bool HdIsNan(T x) {
   return isnan(x);
 }
+template <typename T>
+__device__ inline T HdFloor(T x) {
+  return floor(x);
+}
 #else
 template <typename T>
 inline T RnAdd(T a, T b) {
@@ -76,6 +80,10 @@ inline T HdExp(T x) {
 template <typename T>
 inline bool HdIsNan(T x) {
   return std::isnan(x);
+}
+template <typename T>
+inline T HdFloor(T x) {
+  return std::floor(x);
 }
 #endif
 

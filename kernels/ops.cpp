@@ -166,6 +166,24 @@ std::pair<at::Tensor, at::Tensor> MaskRleChanges(const at::Tensor& masks) {
   return {changes, offsets};
 }
 
+at::Tensor DeformConv2d(const at::Tensor& input, const at::Tensor& offset,
+                        const std::optional<at::Tensor>& mask, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, std::array<int64_t, 2> stride,
+                        std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+                        int64_t groups, int64_t offset_groups) {
+  static auto op =
+      FindOp<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                        const at::Tensor&, const std::optional<at::Tensor>&, at::IntArrayRef,
+                        at::IntArrayRef, at::IntArrayRef, int64_t, int64_t)>(
+          "mrcnn::deform_conv2d");
+  // An undefined mask or bias means none, as std::nullopt does.
+  const auto none_if_undefined = [](const std::optional<at::Tensor>& t) {
+    return t.has_value() && t->defined() ? t : std::nullopt;
+  };
+  return op.call(input, offset, none_if_undefined(mask), weight, none_if_undefined(bias), stride,
+                 padding, dilation, groups, offset_groups);
+}
+
 int64_t RegisteredOpCount() {
   int64_t count = 0;
   for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {

@@ -12,8 +12,8 @@
 // gives the same answer as a mask and does not. GenerateAnchors
 // copies its few sizes/ratios from host memory to the device (as torchvision does;
 // cache anchors per feature-map size). RoiAlign, MultiLevelRoiAlign, BoxIou,
-// EncodeBoxes, DecodeBoxes, MatchProposals, SampleBalanced and PasteMasks never
-// synchronise.
+// EncodeBoxes, DecodeBoxes, MatchProposals, SampleBalanced, PasteMasks and DeformConv2d
+// never synchronise.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -182,6 +182,25 @@ std::pair<at::Tensor, at::Tensor> MaskRleChanges(const at::Tensor& masks);
 at::Tensor WinogradConv3x3Weight(const at::Tensor& weight, int64_t tile);
 at::Tensor WinogradConv3x3(const at::Tensor& input, const at::Tensor& transformed_weight,
                            const std::optional<at::Tensor>& bias, bool relu, int64_t tile);
+
+// Deformable convolution, torchvision.ops.deform_conv2d semantics (DCN v1 without mask,
+// modulated DCN v2 with it), also Detectron2's DeformConv / ModulatedDeformConv forward.
+// input B×C_in×H×W, weight C_out×(C_in/groups)×kh×kw, bias C_out (optional), offset
+// B×(2·offset_groups·kh·kw)×out_h×out_w, mask B×(offset_groups·kh·kw)×out_h×out_w (optional;
+// std::nullopt or an undefined tensor for v1), out = (in + 2·pad − dilation·(k−1) − 1)/stride + 1.
+// Offset channel 2·(g·kh·kw + i·kw + j) is the row (y) displacement of kernel tap (i, j) in
+// deformable group g (input channels [g·C_in/offset_groups, (g+1)·C_in/offset_groups)), the
+// next channel its column (x) displacement; mask channel g·kh·kw + i·kw + j scales that
+// tap's sample. A sample at (y, x) in the open box (−1, H)×(−1, W) is bilinear with zero
+// padding; outside it is 0. float32/float64 (autocast: float32, returns the input's dtype);
+// differentiable w.r.t. input, offset, mask, weight and bias. Returns B×C_out×out_h×out_w.
+at::Tensor DeformConv2d(const at::Tensor& input, const at::Tensor& offset,
+                        const std::optional<at::Tensor>& mask, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias,
+                        std::array<int64_t, 2> stride = {1, 1},
+                        std::array<int64_t, 2> padding = {0, 0},
+                        std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1,
+                        int64_t offset_groups = 1);
 
 // Makes sure the library (and so its op registrations) is loaded by a program that
 // links it; returns the number of registered mrcnn ops. Calling it is optional for

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -179,6 +180,117 @@ at::Tensor MultiLevelAutocast(at::TensorList features, const at::Tensor& rois,
       .to(features.empty() ? rois.scalar_type() : features[0].scalar_type());
 }
 
+using DeformConv2dSignature = at::Tensor(const at::Tensor&, const at::Tensor&,
+                                         const std::optional<at::Tensor>&, const at::Tensor&,
+                                         const std::optional<at::Tensor>&, at::IntArrayRef,
+                                         at::IntArrayRef, at::IntArrayRef, int64_t, int64_t);
+
+at::Tensor CallDeformConv2d(const at::Tensor& input, const at::Tensor& offset,
+                            const std::optional<at::Tensor>& mask, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                            int64_t offset_groups) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mrcnn::deform_conv2d", "")
+                       .typed<DeformConv2dSignature>();
+  return op.call(input, offset, mask, weight, bias, stride, padding, dilation, groups,
+                 offset_groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> CallDeformConv2dBackward(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& offset,
+    const std::optional<at::Tensor>& mask, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, int64_t offset_groups,
+    bool bias_grad) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mrcnn::_deform_conv2d_backward", "")
+          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+              const at::Tensor&, const at::Tensor&, const at::Tensor&,
+              const std::optional<at::Tensor>&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+              at::IntArrayRef, int64_t, int64_t, bool)>();
+  return op.call(grad, input, offset, mask, weight, stride, padding, dilation, groups,
+                 offset_groups, bias_grad);
+}
+
+// Differentiable w.r.t. input, offset, mask, weight and bias (first order). An absent mask
+// or bias is no autograd input and gets no gradient.
+class DeformConv2dFunction : public torch::autograd::Function<DeformConv2dFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input,
+                               const at::Tensor& offset, const std::optional<at::Tensor>& mask,
+                               const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                               const std::vector<int64_t>& stride,
+                               const std::vector<int64_t>& padding,
+                               const std::vector<int64_t>& dilation, int64_t groups,
+                               int64_t offset_groups) {
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["offset_groups"] = offset_groups;
+    ctx->saved_data["has_bias"] = bias.has_value();
+    if (mask.has_value()) {
+      ctx->save_for_backward({input, offset, weight, *mask});
+    } else {
+      ctx->save_for_backward({input, offset, weight});
+    }
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return {CallDeformConv2d(input, offset, mask, weight, bias, stride, padding, dilation, groups,
+                             offset_groups)};
+  }
+
+  static variable_list backward(AutogradContext* ctx, const variable_list& grad_output) {
+    const auto saved = ctx->get_saved_variables();
+    const std::optional<at::Tensor> mask =
+        saved.size() == 4 ? std::optional<at::Tensor>(saved[3]) : std::nullopt;
+    auto [grad_input, grad_offset, grad_mask, grad_weight, grad_bias] = CallDeformConv2dBackward(
+        grad_output[0], saved[0], saved[1], mask, saved[2], ctx->saved_data["stride"].toIntVector(),
+        ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
+        ctx->saved_data["groups"].toInt(), ctx->saved_data["offset_groups"].toInt(),
+        ctx->saved_data["has_bias"].toBool());
+    // stride, padding, dilation, groups, offset_groups: no gradient.
+    return {grad_input,   grad_offset,  grad_mask,    grad_weight,  grad_bias,
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+std::optional<at::Tensor> NoneIfUndefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t : std::nullopt;
+}
+
+at::Tensor DeformConv2dAutograd(const at::Tensor& input, const at::Tensor& offset,
+                                const std::optional<at::Tensor>& mask, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                                int64_t offset_groups) {
+  return DeformConv2dFunction::apply(input, offset, NoneIfUndefined(mask), weight,
+                                     NoneIfUndefined(bias), stride.vec(), padding.vec(),
+                                     dilation.vec(), groups, offset_groups)[0];
+}
+
+// Autocast: deformable convolution runs in float32 and returns the input's dtype (as
+// torchvision's deform_conv2d).
+template <c10::DispatchKey key, c10::DeviceType device_type>
+at::Tensor DeformConv2dAutocast(const at::Tensor& input, const at::Tensor& offset,
+                                const std::optional<at::Tensor>& mask, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                                int64_t offset_groups) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(key);
+  const auto to_float = [](const std::optional<at::Tensor>& t) -> std::optional<at::Tensor> {
+    return t.has_value() && t->defined()
+               ? std::optional<at::Tensor>(at::autocast::cached_cast(at::kFloat, *t, device_type))
+               : std::nullopt;
+  };
+  return CallDeformConv2d(at::autocast::cached_cast(at::kFloat, input, device_type),
+                          at::autocast::cached_cast(at::kFloat, offset, device_type),
+                          to_float(mask),
+                          at::autocast::cached_cast(at::kFloat, weight, device_type),
+                          to_float(bias), stride, padding, dilation, groups, offset_groups)
+      .to(input.scalar_type());
+}
+
 // -log2 of each FPN level scale (scales must be 1/2^k).
 std::vector<int64_t> LevelIds(at::ArrayRef<double> scales, const char* op) {
   TORCH_CHECK(!scales.empty(), op, ": scales must name at least one level");
@@ -299,6 +411,14 @@ TORCH_LIBRARY(mrcnn, m) {
       "paste_masks_binary(Tensor masks, Tensor boxes, int image_height, int image_width, "
       "int padding, float threshold) -> Tensor");
   m.def("mask_rle_changes(Tensor masks) -> (Tensor, Tensor)");
+  m.def(
+      "deform_conv2d(Tensor input, Tensor offset, Tensor? mask, Tensor weight, Tensor? bias=None, "
+      "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1, "
+      "int offset_groups=1) -> Tensor");
+  m.def(
+      "_deform_conv2d_backward(Tensor grad, Tensor input, Tensor offset, Tensor? mask, "
+      "Tensor weight, int[2] stride, int[2] padding, int[2] dilation, int groups, "
+      "int offset_groups, bool bias_grad) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, CompositeImplicitAutograd, m) {
@@ -311,18 +431,23 @@ TORCH_LIBRARY_IMPL(mrcnn, CompositeImplicitAutograd, m) {
 TORCH_LIBRARY_IMPL(mrcnn, Autograd, m) {
   m.impl("roi_align", &RoiAlignAutograd);
   m.impl("_multi_level_roi_align", &MultiLevelAutograd);
+  m.impl("deform_conv2d", &DeformConv2dAutograd);
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, AutocastCPU, m) {
   m.impl("roi_align", &RoiAlignAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
   m.impl("_multi_level_roi_align",
          &MultiLevelAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("deform_conv2d",
+         &DeformConv2dAutocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
 }
 
 TORCH_LIBRARY_IMPL(mrcnn, AutocastCUDA, m) {
   m.impl("roi_align", &RoiAlignAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
   m.impl("_multi_level_roi_align",
          &MultiLevelAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("deform_conv2d",
+         &DeformConv2dAutocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
 }
 
 }  // namespace mrcnn::kernels

@@ -61,7 +61,7 @@ std::vector<int64_t> ReferenceNms(const at::Tensor& boxes, const at::Tensor& sco
 }  // namespace
 
 TEST_CASE("library registers every mrcnn op", "[kernels]") {
-  CHECK(mk::RegisteredOpCount() == 21);
+  CHECK(mk::RegisteredOpCount() == 23);
 }
 
 TEST_CASE("nms edge cases", "[kernels][nms]") {
@@ -621,4 +621,61 @@ TEST_CASE("RleFromChanges refuses changes out of order or outside the mask",
                     Catch::Contains("must increase and lie within it"));
   const mrcnn::data::Rle full = mrcnn::data::RleFromChanges(repeated.data(), 1, 3, 4);
   CHECK(full.counts == std::vector<uint32_t>{0, 12});
+}
+
+TEST_CASE("deform conv names the argument whose shape is wrong", "[kernels][deform_conv]") {
+  const at::Tensor x = at::randn({2, 4, 6, 6});
+  const at::Tensor w = at::randn({3, 4, 3, 3});
+  // 3×3 kernel, padding 0: a 4×4 output grid and 2·1·9 = 18 offset channels.
+  CHECK_THROWS_WITH(mk::DeformConv2d(x, at::zeros({2, 17, 4, 4}), std::nullopt, w, std::nullopt),
+                    Catch::Contains("offset must be B×(2·offset_groups·kh·kw)×out_h×out_w = "
+                                    "2×18×4×4, got shape [2, 17, 4, 4]"));
+  CHECK_THROWS_WITH(mk::DeformConv2d(x, at::zeros({2, 18, 6, 6}), std::nullopt, w, std::nullopt),
+                    Catch::Contains("offset must be"));
+  CHECK_THROWS_WITH(
+      mk::DeformConv2d(x, at::zeros({2, 18, 4, 4}), at::ones({2, 18, 4, 4}), w, std::nullopt),
+      Catch::Contains("mask must be B×(offset_groups·kh·kw)×out_h×out_w = 2×9×4×4"));
+  CHECK_THROWS_WITH(mk::DeformConv2d(x, at::zeros({2, 54, 4, 4}), std::nullopt, w, std::nullopt,
+                                     {1, 1}, {0, 0}, {1, 1}, 1, 3),
+                    Catch::Contains("must be divisible by offset_groups (3)"));
+  CHECK_THROWS_WITH(mk::DeformConv2d(x, at::zeros({2, 18, 4, 4}), std::nullopt, w, std::nullopt,
+                                     {1, 1}, {0, 0}, {1, 1}, 2, 1),
+                    Catch::Contains("weight's output channels (3) must be divisible by groups"));
+  CHECK_THROWS_WITH(mk::DeformConv2d(x, at::zeros({2, 18, 4, 4}), std::nullopt, w, at::zeros({4})),
+                    Catch::Contains("bias must be C_out (3)"));
+  CHECK_THROWS_WITH(
+      mk::DeformConv2d(x, at::zeros({2, 18, 4, 4}), std::nullopt, w, std::nullopt, {0, 1}),
+      Catch::Contains("stride must be >= 1"));
+  CHECK_THROWS_WITH(mk::DeformConv2d(x.to(at::kHalf), at::zeros({2, 18, 4, 4}, at::kHalf),
+                                     std::nullopt, w.to(at::kHalf), std::nullopt),
+                    Catch::Contains("input must be float32 or float64"));
+}
+
+TEST_CASE("deform conv with zero offsets is a convolution, gradients included",
+          "[kernels][deform_conv]") {
+  at::manual_seed(21);
+  const at::Tensor x = at::randn({3, 4, 9, 7}, at::kDouble).requires_grad_(true);
+  const at::Tensor w = at::randn({6, 2, 3, 2}, at::kDouble).requires_grad_(true);
+  const at::Tensor b = at::randn({6}, at::kDouble).requires_grad_(true);
+  // stride 2, padding 1, dilation 2, groups 2, offset_groups 2: a 4×4 grid, 2·2·6 channels.
+  const at::Tensor off = at::zeros({3, 24, 4, 4}, at::kDouble).requires_grad_(true);
+  const at::Tensor mask = at::ones({3, 12, 4, 4}, at::kDouble).requires_grad_(true);
+  const at::Tensor ours = mk::DeformConv2d(x, off, mask, w, b, {2, 2}, {1, 1}, {2, 2}, 2, 2);
+  const at::Tensor grad = at::randn(ours.sizes(), at::kDouble);
+  ours.backward(grad);
+  const at::Tensor x2 = x.detach().clone().requires_grad_(true);
+  const at::Tensor w2 = w.detach().clone().requires_grad_(true);
+  const at::Tensor b2 = b.detach().clone().requires_grad_(true);
+  const at::Tensor conv = at::conv2d(x2, w2, b2, {2, 2}, {1, 1}, {2, 2}, 2);
+  conv.backward(grad);
+  CHECK(at::allclose(ours, conv, 1e-12, 1e-12));
+  CHECK(at::allclose(x.grad(), x2.grad(), 1e-12, 1e-12));
+  CHECK(at::allclose(w.grad(), w2.grad(), 1e-12, 1e-12));
+  CHECK(at::allclose(b.grad(), b2.grad(), 1e-12, 1e-12));
+  CHECK(off.grad().defined());
+  CHECK(mask.grad().defined());
+  // v1 without bias: no mask, no bias gradient, same output as the all-ones mask.
+  const at::Tensor v1 =
+      mk::DeformConv2d(x, off, std::nullopt, w, std::nullopt, {2, 2}, {1, 1}, {2, 2}, 2, 2);
+  CHECK(at::allclose(v1, conv - b.view({1, -1, 1, 1}), 1e-12, 1e-12));
 }

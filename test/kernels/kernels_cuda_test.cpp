@@ -366,3 +366,58 @@ TEST_CASE("mask rle changes cuda equal cpu", "[cuda]") {
     CHECK(SameIndices(gpu_changes, cpu_changes));
   }
 }
+
+TEST_CASE("deform conv cuda equals cpu, forward and backward", "[cuda]") {
+  at::manual_seed(41);
+  struct Case {
+    int64_t batch, channels, height, width, out_channels, kh, kw;
+    std::array<int64_t, 2> stride, padding, dilation;
+    int64_t groups, offset_groups;
+    bool modulated;
+    double offset_scale;  // large scales send most samples outside the map
+  };
+  const std::vector<Case> cases = {
+      {2, 8, 13, 11, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 2.0},
+      {3, 8, 12, 15, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 2, 2, true, 2.0},
+      {2, 12, 10, 9, 8, 3, 2, {1, 2}, {2, 0}, {2, 1}, 4, 2, true, 30.0},
+      {1, 4, 7, 7, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, 1, false, 0.7},
+      {2, 64, 20, 24, 64, 3, 3, {1, 1}, {2, 2}, {2, 2}, 32, 1, false, 3.0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.channels, c.kh, c.kw, c.groups, c.offset_groups, c.modulated);
+    const int64_t out_h =
+        (c.height + 2 * c.padding[0] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
+    const int64_t out_w =
+        (c.width + 2 * c.padding[1] - c.dilation[1] * (c.kw - 1) - 1) / c.stride[1] + 1;
+    const int64_t taps = c.offset_groups * c.kh * c.kw;
+    std::vector<at::Tensor> cpu = {at::randn({c.batch, c.channels, c.height, c.width}),
+                                   at::randn({c.batch, 2 * taps, out_h, out_w}) * c.offset_scale,
+                                   at::rand({c.batch, taps, out_h, out_w}),
+                                   at::randn({c.out_channels, c.channels / c.groups, c.kh, c.kw}),
+                                   at::randn({c.out_channels})};
+    // Integer offsets in half the taps: samples exactly on pixels and on the -1 / H borders.
+    cpu[1] = at::where(at::rand(cpu[1].sizes()) < 0.5, cpu[1].round(), cpu[1]);
+    std::vector<at::Tensor> gpu;
+    for (at::Tensor& t : cpu) {
+      gpu.push_back(t.to(kCuda).requires_grad_(true));
+      t.requires_grad_(true);
+    }
+    const auto run = [&](const std::vector<at::Tensor>& t) {
+      return mk::DeformConv2d(t[0], t[1],
+                              c.modulated ? std::optional<at::Tensor>(t[2]) : std::nullopt, t[3],
+                              t[4], c.stride, c.padding, c.dilation, c.groups, c.offset_groups);
+    };
+    const at::Tensor yc = run(cpu), yg = run(gpu);
+    CHECK(at::allclose(yg.cpu(), yc, 1e-4, 1e-4));
+    const at::Tensor grad = at::randn(yc.sizes());
+    yc.backward(grad);
+    yg.backward(grad.to(kCuda));
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      if (i == 2 && !c.modulated) {
+        continue;
+      }
+      CAPTURE(i);
+      CHECK(at::allclose(gpu[i].grad().cpu(), cpu[i].grad(), 1e-4, 1e-3));
+    }
+  }
+}
