@@ -53,6 +53,8 @@ VARIANTS = {
     "mask_rcnn_R_50_FPN_gn": ("Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", True),
     "mask_rcnn_R_50_FPN_cls_agnostic": ("Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", True),
     "mask_rcnn_R_50_FPN_noaug": ("Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml", True),
+    "mask_rcnn_R_50_FPN_dconv": ("Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5.yaml", True),
+    "cascade_mask_rcnn_X_152_FPN_gn_dconv": ("Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", True),
 }
 
 # The .pkl copy is the zoo's format; one variant carries it so the repository stays small
@@ -93,7 +95,7 @@ def narrow_overrides(variant):
         "INPUT.MIN_SIZE_TEST": SMALL_MIN_SIZE_TEST,
         "INPUT.MAX_SIZE_TEST": SMALL_MAX_SIZE_TEST,
     }
-    if "X_101_32x8d" in variant:
+    if "X_101_32x8d" in variant or "X_152" in variant:
         # Keep a grouped 3x3 conv: 4 groups x 2 channels = 8 at res2 (the zoo's 32 x 8 = 256 is
         # as wide as the stage output; at that ratio the 1x1 convs of the 23 res4 blocks alone
         # would make the checkpoint 3 MB).
@@ -105,6 +107,8 @@ def narrow_overrides(variant):
     if "retinanet" in variant:
         # RetinaNet's head reads its own class count; its subnets are FPN.OUT_CHANNELS wide.
         overrides["MODEL.RETINANET.NUM_CLASSES"] = NUM_CLASSES_SMALL
+    if "_gn" in variant:
+        overrides["MODEL.ROI_BOX_HEAD.CONV_DIM"] = 32
     if variant.endswith("_gn"):
         # GroupNorm's 32 groups need at least 32 channels wherever a norm is: the stem, every
         # stage (32/64/128/256 out), the FPN, the box head's 4 convs and the mask head. The
@@ -114,7 +118,6 @@ def narrow_overrides(variant):
         overrides["MODEL.RESNETS.RES2_OUT_CHANNELS"] = 32
         overrides["MODEL.RESNETS.NUM_GROUPS"] = 32
         overrides["MODEL.RESNETS.WIDTH_PER_GROUP"] = 1
-        overrides["MODEL.ROI_BOX_HEAD.CONV_DIM"] = 32
     if "DC5" in variant:
         # DC5's box head flattens 128 channels x 7 x 7 into fc1: at FC_DIM 64 that one layer
         # alone would be 1.6 MB.
@@ -130,6 +133,16 @@ def import_detectron2(detectron2_dir):
     if detectron2_dir not in sys.path:
         sys.path.insert(0, detectron2_dir)
     import detectron2  # noqa: F401  (fails here, with Python's message, if it cannot load)
+
+    # layers/deform_conv.py imports the compiled extension (detectron2._C) only for its CUDA
+    # kernels: on a CPU, DeformConv's forward is torchvision.ops.deform_conv2d. Without the
+    # extension the module defines a dummy DeformConv that raises, so an empty stand-in lets
+    # the CPU path run (anything that really calls into _C still fails, on AttributeError).
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("detectron2._C") is None:
+        sys.modules["detectron2._C"] = types.ModuleType("detectron2._C")
 
 
 def build_cfg(detectron2_dir, zoo_config, overrides=None, config_yaml=None):
@@ -397,6 +410,15 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
             hook = group_norm_hook(name)
         elif isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)) and getattr(module, "norm", None) is None:
             leaf = name.rsplit(".", 1)[-1]
+            if leaf == "conv2_offset":
+                # A deformable 3x3's offsets start at zero (a plain conv). Here they are random
+                # with std 0.1 px: larger input-dependent offsets make each deformable block
+                # multiply the float noise of everything before it (at std 0.5 px, differences of
+                # 1e-6 at res3 grew into box shifts of 0.2 px at the heads).
+                with torch.no_grad():
+                    module.weight.normal_(0.0, 0.01, generator=torch.Generator().manual_seed(seed + len(handles_by_name)))
+                handles_by_name[name] = module.register_forward_pre_hook(affine_hook(name, 0.0, 0.1))
+                continue
             if name.startswith("backbone.") and "fpn_" not in name and "top_block" not in name:
                 continue  # backbone convs are followed by a calibrated FrozenBN
             if leaf == "objectness_logits":

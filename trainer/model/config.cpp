@@ -66,22 +66,27 @@ std::string Flow(const std::vector<T>& values) {
   return out.str();
 }
 
-// Keys of Detectron2's configs that change a block this build does not implement: refused, so
-// that a config asking for them never trains or predicts as if the block were plain (its
-// checkpoint's extra tensors are refused on load too, weights/weights_import.cpp).
-void RefuseUnbuiltBlocks(const YAML::Node& root, const std::string& source) {
-  std::vector<bool> deform;
-  Read(root, "MODEL.RESNETS.DEFORM_ON_PER_STAGE", source, deform);
-  Require(std::find(deform.begin(), deform.end(), true) == deform.end(), source,
-          "MODEL.RESNETS.DEFORM_ON_PER_STAGE",
-          "asks for deformable convolutions, which are not implemented: the model would predict as if "
-          "its 3x3s were plain. Set it to [False, False, False, False] or use a config without them");
+std::string NestedFlow(const std::vector<std::vector<double>>& v) {
+  std::string text = "[";
+  for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + Flow(v[i]);
+  return text + "]";
+}
+
+std::string StringFlow(const std::vector<std::string>& v) {
+  std::string text = "[";
+  for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
+  return text + "]";
+}
+
+std::string BoolFlow(const std::vector<bool>& v) {
+  std::string text = "[";
+  for (size_t i = 0; i < v.size(); ++i) text += std::string(i ? ", " : "") + (v[i] ? "true" : "false");
+  return text + "]";
 }
 
 // Detectron2's part names -> ours, and the keys only Detectron2's configs have. Keys of a
 // Detectron2 config dump that are not read here are listed in trainer/model/README.md.
 void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConfig& c) {
-  RefuseUnbuiltBlocks(root, source);
   c.convention = "detectron2";
   const bool retinanet_backbone = c.backbone == "build_retinanet_resnet_fpn_backbone";
   c.neck = c.backbone == "build_resnet_fpn_backbone" || retinanet_backbone ? "fpn" : "none";
@@ -99,6 +104,9 @@ void ReadDetectron2(const YAML::Node& root, const std::string& source, ModelConf
   Read(root, "MODEL.RESNETS.RES5_DILATION", source, c.resnet_res5_dilation);
   Read(root, "MODEL.RESNETS.STEM_OUT_CHANNELS", source, c.resnet_stem_out_channels);
   Read(root, "MODEL.RESNETS.RES2_OUT_CHANNELS", source, c.resnet_res2_out_channels);
+  Read(root, "MODEL.RESNETS.DEFORM_ON_PER_STAGE", source, c.resnet_deform_on_per_stage);
+  Read(root, "MODEL.RESNETS.DEFORM_MODULATED", source, c.resnet_deform_modulated);
+  Read(root, "MODEL.RESNETS.DEFORM_NUM_GROUPS", source, c.resnet_deform_num_groups);
   Read(root, "MODEL.RESNETS.OUT_FEATURES", source, c.resnet_out_features);
   if (retinanet_backbone) {
     Read(root, "MODEL.FPN.IN_FEATURES", source, c.fpn_in_features);
@@ -443,8 +451,10 @@ void ValidateHeads(const ModelConfig& c, const std::string& source) {
   RequireBuiltNorm(c.fpn_norm, true, source, "MODEL.FPN.NORM");
   RequireBuiltNorm(c.box_head_norm, true, source, "MODEL.ROI_BOX_HEAD.NORM");
   RequireBuiltNorm(c.mask_head_norm, true, source, "MODEL.ROI_MASK_HEAD.NORM");
-  Require(c.box_num_conv >= 0 && c.box_num_fc >= 0 && c.box_num_conv + c.box_num_fc >= 1, source,
-          "MODEL.ROI_BOX_HEAD.NUM_CONV/NUM_FC", "must be >= 0 each, with at least one layer in all");
+  // Res5ROIHeads' box head is res5 (Detectron2 dumps NUM_CONV 0, NUM_FC 0 there, unused).
+  Require(c.box_head == "res5" ||
+              (c.box_num_conv >= 0 && c.box_num_fc >= 0 && c.box_num_conv + c.box_num_fc >= 1),
+          source, "MODEL.ROI_BOX_HEAD.NUM_CONV/NUM_FC", "must be >= 0 each, with at least one layer in all");
   Require(c.box_conv_dim >= 1 && c.box_fc_dim >= 1, source, "MODEL.ROI_BOX_HEAD.CONV_DIM/FC_DIM", "must be >= 1");
   Require(c.box_head != "two_mlp" || (c.box_num_conv == 0 && c.box_num_fc == 2 && c.box_head_norm.empty()), source,
           "MODEL.ROI_BOX_HEAD.NAME",
@@ -510,6 +520,16 @@ void ValidateDetectron2ResNet(const ModelConfig& c, const std::string& source) {
   Require(c.resnet_num_groups >= 1 && c.resnet_width_per_group >= 1 && c.resnet_stem_out_channels >= 1 &&
               c.resnet_res2_out_channels >= 1,
           source, "MODEL.RESNETS", "NUM_GROUPS, WIDTH_PER_GROUP, STEM_OUT_CHANNELS and RES2_OUT_CHANNELS must be >= 1");
+  Require(c.resnet_deform_on_per_stage.size() == 4, source, "MODEL.RESNETS.DEFORM_ON_PER_STAGE",
+          "needs four entries, one per stage res2..res5");
+  Require(c.resnet_deform_num_groups >= 1 &&
+              (c.resnet_width_per_group * c.resnet_num_groups) % c.resnet_deform_num_groups == 0,
+          source, "MODEL.RESNETS.DEFORM_NUM_GROUPS",
+          "must be >= 1 and divide the bottleneck's channels (NUM_GROUPS x WIDTH_PER_GROUP)");
+  Require(!(c.roi_heads_name == "Res5ROIHeads" && c.resnet_deform_on_per_stage[3]), source,
+          "MODEL.RESNETS.DEFORM_ON_PER_STAGE",
+          "res5 is on, but with Res5ROIHeads res5 is the box head's, where Detectron2 has no deformable "
+          "convolution either");
   Require(c.resnet_res5_dilation == 1 || c.resnet_res5_dilation == 2, source, "MODEL.RESNETS.RES5_DILATION",
           "must be 1 or 2");
   static const std::vector<std::string> kStages = {"res2", "res3", "res4", "res5"};
@@ -564,25 +584,12 @@ void ModelConfig::Validate(const std::string& source) const {
 std::string ModelConfig::ToYaml() const {
   std::ostringstream o;
   o.precision(12);
-  auto nested = [](const std::vector<std::vector<double>>& v) {
-    std::ostringstream s;
-    s.precision(12);
-    s << '[';
-    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << Flow(v[i]);
-    s << ']';
-    return s.str();
-  };
   auto arr = [](const auto& a) { return Flow(std::vector<double>(a.begin(), a.end())); };
   const std::string backbone_name =
       !detectron2()                ? backbone
       : fpn_top_block == "p6p7"    ? "build_retinanet_resnet_fpn_backbone"
       : neck == "fpn"              ? "build_resnet_fpn_backbone"
                                    : "build_resnet_backbone";
-  auto strings = [](const std::vector<std::string>& v) {
-    std::string text = "[";
-    for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
-    return text + "]";
-  };
   auto pooler = [](bool aligned) { return aligned ? "ROIAlignV2" : "ROIAlign"; };
   o << "MODEL:\n"
     << "  META_ARCHITECTURE: " << meta_architecture << "\n"
@@ -597,15 +604,18 @@ std::string ModelConfig::ToYaml() const {
     << "  RESNETS: {DEPTH: " << resnet_depth << ", NUM_GROUPS: " << resnet_num_groups
     << ", WIDTH_PER_GROUP: " << resnet_width_per_group << ", STRIDE_IN_1X1: " << (resnet_stride_in_1x1 ? "true" : "false")
     << ", RES5_DILATION: " << resnet_res5_dilation << ", STEM_OUT_CHANNELS: " << resnet_stem_out_channels
-    << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << strings(resnet_out_features)
+    << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << StringFlow(resnet_out_features)
+    << ", DEFORM_ON_PER_STAGE: " << BoolFlow(resnet_deform_on_per_stage)
+    << ", DEFORM_MODULATED: " << (resnet_deform_modulated ? "true" : "false")
+    << ", DEFORM_NUM_GROUPS: " << resnet_deform_num_groups
     << ", NORM: " << norm << "}\n"
     << "  PROPOSAL_GENERATOR: {NAME: " << proposal_generator << ", MIN_SIZE: " << rpn_min_size << "}\n"
     << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
-    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << strings(fpn_in_features)
+    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << StringFlow(fpn_in_features)
     << ", NORM: \"" << fpn_norm << "\"}\n"
-    << "  ANCHOR_GENERATOR: {SIZES: " << nested(anchor_sizes) << ", ASPECT_RATIOS: " << nested(anchor_aspect_ratios)
+    << "  ANCHOR_GENERATOR: {SIZES: " << NestedFlow(anchor_sizes) << ", ASPECT_RATIOS: " << NestedFlow(anchor_aspect_ratios)
     << ", OFFSET: " << anchor_offset << "}\n"
     << "  RPN: {HEAD_NAME: " << rpn_head << ", PRE_NMS_TOPK_TRAIN: " << rpn_pre_nms_top_n_train
     << ", PRE_NMS_TOPK_TEST: " << rpn_pre_nms_top_n_test << ", POST_NMS_TOPK_TRAIN: " << rpn_post_nms_top_n_train

@@ -37,6 +37,13 @@ struct ModelConfig {
   int resnet_res5_dilation = 1;  // 1 | 2 (DC5)
   int resnet_stem_out_channels = 64;
   int resnet_res2_out_channels = 256;
+  // MODEL.RESNETS.DEFORM_ON_PER_STAGE (res2..res5): every block of a stage that is on has a
+  // deformable 3x3 (kernels/ops.h DeformConv2d) with its offsets from conv2_offset, a 3x3 with a
+  // bias over conv1's output (zero-initialised); DEFORM_MODULATED adds DCN v2's mask, and
+  // DEFORM_NUM_GROUPS is the offsets' groups.
+  std::vector<bool> resnet_deform_on_per_stage = {false, false, false, false};
+  bool resnet_deform_modulated = false;
+  int resnet_deform_num_groups = 1;
   // The stages the body returns, finest first: res2..res5 (FPN), res4 (C4), res5 (DC5).
   std::vector<std::string> resnet_out_features = {"res2", "res3", "res4", "res5"};
   // MODEL.ROI_HEADS.NAME (registry.h RoiHeadsRegistry): StandardROIHeads (box and mask heads

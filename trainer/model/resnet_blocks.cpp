@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/ops.h"
 #include "trainer/model/conv_layers.h"
 #include "trainer/model/parts.h"
 
@@ -30,7 +31,8 @@ std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels)
 }
 
 ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape& s)
-    : bottleneck_(s.bottleneck) {
+    : bottleneck_(s.bottleneck), shape_(s) {
+  TORCH_CHECK(!s.deform || s.bottleneck, "a deformable block must be a bottleneck");
   if (s.bottleneck) {
     const int64_t stride_1x1 = s.stride_in_1x1 ? s.stride : 1;
     const int64_t stride_3x3 = s.stride_in_1x1 ? 1 : s.stride;
@@ -39,6 +41,16 @@ ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape
     conv2_ =
         register_module("conv2", MakeConv(s.width, s.width, 3, stride_3x3, s.groups, s.dilation));
     bn2_ = register_module("bn2", MakeNorm(config, s.width));
+    if (s.deform) {
+      const int64_t per_group = s.deform_modulated ? 27 : 18;  // (y, x[, mask]) x 3x3 taps
+      conv2_offset_ = register_module(
+          "conv2_offset", nn::Conv2d(nn::Conv2dOptions(s.width, per_group * s.deform_groups, 3)
+                                         .stride(stride_3x3)
+                                         .padding(s.dilation)
+                                         .dilation(s.dilation)));
+      nn::init::zeros_(conv2_offset_->weight);  // training starts as a plain 3x3
+      nn::init::zeros_(conv2_offset_->bias);
+    }
     conv3_ = register_module("conv3", MakeConv(s.width, s.out, 1, 1, 1, 1));
     bn3_ = register_module("bn3", MakeNorm(config, s.out));
   } else {
@@ -71,12 +83,34 @@ at::Tensor ResidualBlock::Forward(at::Tensor x) {
   // avoided allocation is a full activation map.
   // The last convolution takes the shortcut as its residual (fused in oneDNN in bf16 mode).
   at::Tensor out = conv1_fast_.Forward(x, /*relu=*/true);
-  if (bottleneck_)
+  if (shape_.deform)
+    out = DeformableConv2(out);
+  else if (bottleneck_)
     out = conv2_fast_.Forward(out, /*relu=*/true);
   FastConv& last = bottleneck_ ? conv3_fast_ : conv2_fast_;
   if (downsample_.is_empty())
     return last.ForwardAdd(out, std::move(x), /*relu=*/true);
   return last.ForwardAdd(out, down_fast_.Forward(x), /*relu=*/true);
+}
+
+at::Tensor ResidualBlock::DeformableConv2(const at::Tensor& x) {
+  // The op computes in float32 (bf16 maps from the CPU fast path come back to float here).
+  const at::Tensor input = x.to(at::kFloat);
+  at::Tensor offset = conv2_offset_->forward(input);
+  std::optional<at::Tensor> mask;
+  if (shape_.deform_modulated) {
+    // Detectron2's split: the first two thirds are the offsets (in the op's interleaved
+    // y, x per tap layout), the last third the mask through a sigmoid.
+    std::vector<at::Tensor> parts = offset.chunk(3, 1);
+    offset = at::cat({parts[0], parts[1]}, 1);
+    mask = parts[2].sigmoid();
+  }
+  const int64_t stride = shape_.stride_in_1x1 ? 1 : shape_.stride;
+  at::Tensor y = kernels::DeformConv2d(input, offset, mask, conv2_->weight, std::nullopt,
+                                       {stride, stride}, {shape_.dilation, shape_.dilation},
+                                       {shape_.dilation, shape_.dilation}, shape_.groups,
+                                       shape_.deform_groups);
+  return bn2_->forward(y).relu_();
 }
 
 int64_t Detectron2StageChannels(const ModelConfig& config, int index) {
@@ -106,6 +140,10 @@ std::vector<std::shared_ptr<ResidualBlock>> Detectron2Stage(const ModelConfig& c
   shape.stride_in_1x1 = config.resnet_stride_in_1x1;
   shape.groups = config.resnet_num_groups;
   shape.dilation = dilated ? 2 : 1;
+  shape.deform = config.detectron2() && config.resnet_deform_on_per_stage.size() == 4 &&
+                 config.resnet_deform_on_per_stage[index - 2];
+  shape.deform_modulated = config.resnet_deform_modulated;
+  shape.deform_groups = config.resnet_deform_num_groups;
   std::vector<std::shared_ptr<ResidualBlock>> out;
   for (int64_t b = 0; b < blocks; ++b) {
     shape.stride = (b == 0 && index > 2 && !dilated) ? 2 : 1;

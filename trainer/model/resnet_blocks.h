@@ -23,11 +23,16 @@ class NormLayer;
 // on the 3x3 (torchvision's "ResNet v1.5", Detectron2's FAIR ResNeXt weights). Basic
 // (ResNet-18): two 3x3 convs in->out, the stride on the first. A projection shortcut
 // (downsample) when the stride or the channels change.
+// Deformable (bottleneck only, Detectron2's DeformBottleneckBlock): the 3x3 is a deformable
+// convolution whose offsets (and, modulated, the mask) come from conv2_offset, a 3x3 with a bias
+// over conv1's output at the 3x3's stride and dilation, zero-initialised.
 struct ResidualBlockShape {
   bool bottleneck = true;
   int64_t in = 64, width = 64, out = 256, stride = 1;
   bool stride_in_1x1 = false;
   int64_t groups = 1, dilation = 1;
+  bool deform = false, deform_modulated = false;
+  int64_t deform_groups = 1;
 };
 
 // The config's norm (MODEL.BACKBONE.NORM): FrozenBatchNorm2d or GroupNorm2d (32 groups).
@@ -41,7 +46,11 @@ class ResidualBlock : public torch::nn::Module {
   at::Tensor Forward(at::Tensor x);
 
  private:
+  at::Tensor DeformableConv2(const at::Tensor& x);  // relu(bn2(deform_conv(x, offsets)))
+
   bool bottleneck_;
+  ResidualBlockShape shape_;
+  torch::nn::Conv2d conv2_offset_{nullptr};
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
   FastConv conv1_fast_, conv2_fast_, conv3_fast_, down_fast_;  // each with its norm
   std::shared_ptr<NormLayer> bn1_, bn2_, bn3_, down_norm_;

@@ -296,6 +296,8 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
     bool cls_agnostic = false;      // box regression and masks
     bool detectron1 = false;        // Detectron1-Comparisons: ROIAlign pooler, betas 0.1111/1.0
     int64_t ims_per_batch = 16;
+    bool deform = false;         // deformable 3x3s in res3-res5
+    std::string head_norm = "";  // the FPN's and the heads' norm when the body's is FrozenBN
   };
   const std::vector<Expected> expected = {
       {.name = "COCO-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml"},
@@ -398,6 +400,8 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
        .scratch = true,
        .ims_per_batch = 64},
       {.name = "Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", .cls_agnostic = true},
+      {.name = "Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5.yaml", .deform = true},
+      {.name = "Misc/mask_rcnn_R_50_FPN_3x_dconv_c3-c5.yaml", .max_iter = 270000, .deform = true},
       {.name = "Detectron1-Comparisons/faster_rcnn_R_50_FPN_noaug_1x.yaml", .mask = false, .detectron1 = true},
       {.name = "Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml", .detectron1 = true},
       {.name = "Detectron1-Comparisons/keypoint_rcnn_R_50_FPN_1x.yaml",
@@ -430,14 +434,18 @@ TEST_CASE("Detectron2 model-zoo names resolve to the shipped configs", "[job][mo
       CHECK(job.config.GetString("INPUT.FORMAT") == "BGR");
       CHECK(job.config.GetInt("SOLVER.MAX_ITER") == e.max_iter);
       CHECK(job.config.GetInt("SOLVER.IMS_PER_BATCH") == e.ims_per_batch);
-      CHECK(job.config.GetFloat("SOLVER.BASE_LR") == (retinanet ? 0.01 : 0.02 * e.ims_per_batch / 16));
+      CHECK(job.config.GetFloat("SOLVER.BASE_LR") ==
+            Approx(retinanet ? 0.01 : 0.02 * static_cast<double>(e.ims_per_batch) / 16));
       CHECK(job.config.GetString("MODEL.RESNETS.NORM") == e.norm);
-      const std::string head_norm = e.norm == "GN" ? "GN" : "";
-      CHECK(job.config.GetString("MODEL.FPN.NORM") == head_norm);
+      const std::string fpn_norm = e.norm == "GN" ? "GN" : "";
+      const std::string head_norm = e.norm == "GN" ? "GN" : e.head_norm;
+      CHECK(job.config.GetString("MODEL.FPN.NORM") == fpn_norm);
       CHECK(job.config.GetString("MODEL.ROI_BOX_HEAD.NORM") == head_norm);
       CHECK(job.config.GetString("MODEL.ROI_MASK_HEAD.NORM") == head_norm);
-      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_CONV") == (e.norm == "GN" ? 4 : 0));
-      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_FC") == (e.norm == "GN" ? 1 : 2));
+      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_CONV") == (head_norm == "GN" ? 4 : 0));
+      CHECK(job.config.GetInt("MODEL.ROI_BOX_HEAD.NUM_FC") == (head_norm == "GN" ? 1 : 2));
+      CHECK(job.config.GetBoolList("MODEL.RESNETS.DEFORM_ON_PER_STAGE") ==
+            std::vector<bool>{false, e.deform, e.deform, e.deform});
       CHECK(job.config.GetInt("MODEL.BACKBONE.TRAINABLE_LAYERS") == (e.scratch ? 5 : 3));
       CHECK(job.config.GetBool("MODEL.ROI_MASK_HEAD.CLS_AGNOSTIC_MASK") == e.cls_agnostic);
       for (const char* pooler : {"MODEL.ROI_BOX_HEAD.POOLER_TYPE", "MODEL.ROI_MASK_HEAD.POOLER_TYPE"}) {
@@ -529,16 +537,17 @@ TEST_CASE("MODEL.WEIGHTS URLs that cannot be fetched are refused naming the key 
 TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",
           "[job][model-zoo]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", "deformable convolutions"},
-      {"Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", "shipped Misc/ names are the Cascade"},
+      {"Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "SyncBN"},
+      {"Misc/panoptic_fpn_R_101_dconv_cascade_gn_3x.yaml", "panoptic"},
+      {"Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", "golden test"},
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
       {"COCO-Detection/retinanet_R_50_FPN_1x.py", "LazyConfig"},
       {"COCO-Detection/rpn_R_50_FPN_1x.yaml", "proposal-only"},
       {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
       {"Cityscapes/mask_rcnn_R_50_FPN.yaml", "Cityscapes"},
-      {"Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "GroupNorm"},
-      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_gn.yaml", "GroupNorm"}};
+      {"Misc/scratch_mask_rcnn_R_50_FPN_9x_syncbn.yaml", "SyncBN"},
+      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "SyncBN"}};
   JobTree t;
   for (const auto& [name, reason] : cases) {
     INFO(name);

@@ -34,10 +34,11 @@ TEST_CASE("every shipped model-zoo config builds its model by registry and predi
         {"MODEL.DEVICE", "cpu", "INPUT.MIN_SIZE_TEST", "64", "INPUT.MAX_SIZE_TEST", "96"});
     const mrcnn::model::ModelConfig mc = BuildModelConfig(config);
     CHECK(mc.meta_architecture == config.GetString("MODEL.META_ARCHITECTURE"));
-    // Detectron2's box-loss betas reach the model through the job's config: 0 (L1), and 0.5
-    // in the keypoint zoo's box head.
-    CHECK(mc.rpn_smooth_l1_beta == 0.0);
-    CHECK(mc.box_smooth_l1_beta == (name.starts_with("COCO-Keypoints/") ? 0.5 : 0.0));
+    // Detectron2's box-loss betas reach the model through the job's config: 0 (L1), 0.5 in the
+    // keypoint zoo's box head, Detectron1's 0.1111 (RPN) and 1.0 (box head) in its comparisons.
+    const bool detectron1 = name.starts_with("Detectron1-Comparisons/");
+    CHECK(mc.rpn_smooth_l1_beta == (detectron1 ? 0.1111 : 0.0));
+    CHECK(mc.box_smooth_l1_beta == (detectron1 ? 1.0 : name.starts_with("COCO-Keypoints/") ? 0.5 : 0.0));
     const auto model = mrcnn::model::BuildModel(mc);
     // Random box regressors on a deep random backbone can push every box out of the image;
     // with zero deltas the proposals are the anchors and the detections the proposals, so

@@ -1,4 +1,4 @@
-"""The zoo's GN, class-agnostic and Detectron1-Comparisons configs (issue 61) as users run
+"""The zoo's GN, class-agnostic, deformable and Detectron1-Comparisons configs (issue 61) as users run
 them: `entrypoint train` by the zoo name for 20 iterations on the shapes data, starting from
 the matching golden Detectron2 checkpoint (test/data/detectron2) where one exists and from
 scratch where the config trains from scratch; the loss falls, and the model dir it writes serves
@@ -25,6 +25,8 @@ CONFIGS = {
     "Misc/scratch_mask_rcnn_R_50_FPN_3x_gn.yaml": ("mask_rcnn_R_50_FPN_gn", False, True),
     "Misc/scratch_mask_rcnn_R_50_FPN_9x_gn.yaml": ("mask_rcnn_R_50_FPN_gn", False, True),
     "Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml": ("mask_rcnn_R_50_FPN_cls_agnostic", True, True),
+    "Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5.yaml": ("mask_rcnn_R_50_FPN_dconv", True, True),
+    "Misc/mask_rcnn_R_50_FPN_3x_dconv_c3-c5.yaml": ("mask_rcnn_R_50_FPN_dconv", True, True),
     "Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml": ("mask_rcnn_R_50_FPN_noaug", True, True),
     "Detectron1-Comparisons/faster_rcnn_R_50_FPN_noaug_1x.yaml": ("faster_rcnn_R_50_FPN", True, False),
 }

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", REPO / "build"))
+BUILD = pathlib.Path(os.environ.get("MRCNN_BUILD_DIR", REPO / "build")).resolve()
 TRAINER = BUILD / "bin" / "trainer"
 ENTRYPOINT = BUILD / "bin" / "entrypoint"
 

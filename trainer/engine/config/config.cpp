@@ -350,6 +350,7 @@ const StringList& TrainConfig::GetStringList(const std::string& key) const { ret
 const FloatListList& TrainConfig::GetFloatListList(const std::string& key) const {
   return As<FloatListList>(*this, key);
 }
+const BoolList& TrainConfig::GetBoolList(const std::string& key) const { return As<BoolList>(*this, key); }
 
 std::string TrainConfig::ToYaml() const {
   // Keys are sorted, so a group's keys are contiguous: open/close groups by comparing the

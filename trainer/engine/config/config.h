@@ -63,6 +63,7 @@ class TrainConfig {
   const FloatList& GetFloatList(const std::string& key) const;
   const StringList& GetStringList(const std::string& key) const;
   const FloatListList& GetFloatListList(const std::string& key) const;
+  const BoolList& GetBoolList(const std::string& key) const;
 
   const std::map<std::string, ConfigValue>& values() const { return values_; }
 

@@ -36,6 +36,10 @@ void AddBackboneAndRpnDefaults(Values& v) {
   v["MODEL.RESNETS.RES2_OUT_CHANNELS"] = int64_t{256};
   v["MODEL.RESNETS.OUT_FEATURES"] = StringList{"res2", "res3", "res4", "res5"};
   v["MODEL.RESNETS.NORM"] = S("FrozenBN");
+  // Deformable 3x3s per stage res2..res5 (DCN v1; MODULATED: v2), offsets in NUM_GROUPS groups.
+  v["MODEL.RESNETS.DEFORM_ON_PER_STAGE"] = BoolList{false, false, false, false};
+  v["MODEL.RESNETS.DEFORM_MODULATED"] = false;
+  v["MODEL.RESNETS.DEFORM_NUM_GROUPS"] = int64_t{1};
   v["MODEL.ROI_HEADS.NAME"] = S("StandardROIHeads");  // or Res5ROIHeads (C4), CascadeROIHeads
   v["MODEL.ANCHOR_GENERATOR.OFFSET"] = 0.0;
   v["MODEL.PROPOSAL_GENERATOR.MIN_SIZE"] = 0.0;

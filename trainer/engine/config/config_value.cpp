@@ -75,6 +75,10 @@ std::optional<double> NodeFloat(const YAML::Node& n) {
   if (!IsPlainScalar(n)) return std::nullopt;
   return ParseFloat(n.Scalar());
 }
+std::optional<bool> NodeBool(const YAML::Node& n) {
+  if (!IsPlainScalar(n)) return std::nullopt;
+  return ParseBool(n.Scalar());
+}
 std::optional<std::string> NodeString(const YAML::Node& n) {
   if (!n.IsScalar()) return std::nullopt;
   return n.Scalar();
@@ -110,7 +114,8 @@ std::string ListText(const std::vector<T>& values, F text) {
 const char* TypeName(const ConfigValue& value) {
   static const char* const kNames[] = {"bool",          "int",             "float",
                                        "string",        "list of ints",    "list of floats",
-                                       "list of strings", "list of lists of floats"};
+                                       "list of strings", "list of lists of floats",
+                                       "list of bools"};
   return kNames[value.index()];
 }
 
@@ -152,6 +157,10 @@ bool ConvertYaml(const YAML::Node& node, const ConfigValue& like, ConfigValue& o
           StringList v;
           if (!ConvertList(node, NodeString, v)) return false;
           out = std::move(v);
+        } else if constexpr (std::is_same_v<T, BoolList>) {
+          BoolList v;
+          if (!ConvertList(node, NodeBool, v)) return false;
+          out = std::move(v);
         } else {
           if (!node.IsSequence()) return false;
           FloatListList v;
@@ -186,6 +195,8 @@ std::string ToYamlText(const ConfigValue& value) {
           return ListText(v, FloatText);
         } else if constexpr (std::is_same_v<T, StringList>) {
           return ListText(v, StringText);
+        } else if constexpr (std::is_same_v<T, BoolList>) {
+          return ListText(v, [](bool x) { return std::string(x ? "true" : "false"); });
         } else {
           return ListText(v, [](const FloatList& inner) { return ListText(inner, FloatText); });
         }

@@ -17,9 +17,10 @@ using IntList = std::vector<int64_t>;
 using FloatList = std::vector<double>;
 using StringList = std::vector<std::string>;
 using FloatListList = std::vector<std::vector<double>>;
+using BoolList = std::vector<bool>;
 
-using ConfigValue =
-    std::variant<bool, int64_t, double, std::string, IntList, FloatList, StringList, FloatListList>;
+using ConfigValue = std::variant<bool, int64_t, double, std::string, IntList, FloatList, StringList,
+                                 FloatListList, BoolList>;
 
 // "bool", "int", "float", "string", "list of ints", ... for error messages.
 const char* TypeName(const ConfigValue& value);

@@ -60,6 +60,8 @@ constexpr std::string_view kShipped[] = {
     "Misc/scratch_mask_rcnn_R_50_FPN_3x_gn.yaml",
     "Misc/scratch_mask_rcnn_R_50_FPN_9x_gn.yaml",
     "Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml",
+    "Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5.yaml",
+    "Misc/mask_rcnn_R_50_FPN_3x_dconv_c3-c5.yaml",
     "Detectron1-Comparisons/faster_rcnn_R_50_FPN_noaug_1x.yaml",
     "Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml",
     "Detectron1-Comparisons/keypoint_rcnn_R_50_FPN_1x.yaml",
@@ -74,8 +76,10 @@ std::string WhyUnsupported(std::string_view name) {
   if (name.starts_with("Misc/") && !name.ends_with(".py")) {
     if (Contains(name, "panoptic") || Contains(name, "semantic"))
       return "panoptic and semantic segmentation heads are not implemented";
-    if (Contains(name, "dconv"))
-      return "deformable convolutions (MODEL.RESNETS.DEFORM_ON_PER_STAGE) are not implemented";
+    if (Contains(name, "X_152"))
+      return "ResNeXt-152 with deformable res3-res5 and GN cascade heads builds, but its narrow "
+             "golden test does not yet reproduce Detectron2's detections (60-73% matched), so it "
+             "is not offered";
     if (Contains(name, "_syncbn"))
       return "SyncBN (batch statistics across the job's processes) is not implemented";
     return "this Misc/ variant (its heads or settings) has no shipped equivalent";

@@ -89,6 +89,8 @@ constexpr TailRule kTails[] = {
     {Part::kStem, "conv1.weight", "conv1.weight"},
     {Part::kStem, "conv1.norm.{p}", "bn1.{p}"},
     {Part::kBlock, "conv{k}.weight", "conv{k}.weight"},
+    // A deformable block's offset conv (MODEL.RESNETS.DEFORM_ON_PER_STAGE): a weight and a bias.
+    {Part::kBlock, "conv2_offset.{p}", "conv2_offset.{p}"},
     {Part::kBlock, "conv{k}.norm.{p}", "bn{k}.{p}"},
     {Part::kBlock, "shortcut.weight", "downsample.0.weight"},
     {Part::kBlock, "shortcut.norm.{p}", "downsample.1.{p}"},
@@ -306,6 +308,28 @@ bool InsideModelPart(std::string_view name) {
   return false;
 }
 
+// A tensor that only a differently built block has: a deformable block's conv2_offset, the norm
+// inside a conv (FPN, heads), a box head's convs.
+bool OfAnotherArchitecture(const std::string& ours) {
+  return ours.find(".conv2_offset.") != std::string::npos || ours.find(".norm.") != std::string::npos ||
+         ours.find("box_head.conv") != std::string::npos;
+}
+
+// Whether the module two levels above `ours` (the block, the conv, the head) has tensors in the
+// model: then `ours` belongs to a part the model builds otherwise (refused), while a tensor of a
+// whole module the model lacks (a mask head, a 23rd res4 block) is only unknown.
+bool ParentModuleInModel(const ModelShapes& model, const std::string& ours) {
+  size_t cut = ours.rfind('.');
+  if (cut == std::string::npos || cut == 0)
+    return false;
+  cut = ours.rfind('.', cut - 1);
+  if (cut == std::string::npos)
+    return false;
+  const std::string prefix = ours.substr(0, cut + 1);
+  const auto it = model.lower_bound(prefix);
+  return it != model.end() && it->first.starts_with(prefix);
+}
+
 }  // namespace
 
 WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelShapes* model) {
@@ -342,7 +366,10 @@ WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelS
                                "' both map to '" + ours + "'; the checkpoint is ambiguous");
     }
     if (model != nullptr && !model->contains(ours)) {
-      out.unknown.push_back(key + " -> " + ours + " (not in the model)");
+      if (OfAnotherArchitecture(ours) && ParentModuleInModel(*model, ours))
+        out.unplaced.push_back(key + " -> " + ours + " (its module is the model's, this tensor is not)");
+      else
+        out.unknown.push_back(key + " -> " + ours + " (not in the model)");
       continue;
     }
     try {

@@ -137,9 +137,9 @@ std::map<std::string, at::Tensor> ReadDetectron2StateDict(const std::filesystem:
         " tensors of the checkpoint belong to blocks the model builds otherwise (e.g. " +
         mapping.unplaced.front() +
         "): it was trained with an architecture the config does not describe (a deformable "
-        "convolution, MODEL.RESNETS.DEFORM_ON_PER_STAGE; a norm, MODEL.FPN.NORM or "
-        "MODEL.ROI_*_HEAD.NORM; ...). Give the config the checkpoint was trained with; loading "
-        "the rest would predict as if those blocks were plain");
+        "convolution, MODEL.RESNETS.DEFORM_ON_PER_STAGE; a norm, MODEL.RESNETS.NORM, MODEL.FPN.NORM or "
+        "MODEL.ROI_*_HEAD.NORM; a head's convs, MODEL.ROI_BOX_HEAD.NUM_CONV; ...). Give the config the "
+        "checkpoint was trained with; loading the rest would predict as if those blocks were plain");
   }
   if (mapping.tensors.empty()) {
     std::string example = mapping.unknown.empty() ? "" : " (e.g. " + mapping.unknown.front() + ")";

@@ -90,7 +90,15 @@ TEST_CASE("Detectron2 names map to ours by one table", "[mapping]") {
         "roi_heads.keypoint_predictor.kps_score_lowres.weight");
   CHECK(Ours("roi_heads.keypoint_head.conv_fcn0.weight") == "<none>");  // 1-based: no conv 0
   CHECK(Ours("sem_seg_head.predictor.weight") == "<none>");  // Panoptic FPN's: not ours
-  CHECK(Ours("backbone.fpn_lateral2.norm.weight") == "<none>");  // FPN norms: ours has none
+  // A conv's norm is inside our conv too (MODEL.FPN.NORM, ROI_*_HEAD.NORM).
+  CHECK(Ours("backbone.fpn_lateral2.norm.weight") == "backbone.fpn.inner_blocks.0.0.norm.weight");
+  CHECK(Ours("roi_heads.box_head.conv4.norm.bias") == "roi_heads.box_head.conv4.norm.bias");
+  CHECK(Ours("roi_heads.box_head.2.conv1.weight") == "roi_heads.cascade.2.box_head.conv1.weight");
+  CHECK(Ours("roi_heads.mask_head.mask_fcn8.norm.weight") == "roi_heads.mask_head.7.0.norm.weight");
+  // A deformable block's offset conv.
+  CHECK(Ours("backbone.bottom_up.res3.0.conv2_offset.weight") ==
+        "backbone.body.layer2.0.conv2_offset.weight");
+  CHECK(Ours("backbone.bottom_up.res5.2.conv2_offset.bias") == "backbone.body.layer4.2.conv2_offset.bias");
   CHECK(Ours("backbone.fpn_lateral1.weight") == "<none>");       // no level 1
   CHECK(Ours("backbone.bottom_up.res2.0.conv1.bias") == "<none>");
   CHECK(Ours("roi_heads.box_predictor.cls_score.weight.extra") == "<none>");
