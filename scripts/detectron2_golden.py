@@ -54,6 +54,7 @@ VARIANTS = {
     "mask_rcnn_R_50_FPN_cls_agnostic": ("Misc/mask_rcnn_R_50_FPN_1x_cls_agnostic.yaml", True),
     "mask_rcnn_R_50_FPN_noaug": ("Detectron1-Comparisons/mask_rcnn_R_50_FPN_noaug_1x.yaml", True),
     "mask_rcnn_R_50_FPN_dconv": ("Misc/mask_rcnn_R_50_FPN_1x_dconv_c3-c5.yaml", True),
+    "mask_rcnn_R_50_FPN_syncbn": ("Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", True),
     "cascade_mask_rcnn_X_152_FPN_gn_dconv": ("Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", True),
 }
 
@@ -107,7 +108,7 @@ def narrow_overrides(variant):
     if "retinanet" in variant:
         # RetinaNet's head reads its own class count; its subnets are FPN.OUT_CHANNELS wide.
         overrides["MODEL.RETINANET.NUM_CLASSES"] = NUM_CLASSES_SMALL
-    if "_gn" in variant:
+    if "_gn" in variant or "syncbn" in variant:
         overrides["MODEL.ROI_BOX_HEAD.CONV_DIM"] = 32
     if variant.endswith("_gn"):
         # GroupNorm's 32 groups need at least 32 channels wherever a norm is: the stem, every
@@ -335,25 +336,25 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
     rng = np.random.RandomState(seed + 7)
     calibrated = []
 
+    def random_norm_affine(module, channels):
+        # A random weight and bias, so a loader that ignored them would be caught.
+        module.weight.copy_(torch.from_numpy(rng.uniform(0.6, 1.4, channels).astype(np.float32)))
+        module.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.25, channels).astype(np.float32)))
+
     def bn_hook(name):
         def hook(module, inputs):
             x = inputs[0]
             module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
             module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False))
-            channels = module.num_features
-            module.weight.copy_(torch.from_numpy(rng.uniform(0.6, 1.4, channels).astype(np.float32)))
-            module.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.25, channels).astype(np.float32)))
+            random_norm_affine(module, module.num_features)
             calibrated.append(name)
             handles_by_name.pop(name).remove()
         return hook
 
     def group_norm_hook(name):
-        # GroupNorm keeps its input bounded by itself; its affine terms get random values so a
-        # loader that dropped them would be caught.
+        # GroupNorm keeps its input bounded by itself; only its affine terms are set.
         def hook(module, inputs):
-            channels = module.num_channels
-            module.weight.copy_(torch.from_numpy(rng.uniform(0.6, 1.4, channels).astype(np.float32)))
-            module.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.25, channels).astype(np.float32)))
+            random_norm_affine(module, module.num_channels)
             calibrated.append(name)
             handles_by_name.pop(name).remove()
         return hook
@@ -404,7 +405,8 @@ def calibrate(model, cfg, rgbs, seed, has_mask):
             hook = retinanet_head_hook
         elif name.startswith("head.") and cfg.MODEL.META_ARCHITECTURE == "RetinaNet":
             continue  # calibrated by retinanet_head_hook
-        elif isinstance(module, FrozenBatchNorm2d):
+        elif isinstance(module, (FrozenBatchNorm2d, nn.modules.batchnorm._BatchNorm)):
+            # SyncBN at inference is its running statistics, calibrated as FrozenBN's are.
             hook = bn_hook(name)
         elif isinstance(module, nn.GroupNorm):
             hook = group_norm_hook(name)

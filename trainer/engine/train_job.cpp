@@ -30,6 +30,7 @@
 #include "trainer/engine/mask_rcnn_trainer.h"
 #include "trainer/engine/model_export.h"
 #include "trainer/engine/solver/reference_world_size.h"
+#include "trainer/model/parts.h"
 
 namespace mrcnn::engine {
 namespace {
@@ -196,6 +197,28 @@ void LogRunStart(const JobParts& p, const TrainingState& state) {
              "  cuda graphs: " + GraphShapesText(p));
 }
 
+// With more than one rank, SyncBN layers take their batch statistics over every rank, through the
+// ring's small sums (DataParallel::SumInPlace). Their backward sums during the backward pass, which
+// the overlapped gradient buckets also use the ring for, and a CUDA graph cannot hold a host round
+// trip: both are refused with SyncBN.
+void ConnectSyncBatchNorm(const TrainConfig& config, model::MetaArchitecture& net,
+                          dist::DataParallel& dp, const ConsoleLog& log) {
+  if (!dp.active())
+    return;  // one rank: SyncBN is BatchNorm over this process's batch
+  const int64_t layers = model::SetSyncBatchNormGroup(
+      net, [&dp](std::vector<double>& values) { dp.SumInPlace(values); });
+  if (layers == 0)
+    return;
+  for (const char* key : {"DIST.OVERLAP_BACKWARD", "SOLVER.CUDA_GRAPHS.ENABLED"}) {
+    if (config.GetBool(key))
+      throw common::ConfigError("config", key,
+                                "must be false with SyncBN norms (MODEL.*.NORM SyncBN): their "
+                                "statistics are summed over the ranks inside forward and backward");
+  }
+  log.Line("[model] " + std::to_string(layers) + " SyncBN layers take batch statistics over " +
+           std::to_string(dp.world_size()) + " ranks");
+}
+
 int RunTrackedJob(const TrainJob& job, const ProcessWorld& world, const ConsoleLog& log,
                   MlflowTracking* mlflow) {
   const TrainConfig& config = job.config;
@@ -216,6 +239,7 @@ int RunTrackedJob(const TrainJob& job, const ProcessWorld& world, const ConsoleL
 
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<model::MetaArchitecture> net = BuildModel(mc, device, job.weights, log);
+  ConnectSyncBatchNorm(config, *net, *dp, log);
   auto optimizer = BuildOptimizer(config, ParametersOf(*net));
   const StepPlan plan = BuildStepPlan(config, world.world_size);
   GradScaler scaler = BuildGradScaler(config, device);

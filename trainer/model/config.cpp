@@ -387,13 +387,13 @@ namespace {
 // A NORM key's value: the get_norm names built here, or a refusal naming the ones Detectron2
 // also accepts.
 void RequireBuiltNorm(const std::string& norm, bool allow_none, const std::string& source, const char* key) {
-  const bool built = norm == "FrozenBN" || norm == "GN" || (allow_none && norm.empty());
-  std::string what = allow_none ? "\"\" (none), FrozenBN or GN" : "FrozenBN or GN";
+  const bool built = norm == "FrozenBN" || norm == "GN" || norm == "BN" || norm == "SyncBN" ||
+                     (allow_none && norm.empty());
+  const std::string what = allow_none ? "\"\" (none), FrozenBN, GN, BN or SyncBN" : "FrozenBN, GN, BN or SyncBN";
   Require(built, source, key,
           "is \"" + norm + "\": the norms built are " + what +
-              (norm == "BN" || norm == "SyncBN" || norm == "nnSyncBN" || norm == "naiveSyncBN" ||
-                       norm.starts_with("naiveSyncBN_") || norm == "LN"
-                   ? " (Detectron2's " + norm + " is not implemented)"
+              (norm == "nnSyncBN" || norm == "naiveSyncBN" || norm.starts_with("naiveSyncBN_") || norm == "LN"
+                   ? " (Detectron2's " + norm + " is not implemented; SyncBN computes the same statistics)"
                    : ""));
 }
 

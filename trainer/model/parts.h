@@ -117,8 +117,44 @@ class GroupNorm2d : public NormLayer {
   at::Tensor weight_, bias_;
 };
 
+// torch.nn.BatchNorm2d (Detectron2's "BN"): batch statistics in training, the running ones
+// (momentum 0.1, the unbiased variance) updated; the running statistics in eval. eps 1e-5.
+class BatchNorm2d : public NormLayer {
+ public:
+  explicit BatchNorm2d(int64_t channels);
+  at::Tensor forward(const at::Tensor& x) override;
+
+ protected:
+  static constexpr double kEps = 1e-5;
+  static constexpr double kMomentum = 0.1;
+  at::Tensor weight_, bias_, running_mean_, running_var_;
+};
+
+// A sum over every process of the job, in place: the same length on every process, every
+// process calling in the same order (the job's DataParallel::SumInPlace).
+using CrossProcessSum = std::function<void(std::vector<double>&)>;
+
+// torch.nn.SyncBatchNorm (Detectron2's "SyncBN"): in training with a group set, the batch
+// statistics of all the job's processes together (W processes of batch B/W normalise as one of
+// batch B; the gradients flow through the sums, which backward sums over the processes too);
+// without a group, or in eval, BatchNorm2d. Every process must run the same SyncBN layers the
+// same number of times per iteration; an empty local batch still takes part.
+class SyncBatchNorm2d : public BatchNorm2d {
+ public:
+  using BatchNorm2d::BatchNorm2d;
+  at::Tensor forward(const at::Tensor& x) override;
+  void SetGroup(CrossProcessSum sum) { group_ = std::move(sum); }
+
+ private:
+  CrossProcessSum group_;
+};
+
+// Sets `sum` as the group of every SyncBatchNorm2d inside `model`; returns how many there are.
+int64_t SetSyncBatchNormGroup(torch::nn::Module& model, const CrossProcessSum& sum);
+
 // A norm by Detectron2's get_norm name, as ModelConfig::Validate admits them: nullptr for ""
-// (no norm), FrozenBatchNorm2d for FrozenBN, GroupNorm2d with 32 groups for GN.
+// (no norm), FrozenBatchNorm2d for FrozenBN, GroupNorm2d with 32 groups for GN, BatchNorm2d
+// for BN, SyncBatchNorm2d for SyncBN.
 std::shared_ptr<NormLayer> MakeNormByName(const std::string& name, int64_t channels,
                                           double frozen_bn_eps);
 

@@ -30,17 +30,27 @@ std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels)
   return MakeNormByName(config.norm, channels, config.frozen_bn_eps);
 }
 
+std::string Detectron2BodyNorm(const ModelConfig& config, int index) {
+  const int freeze_at = 5 - config.trainable_layers;
+  const bool batch_norm = config.norm == "BN" || config.norm == "SyncBN";
+  return batch_norm && index <= freeze_at ? "FrozenBN" : config.norm;
+}
+
 ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape& s)
     : bottleneck_(s.bottleneck), shape_(s) {
   TORCH_CHECK(!s.deform || s.bottleneck, "a deformable block must be a bottleneck");
+  const std::string& norm_name = s.norm.empty() ? config.norm : s.norm;
+  auto block_norm = [&](int64_t channels) {
+    return MakeNormByName(norm_name, channels, config.frozen_bn_eps);
+  };
   if (s.bottleneck) {
     const int64_t stride_1x1 = s.stride_in_1x1 ? s.stride : 1;
     const int64_t stride_3x3 = s.stride_in_1x1 ? 1 : s.stride;
     conv1_ = register_module("conv1", MakeConv(s.in, s.width, 1, stride_1x1, 1, 1));
-    bn1_ = register_module("bn1", MakeNorm(config, s.width));
+    bn1_ = register_module("bn1", block_norm(s.width));
     conv2_ =
         register_module("conv2", MakeConv(s.width, s.width, 3, stride_3x3, s.groups, s.dilation));
-    bn2_ = register_module("bn2", MakeNorm(config, s.width));
+    bn2_ = register_module("bn2", block_norm(s.width));
     if (s.deform) {
       const int64_t per_group = s.deform_modulated ? 27 : 18;  // (y, x[, mask]) x 3x3 taps
       conv2_offset_ = register_module(
@@ -52,17 +62,17 @@ ResidualBlock::ResidualBlock(const ModelConfig& config, const ResidualBlockShape
       nn::init::zeros_(conv2_offset_->bias);
     }
     conv3_ = register_module("conv3", MakeConv(s.width, s.out, 1, 1, 1, 1));
-    bn3_ = register_module("bn3", MakeNorm(config, s.out));
+    bn3_ = register_module("bn3", block_norm(s.out));
   } else {
     conv1_ = register_module("conv1", MakeConv2d(s.in, s.out, 3, s.stride, 1, false));
-    bn1_ = register_module("bn1", MakeNorm(config, s.out));
+    bn1_ = register_module("bn1", block_norm(s.out));
     conv2_ = register_module("conv2", MakeConv2d(s.out, s.out, 3, 1, 1, false));
-    bn2_ = register_module("bn2", MakeNorm(config, s.out));
+    bn2_ = register_module("bn2", block_norm(s.out));
   }
   if (s.stride != 1 || s.in != s.out) {
     downsample_ = register_module("downsample", nn::ModuleList());
     down_conv_ = MakeConv2d(s.in, s.out, 1, s.stride, 0, false);
-    down_norm_ = MakeNorm(config, s.out);
+    down_norm_ = block_norm(s.out);
     downsample_->push_back(down_conv_);
     downsample_->push_back(down_norm_);
     down_fast_ = FastConv(down_conv_, down_norm_);
@@ -106,10 +116,10 @@ at::Tensor ResidualBlock::DeformableConv2(const at::Tensor& x) {
     mask = parts[2].sigmoid();
   }
   const int64_t stride = shape_.stride_in_1x1 ? 1 : shape_.stride;
-  at::Tensor y = kernels::DeformConv2d(input, offset, mask, conv2_->weight, std::nullopt,
-                                       {stride, stride}, {shape_.dilation, shape_.dilation},
-                                       {shape_.dilation, shape_.dilation}, shape_.groups,
-                                       shape_.deform_groups);
+  at::Tensor y =
+      kernels::DeformConv2d(input, offset, mask, conv2_->weight, std::nullopt, {stride, stride},
+                            {shape_.dilation, shape_.dilation}, {shape_.dilation, shape_.dilation},
+                            shape_.groups, shape_.deform_groups);
   return bn2_->forward(y).relu_();
 }
 
@@ -130,7 +140,8 @@ std::vector<int64_t> Detectron2StageBlocks(int depth) {
 
 std::vector<std::shared_ptr<ResidualBlock>> Detectron2Stage(const ModelConfig& config, int index,
                                                             int64_t blocks, int64_t in_channels,
-                                                            nn::ModuleList list) {
+                                                            nn::ModuleList list,
+                                                            const std::string& norm) {
   const bool dilated = index == 5 && config.resnet_res5_dilation == 2;
   ResidualBlockShape shape;
   shape.in = in_channels;
@@ -144,6 +155,7 @@ std::vector<std::shared_ptr<ResidualBlock>> Detectron2Stage(const ModelConfig& c
                  config.resnet_deform_on_per_stage[index - 2];
   shape.deform_modulated = config.resnet_deform_modulated;
   shape.deform_groups = config.resnet_deform_num_groups;
+  shape.norm = norm;
   std::vector<std::shared_ptr<ResidualBlock>> out;
   for (int64_t b = 0; b < blocks; ++b) {
     shape.stride = (b == 0 && index > 2 && !dilated) ? 2 : 1;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainer/model/backbone/fast_conv.h"
@@ -33,10 +34,16 @@ struct ResidualBlockShape {
   int64_t groups = 1, dilation = 1;
   bool deform = false, deform_modulated = false;
   int64_t deform_groups = 1;
+  std::string norm;  // the block's norm name; "" = the config's (MODEL.RESNETS/BACKBONE.NORM)
 };
 
-// The config's norm (MODEL.BACKBONE.NORM): FrozenBatchNorm2d or GroupNorm2d (32 groups).
+// The config's norm (MODEL.BACKBONE.NORM / MODEL.RESNETS.NORM) by name (parts.h MakeNormByName).
 std::shared_ptr<NormLayer> MakeNorm(const ModelConfig& config, int64_t channels);
+
+// The norm of Detectron2's body at stage `index` (1 = the stem, 2..5 = res2..res5): a BN or
+// SyncBN stage that MODEL.BACKBONE.FREEZE_AT freezes is FrozenBN, as Detectron2's freeze()
+// converts it (GroupNorm stays GroupNorm: only its affine terms stop training).
+std::string Detectron2BodyNorm(const ModelConfig& config, int index);
 
 class ResidualBlock : public torch::nn::Module {
  public:
@@ -62,9 +69,11 @@ class ResidualBlock : public torch::nn::Module {
 // RES2_OUT_CHANNELS * 2^(index-2), the first block strided by 2 (res2: 1; res5 with
 // RES5_DILATION 2: 1, its 3x3s dilated). Blocks are pushed onto `list` as children 0..n-1
 // and returned in order.
+// `norm`: the blocks' norm name ("" = the config's).
 std::vector<std::shared_ptr<ResidualBlock>> Detectron2Stage(const ModelConfig& config, int index,
                                                             int64_t blocks, int64_t in_channels,
-                                                            torch::nn::ModuleList list);
+                                                            torch::nn::ModuleList list,
+                                                            const std::string& norm = "");
 
 // Output channels of Detectron2's stage res<index> for this config.
 int64_t Detectron2StageChannels(const ModelConfig& config, int index);

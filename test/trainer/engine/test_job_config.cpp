@@ -537,7 +537,7 @@ TEST_CASE("MODEL.WEIGHTS URLs that cannot be fetched are refused naming the key 
 TEST_CASE("model-zoo names we cannot honour are refused with the reason and the supported names",
           "[job][model-zoo]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "SyncBN"},
+      {"Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "PRECISE_BN"},
       {"Misc/panoptic_fpn_R_101_dconv_cascade_gn_3x.yaml", "panoptic"},
       {"Misc/cascade_mask_rcnn_X_152_32x8d_FPN_IN5k_gn_dconv.yaml", "golden test"},
       {"COCO-InstanceSegmentation/mask_rcnn_regnetx_4gf_dds_fpn_1x.py", "RegNet"},
@@ -546,8 +546,8 @@ TEST_CASE("model-zoo names we cannot honour are refused with the reason and the 
       {"COCO-PanopticSegmentation/panoptic_fpn_R_50_3x.yaml", "panoptic"},
       {"LVISv1-InstanceSegmentation/mask_rcnn_R_50_FPN_1x.yaml", "LVIS"},
       {"Cityscapes/mask_rcnn_R_50_FPN.yaml", "Cityscapes"},
-      {"Misc/scratch_mask_rcnn_R_50_FPN_9x_syncbn.yaml", "SyncBN"},
-      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "SyncBN"}};
+      {"Misc/scratch_mask_rcnn_R_50_FPN_9x_syncbn.yaml", "PRECISE_BN"},
+      {"detectron2://Misc/mask_rcnn_R_50_FPN_3x_syncbn.yaml", "PRECISE_BN"}};
   JobTree t;
   for (const auto& [name, reason] : cases) {
     INFO(name);

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "test/trainer/engine/free_port.h"
 #include "test/trainer/engine/temp_dir.h"
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/solver/grad_scaler.h"
@@ -48,18 +49,6 @@ struct Inputs {
   torch::Tensor x[kWorld][kIterations][kMicro];
   torch::Tensor c[kWorld][kIterations][kMicro];
 };
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Its own generator: both rank threads call it at once, and the global one would interleave
 // their draws (the ranks then started from different weights, now and then).

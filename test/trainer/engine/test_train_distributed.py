@@ -291,3 +291,29 @@ def test_buckets_launch_in_order_as_backward_completes_them(overlap_runs):
         print(f"\nrank {rank}: {launched_in_backward} of {len(layout)} buckets launched during backward")
         assert launched_in_backward >= 1
     assert layouts[0] == layouts[1]
+
+
+def test_sync_batch_norm_over_two_processes_matches_one_process_on_the_combined_batch(shapes, tmp_path):
+    """SyncBN after the FPN's convs (MODEL.FPN.NORM SyncBN): each rank normalises with the
+    statistics of all four images, so the 2-process run ends where the 1-process run on the
+    combined batch ends (up to summation order), both ranks hold the same running statistics,
+    and those moved from their start."""
+    opts = OPTS + " MODEL.FPN.NORM SyncBN"
+    out2, _ = train(tmp_path / "two", shapes, 2, opts=opts)
+    out1, _ = train(tmp_path / "one", shapes, 1, opts=opts)
+    assert "SyncBN layers take batch statistics over 2 ranks" in out2, out2[-3000:]
+    assert "SyncBN layers" not in out1
+    r0 = read_safetensors(tmp_path / "two" / "dump" / "final_rank0.safetensors")
+    r1 = read_safetensors(tmp_path / "two" / "dump" / "final_rank1.safetensors")
+    w1 = read_safetensors(tmp_path / "one" / "dump" / "final_rank0.safetensors")
+    init = read_safetensors(tmp_path / "one" / "dump" / "initial_rank0.safetensors")
+    stats = [k for k in r0 if k.startswith("backbone.fpn.") and k.endswith(("norm.running_mean", "norm.running_var"))]
+    assert len(stats) == 16, sorted(r0)[:20]  # 4 lateral + 4 output convs, mean and var each
+    for name in stats:
+        assert np.array_equal(r0[name], r1[name]), name
+        assert float(np.abs(r0[name] - init[name]).max()) > 1e-3, name
+        assert np.allclose(r0[name], w1[name], rtol=1e-4, atol=1e-5), name
+    diff = max(float(np.abs(w1[k] - r0[k]).max()) for k in w1 if w1[k].dtype == np.float32)
+    moved = max(float(np.abs(w1[k] - init[k]).max()) for k in w1 if w1[k].dtype == np.float32)
+    print(f"\nSyncBN: max |w(1 proc) - w(2 proc)| = {diff:.3g}; max |update| = {moved:.3g}")
+    assert diff < 1e-3 * moved

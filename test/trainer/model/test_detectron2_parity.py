@@ -30,7 +30,7 @@ from detectron2_compare import compare_predictions  # noqa: E402
 VARIANTS = ["mask_rcnn_R_50_FPN", "faster_rcnn_R_50_FPN", "mask_rcnn_X_101_32x8d_FPN", "mask_rcnn_R_50_DC5",
             "mask_rcnn_R_101_C4", "keypoint_rcnn_R_50_FPN", "cascade_mask_rcnn_R_50_FPN", "retinanet_R_50_FPN",
             "mask_rcnn_R_50_FPN_gn", "mask_rcnn_R_50_FPN_cls_agnostic", "mask_rcnn_R_50_FPN_noaug",
-            "mask_rcnn_R_50_FPN_dconv"]
+            "mask_rcnn_R_50_FPN_dconv", "mask_rcnn_R_50_FPN_syncbn"]
 
 
 def predict(model_dir: pathlib.Path, out: pathlib.Path, winograd: bool, precision="fp32", images=IMAGES) -> dict:

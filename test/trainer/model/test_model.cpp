@@ -809,9 +809,9 @@ TEST_CASE("Detectron2 keys for blocks that are not built are refused, naming the
        "MODEL.RESNETS.DEFORM_ON_PER_STAGE"},
       {"RESNETS: {DEFORM_ON_PER_STAGE: [False, True]}}", "MODEL.RESNETS.DEFORM_ON_PER_STAGE"},
       {"RESNETS: {DEFORM_NUM_GROUPS: 3}}", "MODEL.RESNETS.DEFORM_NUM_GROUPS"},
-      {"FPN: {NORM: SyncBN}}", "MODEL.FPN.NORM"},
-      {"ROI_BOX_HEAD: {NORM: BN}}", "MODEL.ROI_BOX_HEAD.NORM"},
-      {"ROI_MASK_HEAD: {NORM: SyncBN}}", "MODEL.ROI_MASK_HEAD.NORM"},
+      {"FPN: {NORM: nnSyncBN}}", "MODEL.FPN.NORM"},
+      {"ROI_BOX_HEAD: {NORM: LN}}", "MODEL.ROI_BOX_HEAD.NORM"},
+      {"ROI_MASK_HEAD: {NORM: BatchNorm}}", "MODEL.ROI_MASK_HEAD.NORM"},
       {"RESNETS: {NORM: naiveSyncBN}}", "MODEL.RESNETS.NORM"},
   };
   for (const Refused& r : cases) {

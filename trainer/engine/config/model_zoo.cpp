@@ -81,7 +81,9 @@ std::string WhyUnsupported(std::string_view name) {
              "golden test does not yet reproduce Detectron2's detections (60-73% matched), so it "
              "is not offered";
     if (Contains(name, "_syncbn"))
-      return "SyncBN (batch statistics across the job's processes) is not implemented";
+      return "its TEST.PRECISE_BN (Detectron2's PreciseBN hook, which recomputes the BN statistics "
+             "after training) is not implemented; SyncBN itself is (MODEL.*.NORM SyncBN in a config "
+             "of your own)";
     return "this Misc/ variant (its heads or settings) has no shipped equivalent";
   }
   if (name.starts_with("COCO-PanopticSegmentation/"))

@@ -43,7 +43,12 @@ std::shared_ptr<NormLayer> MakeNormByName(const std::string& name, int64_t chann
     return nullptr;
   if (name == "GN")
     return std::make_shared<GroupNorm2d>(channels, 32);
-  TORCH_CHECK(name == "FrozenBN", "norm \"", name, "\" is not built (ModelConfig::Validate admits \"\", FrozenBN, GN)");
+  if (name == "BN")
+    return std::make_shared<BatchNorm2d>(channels);
+  if (name == "SyncBN")
+    return std::make_shared<SyncBatchNorm2d>(channels);
+  TORCH_CHECK(name == "FrozenBN", "norm \"", name,
+              "\" is not built (ModelConfig::Validate admits \"\", FrozenBN, GN, BN, SyncBN)");
   return std::make_shared<FrozenBatchNorm2d>(channels, frozen_bn_eps);
 }
 

@@ -94,7 +94,8 @@ class Detectron2ResNetBody : public BackboneBody {
     const int64_t stem = config.resnet_stem_out_channels;
     conv1_ = register_module("conv1", MakeConv2d(3, stem, 7, 2, 3, false));
     KaimingNormalFanOut(conv1_);
-    bn1_ = register_module("bn1", MakeNorm(config, stem));
+    bn1_ = register_module(
+        "bn1", MakeNormByName(Detectron2BodyNorm(config, 1), stem, config.frozen_bn_eps));
     conv1_fast_ = FastConv(conv1_, bn1_);
     const std::vector<int64_t> blocks = Detectron2StageBlocks(config.resnet_depth);
     int last = 2;
@@ -103,7 +104,8 @@ class Detectron2ResNetBody : public BackboneBody {
     int64_t in = stem;
     for (int index = 2; index <= last; ++index) {
       auto layer = register_module("layer" + std::to_string(index - 1), nn::ModuleList());
-      stages_.push_back(Detectron2Stage(config, index, blocks[static_cast<size_t>(index - 2)], in, layer));
+      stages_.push_back(Detectron2Stage(config, index, blocks[static_cast<size_t>(index - 2)], in,
+                                        layer, Detectron2BodyNorm(config, index)));
       in = Detectron2StageChannels(config, index);
       bool returned = false;
       for (const std::string& name : config.resnet_out_features)
