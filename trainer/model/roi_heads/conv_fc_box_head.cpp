@@ -60,8 +60,7 @@ class ConvFcBoxHead : public BoxHead {
 }  // namespace
 
 void RegisterConvFcBoxHead(Registry<BoxHead>& registry) {
-  registry.Add("conv_fc",
-               [](const ModelConfig& c) { return std::make_shared<ConvFcBoxHead>(c); });
+  registry.Add("conv_fc", [](const ModelConfig& c) { return std::make_shared<ConvFcBoxHead>(c); });
 }
 
 }  // namespace mrcnn::model

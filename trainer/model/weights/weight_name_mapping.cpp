@@ -330,6 +330,20 @@ bool ParentModuleInModel(const ModelShapes& model, const std::string& ours) {
   return it != model.end() && it->first.starts_with(prefix);
 }
 
+// What was done to the class-dependent layers, once per kind of layer.
+void AddRelayoutNotes(const std::set<ClassLayout>& relaid, std::vector<std::string>& notes) {
+  if (relaid.contains(ClassLayout::kClassifier))
+    notes.push_back("cls_score: background class moved from Detectron2's last row to our first");
+  if (relaid.contains(ClassLayout::kBoxDeltas))
+    notes.push_back(
+        "bbox_pred: background rows added in front (zeros), class-agnostic rows repeated per "
+        "class, or kept as they are for a class-agnostic model");
+  if (relaid.contains(ClassLayout::kMaskLogits))
+    notes.push_back(
+        "mask predictor: background channel added in front (zeros), a class-agnostic channel "
+        "repeated per class, or kept as it is for a class-agnostic model");
+}
+
 }  // namespace
 
 WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelShapes* model) {
@@ -386,17 +400,7 @@ WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelS
     }
     out.tensors[ours] = MappedTensor{key, std::move(tensor)};
   }
-  if (relaid.contains(ClassLayout::kClassifier))
-    out.notes.push_back(
-        "cls_score: background class moved from Detectron2's last row to our first");
-  if (relaid.contains(ClassLayout::kBoxDeltas))
-    out.notes.push_back(
-        "bbox_pred: background rows added in front (zeros), class-agnostic rows repeated per "
-        "class, or kept as they are for a class-agnostic model");
-  if (relaid.contains(ClassLayout::kMaskLogits))
-    out.notes.push_back(
-        "mask predictor: background channel added in front (zeros), or a class-agnostic channel "
-        "repeated per class");
+  AddRelayoutNotes(relaid, out.notes);
   if (model == nullptr)
     return out;
 
