@@ -9,26 +9,20 @@
 // Both paths must give bit-identical averaged gradients and weights on both ranks, the
 // first iteration's average must equal the mean of locally computed gradients, and the
 // overlapped path's trace must show buckets launched in order during backward.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "test/trainer/engine/free_port.h"
 #include "test/trainer/engine/temp_dir.h"
+#include "test/trainer/engine/thread_ranks.h"
 #include "trainer/engine/distributed/data_parallel.h"
 #include "trainer/engine/solver/grad_scaler.h"
 
@@ -142,36 +136,15 @@ RankResult TrainRank(DataParallel& dp, const Inputs& in) {
 }
 
 std::vector<RankResult> TrainWorld(bool overlap, const Inputs& in, const std::string& trace_dir) {
-  const int port = FreePort();
   std::vector<RankResult> results(kWorld);
-  std::vector<std::exception_ptr> errors(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DataParallelOptions o;
-        o.rank = r;
-        o.world_size = kWorld;
-        o.master_port = port;
-        o.listen_address = "127.0.0.1";
-        o.timeout = std::chrono::seconds(30);
+  RunRanksInThreads(
+      kWorld, [&](DataParallel& dp, int r) { results[static_cast<size_t>(r)] = TrainRank(dp, in); },
+      [&](DataParallelOptions& o, int r) {
         o.bucket_bytes = 64 * sizeof(float);  // several buckets for this small model
         o.overlap_backward = overlap;
         if (overlap)
           o.bucket_trace_path = trace_dir + "/rank" + std::to_string(r) + ".txt";
-        DataParallel dp(o, torch::Device(torch::kCPU));
-        results[static_cast<size_t>(r)] = TrainRank(dp, in);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (auto& e : errors) {
-    if (e)
-      std::rethrow_exception(e);
-  }
+      });
   return results;
 }
 

@@ -5,16 +5,12 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-#include <exception>
-#include <thread>
 #include <vector>
 
-#include "test/trainer/engine/free_port.h"
-#include "trainer/engine/distributed/data_parallel.h"
+#include "test/trainer/engine/thread_ranks.h"
 #include "trainer/model/parts.h"
 
 using mrcnn::engine::dist::DataParallel;
-using mrcnn::engine::dist::DataParallelOptions;
 using mrcnn::model::BatchNorm2d;
 using mrcnn::model::SyncBatchNorm2d;
 
@@ -53,34 +49,13 @@ NormResult Step(Norm& norm, const at::Tensor& x, const at::Tensor& upstream) {
 // Each rank's step on its slice of the images, with its own SyncBatchNorm2d in the group.
 std::vector<NormResult> RunRanks(const std::vector<at::Tensor>& inputs,
                                  const std::vector<at::Tensor>& upstreams) {
-  const int port = FreePort();
   std::vector<NormResult> results(kWorld);
-  std::vector<std::exception_ptr> errors(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DataParallelOptions o;
-        o.rank = r;
-        o.world_size = kWorld;
-        o.master_port = port;
-        o.listen_address = "127.0.0.1";
-        o.timeout = std::chrono::seconds(30);
-        DataParallel dp(o, torch::Device(torch::kCPU));
-        SyncBatchNorm2d norm(kChannels);
-        norm.SetGroup([&dp](std::vector<double>& v) { dp.SumInPlace(v); });
-        results[static_cast<size_t>(r)] =
-            Step(norm, inputs[static_cast<size_t>(r)], upstreams[static_cast<size_t>(r)]);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (auto& e : errors)
-    if (e)
-      std::rethrow_exception(e);
+  RunRanksInThreads(kWorld, [&](DataParallel& dp, int r) {
+    SyncBatchNorm2d norm(kChannels);
+    norm.SetGroup([&dp](std::vector<double>& v) { dp.SumInPlace(v); });
+    const auto i = static_cast<size_t>(r);
+    results[i] = Step(norm, inputs[i], upstreams[i]);
+  });
   return results;
 }
 
