@@ -72,12 +72,6 @@ std::string NestedFlow(const std::vector<std::vector<double>>& v) {
   return text + "]";
 }
 
-std::string StringFlow(const std::vector<std::string>& v) {
-  std::string text = "[";
-  for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
-  return text + "]";
-}
-
 std::string BoolFlow(const std::vector<bool>& v) {
   std::string text = "[";
   for (size_t i = 0; i < v.size(); ++i) text += std::string(i ? ", " : "") + (v[i] ? "true" : "false");
@@ -604,7 +598,7 @@ std::string ModelConfig::ToYaml() const {
     << "  RESNETS: {DEPTH: " << resnet_depth << ", NUM_GROUPS: " << resnet_num_groups
     << ", WIDTH_PER_GROUP: " << resnet_width_per_group << ", STRIDE_IN_1X1: " << (resnet_stride_in_1x1 ? "true" : "false")
     << ", RES5_DILATION: " << resnet_res5_dilation << ", STEM_OUT_CHANNELS: " << resnet_stem_out_channels
-    << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << StringFlow(resnet_out_features)
+    << ", RES2_OUT_CHANNELS: " << resnet_res2_out_channels << ", OUT_FEATURES: " << Flow(resnet_out_features)
     << ", DEFORM_ON_PER_STAGE: " << BoolFlow(resnet_deform_on_per_stage)
     << ", DEFORM_MODULATED: " << (resnet_deform_modulated ? "true" : "false")
     << ", DEFORM_NUM_GROUPS: " << resnet_deform_num_groups
@@ -613,7 +607,7 @@ std::string ModelConfig::ToYaml() const {
     << "  BACKBONE: {NAME: " << backbone_name << ", NORM: " << norm << ", FROZEN_BN_EPS: " << frozen_bn_eps
     << ", TRAINABLE_LAYERS: " << trainable_layers << "}\n"
     << "  NECK: {NAME: " << neck << "}\n"
-    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << StringFlow(fpn_in_features)
+    << "  FPN: {OUT_CHANNELS: " << fpn_out_channels << ", IN_FEATURES: " << Flow(fpn_in_features)
     << ", NORM: \"" << fpn_norm << "\"}\n"
     << "  ANCHOR_GENERATOR: {SIZES: " << NestedFlow(anchor_sizes) << ", ASPECT_RATIOS: " << NestedFlow(anchor_aspect_ratios)
     << ", OFFSET: " << anchor_offset << "}\n"

@@ -315,6 +315,12 @@ bool OfAnotherArchitecture(const std::string& ours) {
          ours.find("box_head.conv") != std::string::npos;
 }
 
+// Whether the model has a tensor whose name starts with `prefix` (a module's "a.b.").
+bool HasTensorUnder(const ModelShapes& model, const std::string& prefix) {
+  const auto it = model.lower_bound(prefix);
+  return it != model.end() && it->first.starts_with(prefix);
+}
+
 // Whether the module two levels above `ours` (the block, the conv, the head) has tensors in the
 // model: then `ours` belongs to a part the model builds otherwise (refused), while a tensor of a
 // whole module the model lacks (a mask head, a 23rd res4 block) is only unknown.
@@ -325,9 +331,7 @@ bool ParentModuleInModel(const ModelShapes& model, const std::string& ours) {
   cut = ours.rfind('.', cut - 1);
   if (cut == std::string::npos)
     return false;
-  const std::string prefix = ours.substr(0, cut + 1);
-  const auto it = model.lower_bound(prefix);
-  return it != model.end() && it->first.starts_with(prefix);
+  return HasTensorUnder(model, ours.substr(0, cut + 1));
 }
 
 // What was done to the class-dependent layers, once per kind of layer.
@@ -348,11 +352,7 @@ void AddRelayoutNotes(const std::set<ClassLayout>& relaid, std::vector<std::stri
 
 WeightMapping MapCheckpointToModel(Detectron2Checkpoint checkpoint, const ModelShapes* model) {
   WeightMapping out;
-  bool backbone_has_res5 = model == nullptr;
-  if (model != nullptr) {
-    const auto it = model->lower_bound("backbone.body.layer4.");
-    backbone_has_res5 = it != model->end() && it->first.starts_with("backbone.body.layer4.");
-  }
+  const bool backbone_has_res5 = model == nullptr || HasTensorUnder(*model, "backbone.body.layer4.");
   std::map<std::string, std::string> claimed;  // our name -> the file key that gave it
   std::set<ClassLayout> relaid;
   for (auto& [key, tensor] : checkpoint.tensors) {
